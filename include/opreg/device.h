@@ -1,0 +1,169 @@
+// Devices, backends and their memory services.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace opreg {
+
+using BackendId = std::uint8_t;
+// Dispatch tables are plain arrays indexed by backend id, so the count is bounded.
+inline constexpr int kMaxBackends = 16;
+// Backend id 0 belongs to the backend named "cpu": the host, the fallback target.
+inline constexpr BackendId kCpuBackendId = 0;
+inline constexpr std::string_view kCpuBackendName = "cpu";
+
+// {backend id, index}. Ids are meaningful within one Registry; print and parse through it
+// (Registry::device_name / Registry::parse_device, or to_string / parse_device for the default).
+struct Device {
+  BackendId backend = kCpuBackendId;
+  std::int16_t index = 0;
+  friend bool operator==(const Device&, const Device&) = default;
+};
+
+enum class FallbackPolicy : std::uint8_t { error, warn, silent };
+std::string_view to_string(FallbackPolicy policy);
+
+struct Availability {
+  bool available = false;
+  int device_count = 0;
+  std::string reason;  // why not available, or how it was found
+};
+
+struct DeviceProps {
+  std::string name;                  // e.g. "NVIDIA H200", "Ascend 910B4 (emulated)"
+  std::uint64_t memory_bytes = 0;
+  int compute_units = 0;             // SMs, AI vector cores, CPU cores, EUs
+  bool emulated = false;             // never picked by inference; shown as emulated everywhere
+  std::vector<std::pair<std::string, std::string>> extra;  // ub_bytes, sm_count, ...
+
+  // Value of an extra key, or empty.
+  std::string_view get(std::string_view key) const;
+};
+
+// Cached scratch memory for kernels (partial dW/dB, chunk buffers): blocks are kept per stream
+// after release and reused by the next acquire on that stream, so a steady state allocates
+// nothing. Reuse on the same stream is safe for asynchronous devices because work on one
+// stream is ordered.
+class Backend;
+class Workspace {
+ public:
+  class Lease {
+   public:
+    Lease() = default;
+    Lease(Lease&& other) noexcept { *this = std::move(other); }
+    Lease& operator=(Lease&& other) noexcept;
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    ~Lease() { reset(); }
+    void* data() const { return data_; }
+    std::size_t bytes() const { return bytes_; }
+    void reset();
+
+   private:
+    friend class Workspace;
+    Workspace* owner_ = nullptr;
+    void* data_ = nullptr;
+    std::size_t bytes_ = 0;
+    void* stream_ = nullptr;
+  };
+
+  Workspace(Backend& backend, int index) : backend_(backend), index_(index) {}
+  ~Workspace();
+  Workspace(const Workspace&) = delete;
+  Workspace& operator=(const Workspace&) = delete;
+
+  // A block of at least `bytes` (rounded up to a power of two, at least 256) for `stream`.
+  Lease acquire(std::size_t bytes, void* stream = nullptr);
+  std::size_t cached_bytes() const;
+  std::size_t allocations() const;  // device allocations made so far (a reuse makes none)
+  void release_cached();
+
+ private:
+  void give_back(void* data, std::size_t bytes, void* stream);
+  Backend& backend_;
+  int index_;
+  mutable std::mutex mutex_;
+  std::multimap<std::pair<void*, std::size_t>, void*> free_;  // (stream, bytes) -> block
+  std::size_t cached_bytes_ = 0;
+  std::size_t allocations_ = 0;
+};
+
+// What a backend provides. Implementations live in src/backends/<name>/ (or in user code for
+// custom backends) and are registered with Registry::add_backend. Copies are synchronous
+// with respect to `stream` (nullptr: the device's default stream): when copy_to_host returns,
+// the data is on the host. Backends are always held by shared_ptr (Registry::add_backend takes
+// one), so an allocation can keep its backend alive through shared_from_this().
+class Backend : public std::enable_shared_from_this<Backend> {
+ public:
+  virtual ~Backend();
+
+  virtual std::string name() const = 0;
+  // Higher is tried first by device inference (cuda 400, npu 300, xpu 200, cpu 0).
+  virtual int inference_priority() const = 0;
+  virtual FallbackPolicy default_fallback() const = 0;
+  // Called once when the backend is registered; must not throw for "not here" (say why).
+  virtual Availability probe() = 0;
+  virtual DeviceProps properties(int index) const = 0;
+  // Environment variables this backend reads and validates (OPREG_NPU_PROFILE, ...).
+  virtual std::vector<std::string> env_vars() const { return {}; }
+
+  virtual void* allocate(int index, std::size_t bytes) = 0;
+  virtual void deallocate(int index, void* ptr, std::size_t bytes) noexcept = 0;
+  virtual void copy_to_host(int index, void* dst, const void* src, std::size_t bytes, void* stream) = 0;
+  virtual void copy_from_host(int index, void* dst, const void* src, std::size_t bytes, void* stream) = 0;
+  virtual void copy_on_device(int index, void* dst, const void* src, std::size_t bytes, void* stream) = 0;
+  // Repeats `pattern` (pattern_bytes long, dividing bytes) over dst.
+  virtual void fill(int index, void* dst, std::size_t bytes, const void* pattern,
+                    std::size_t pattern_bytes, void* stream) = 0;
+  virtual void synchronize(int index, void* stream) = 0;
+  virtual void* default_stream(int /*index*/) { return nullptr; }
+
+  // The cached scratch allocator of device `index`.
+  Workspace& workspace(int index);
+
+ protected:
+  // Gives every workspace's cached blocks back through deallocate(). ~Backend cannot: the
+  // derived deallocate() is gone by then, so it leaks what is still cached rather than make a
+  // pure virtual call. A backend therefore calls this from its own destructor
+  // (HostMemoryBackend's does, with its own deallocate()).
+  void release_workspaces() noexcept;
+
+ private:
+  std::mutex workspaces_mutex_;
+  std::map<int, std::unique_ptr<Workspace>> workspaces_;
+};
+
+// Memory services on host memory, for backends whose device memory is the host's: the cpu
+// backend, emulators (the NPU model keeps GM in host memory) and test backends.
+class HostMemoryBackend : public Backend {
+ public:
+  ~HostMemoryBackend() override;
+  void* allocate(int index, std::size_t bytes) override;
+  void deallocate(int index, void* ptr, std::size_t bytes) noexcept override;
+  void copy_to_host(int index, void* dst, const void* src, std::size_t bytes, void* stream) override;
+  void copy_from_host(int index, void* dst, const void* src, std::size_t bytes, void* stream) override;
+  void copy_on_device(int index, void* dst, const void* src, std::size_t bytes, void* stream) override;
+  void fill(int index, void* dst, std::size_t bytes, const void* pattern, std::size_t pattern_bytes,
+            void* stream) override;
+  void synchronize(int index, void* stream) override;
+};
+
+// The execution context every entry point accepts: the stream or queue to run on.
+struct ExecContext {
+  void* stream = nullptr;  // nullptr: the device's default stream
+};
+
+class Registry;
+// Printing and parsing through the process-wide default registry.
+std::string to_string(Device device);
+Device parse_device(std::string_view text);
+
+}  // namespace opreg

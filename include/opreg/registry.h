@@ -1,0 +1,406 @@
+// The dispatch table: backends, ops, kernel variants, device inference and configuration.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "opreg/device.h"
+#include "opreg/error.h"
+#include "opreg/tensor.h"
+
+namespace opreg {
+
+// ---------------------------------------------------------------------------------------------
+// Ops: a name, a typed argument struct, one checking function shared by all backends.
+
+enum class Role : std::uint8_t { in, out, inout };
+
+struct TensorSlot {
+  const char* name = nullptr;
+  Tensor* tensor = nullptr;  // may be undefined (an optional argument left out)
+  Role role = Role::in;
+};
+
+inline constexpr int kMaxOpTensors = 16;
+
+// The tensors of one call, named, in a fixed-capacity list (no heap on the dispatch path).
+class TensorList {
+ public:
+  void add(const char* name, Tensor& tensor, Role role);
+  void add(const char* name, const Tensor& tensor) { add(name, const_cast<Tensor&>(tensor), Role::in); }
+  int size() const { return size_; }
+  const TensorSlot& operator[](int i) const { return slots_[static_cast<std::size_t>(i)]; }
+
+ private:
+  std::array<TensorSlot, kMaxOpTensors> slots_{};
+  int size_ = 0;
+};
+
+inline constexpr int kKeyWords = 16;
+
+// What the choice of a variant may depend on: the device, every tensor's dtype, shape summary
+// and contiguity, plus what an op adds (scalars that `supports` predicates look at). A key that
+// does not fit is marked uncacheable and the choice is then made on every call.
+struct ProblemKey {
+  std::array<std::uint64_t, kKeyWords> words{};
+  int size = 0;
+  bool overflow = false;
+  void add(std::uint64_t word) {
+    if (size == kKeyWords) {
+      overflow = true;
+      return;
+    }
+    words[static_cast<std::size_t>(size++)] = word;
+  }
+  std::uint64_t hash() const;
+  friend bool operator==(const ProblemKey& a, const ProblemKey& b);
+};
+
+template <class Args>
+struct OpSpec {
+  std::string name{};                         // "rms_norm.fwd"
+  void (*check)(const Args&) = nullptr;       // throws opreg::Error naming the op
+  void (*tensors)(Args&, TensorList&) = nullptr;  // every tensor argument, named, with its role
+  void (*key)(const Args&, ProblemKey&) = nullptr;  // optional: scalars the choice depends on
+};
+
+struct DispatchResult;
+struct VariantInfo;
+
+namespace detail {
+struct OpDef {
+  std::string name;
+  int id = -1;
+  void (*check)(const OpDef&, const void* args) = nullptr;
+  void (*tensors)(const OpDef&, void* args, TensorList& out) = nullptr;
+  void (*key)(const OpDef&, const void* args, ProblemKey& key) = nullptr;
+  // Copies the arguments onto the host, dispatches there, copies outputs back.
+  DispatchResult (*run_on_host)(Registry& registry, const OpDef& op, const void* args,
+                                const ExecContext* ctx) = nullptr;
+  virtual ~OpDef() = default;
+};
+// Assigns the op an id (names are unique process-wide; at most kMaxOps ops).
+const OpDef& define_op(std::unique_ptr<OpDef> op);
+template <class Args>
+struct TypedOpDef;
+}  // namespace detail
+
+inline constexpr int kMaxOps = 64;
+
+// Every op defined in this process, in id order.
+std::vector<const detail::OpDef*> all_ops();
+
+template <class Args>
+class Op {
+ public:
+  explicit Op(OpSpec<Args> spec);
+  std::string_view name() const { return def_->name; }
+  int id() const { return def_->id; }
+  const detail::OpDef& def() const { return *def_; }
+
+ private:
+  const detail::OpDef* def_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Variants: one kernel for one (op, backend).
+
+// The answer of a `supports` predicate: accepted, or rejected with a reason.
+struct Verdict {
+  bool ok = true;
+  std::string reason;
+  static Verdict accept() { return {}; }
+  static Verdict reject(std::string reason) { return {false, std::move(reason)}; }
+};
+
+struct Tunable {
+  std::string name;
+  std::string value;
+};
+
+struct VariantInfo {
+  std::string name;     // <backend>.<op>.<impl>, e.g. npu.rms_norm.fwd.chunked
+  std::string backend;  // npu
+  std::string op;       // rms_norm.fwd
+  std::string impl;     // chunked
+  int priority = 0;     // higher first
+  std::vector<Tunable> tunables;
+  std::string site;     // file:line of the registration
+  bool is_override = false;
+  bool has_supports = false;
+  std::string tunables_str() const;  // "rows_per_tile=4 threads=8", "" when none
+};
+
+// What a kernel receives besides its arguments.
+struct KernelContext {
+  Registry* registry = nullptr;
+  Backend* backend = nullptr;
+  Device device;
+  const DeviceProps* props = nullptr;
+  void* stream = nullptr;  // resolved: never nullptr when the backend has a default stream
+  const VariantInfo* variant = nullptr;
+  void* user = nullptr;  // VariantSpec::user, e.g. a mock object standing behind the kernel
+};
+
+template <class Args>
+struct VariantSpec {
+  std::string backend{};
+  std::string impl{};
+  int priority = 0;
+  std::function<Verdict(const Args&, const DeviceProps&)> supports{};  // empty: accepts everything
+  std::function<void(const Args&, const KernelContext&)> run{};
+  std::vector<Tunable> tunables{};
+  void* user = nullptr;
+};
+
+struct RegisterOptions {
+  // Replace a variant of the same name; unregistering the override restores the previous one.
+  bool override_existing = false;
+};
+
+namespace detail {
+struct RegistryCore;
+struct ErasedVariant {
+  const OpDef* op = nullptr;
+  std::string backend;
+  std::string impl;
+  int priority = 0;
+  std::function<Verdict(const void*, const DeviceProps&)> supports;
+  std::function<void(const void*, const KernelContext&)> run;
+  std::vector<Tunable> tunables;
+  void* user = nullptr;
+};
+}  // namespace detail
+
+// Undoes a registration when destroyed (or reset). release() keeps it for the registry's
+// lifetime. Safe to destroy after the registry is gone.
+class Registration {
+ public:
+  Registration() = default;
+  Registration(Registration&& other) noexcept { *this = std::move(other); }
+  Registration& operator=(Registration&& other) noexcept;
+  Registration(const Registration&) = delete;
+  Registration& operator=(const Registration&) = delete;
+  ~Registration() { reset(); }
+
+  void reset();
+  void release() { core_.reset(); }
+  bool active() const { return !core_.expired(); }
+  // For a backend registration: the id it received.
+  BackendId backend_id() const { return backend_id_; }
+
+  enum class Kind : std::uint8_t { none, backend, variant };
+
+ private:
+  friend class Registry;
+  std::weak_ptr<detail::RegistryCore> core_;
+  Kind kind_ = Kind::none;
+  std::uint64_t token_ = 0;
+  BackendId backend_id_ = 0;
+};
+
+struct DispatchResult {
+  const VariantInfo* variant = nullptr;  // the variant that ran (a cpu one after a fallback)
+  bool fell_back = false;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Configuration (the OPREG_* environment variables).
+
+struct Config {
+  std::string device;                       // OPREG_DEVICE; empty: infer
+  std::vector<std::string> backend_order;   // OPREG_BACKEND_ORDER; empty: by backend priority
+  std::vector<std::string> disable;         // OPREG_DISABLE: backend or variant names
+  std::vector<std::string> force_variants;  // OPREG_FORCE_VARIANT: full variant names
+  std::optional<FallbackPolicy> fallback;   // OPREG_FALLBACK; empty: each backend's default
+  int verbose = 0;                          // OPREG_VERBOSE: 0, 1, 2
+  int num_threads = 0;                      // OPREG_NUM_THREADS; 0: the machine's cores
+
+  // Reads and validates the syntax of every variable; names are checked against a registry
+  // when the configuration is applied. Unknown OPREG_* names are returned in `unknown`.
+  static Config from_env(std::vector<std::string>* unknown = nullptr);
+  // The variables this struct reads, for help text and the unknown-variable check.
+  static const std::vector<std::string>& variables();
+};
+
+struct BackendInfo {
+  BackendId id = 0;
+  std::string name;
+  int priority = 0;
+  FallbackPolicy fallback = FallbackPolicy::error;  // effective (OPREG_FALLBACK applied)
+  bool disabled = false;                            // by OPREG_DISABLE
+  Availability availability;
+  std::vector<DeviceProps> devices;
+  std::string site;
+};
+
+struct Inference {
+  Device device;
+  std::string why;  // one line: what was asked, what was skipped and why
+};
+
+// ---------------------------------------------------------------------------------------------
+
+class Registry {
+ public:
+  // An empty registry with the default configuration (no environment read: call
+  // reload_config() for that). The process-wide one is default_registry().
+  Registry();
+  ~Registry();
+  Registry(const Registry&) = delete;
+  Registry& operator=(const Registry&) = delete;
+
+  // Backends. The backend named "cpu" gets id 0; others the lowest free id from 1; more than
+  // kMaxBackends is an error. probe() and properties() are read once, here.
+  [[nodiscard]] Registration add_backend(std::shared_ptr<Backend> backend,
+                                         const char* file = __builtin_FILE(), int line = __builtin_LINE());
+  std::optional<BackendId> find_backend(std::string_view name) const;
+  // The backend with this id; an opreg::Error if none.
+  Backend& backend(BackendId id) const;
+  std::vector<BackendInfo> backends() const;
+  const DeviceProps& device_props(Device device) const;
+
+  // Devices.
+  std::string device_name(Device device) const;  // "cpu", "npu:0", "cuda:1"
+  // Syntax and backend name; an opreg::Error (invalid_argument) listing the accepted devices.
+  Device parse_device(std::string_view text) const;
+  // An opreg::Error (device) unless the device exists and its backend is available.
+  void check_device(Device device) const;
+  // OPREG_DEVICE if set, else the first available, non-emulated, non-disabled backend in
+  // OPREG_BACKEND_ORDER or priority order.
+  Inference infer_device() const;
+
+  // Variants.
+  template <class Args>
+  [[nodiscard]] Registration add_variant(const Op<Args>& op, VariantSpec<Args> spec,
+                                         RegisterOptions options = {},
+                                         const char* file = __builtin_FILE(), int line = __builtin_LINE());
+  // Registered variants of an op (active ones: overrides shown, shadowed ones not), grouped by
+  // backend id, in choice order.
+  std::vector<VariantInfo> variants(std::string_view op_name) const;
+  bool is_disabled(const VariantInfo& variant) const;
+  bool is_forced(const VariantInfo& variant) const;
+
+  // Dispatch: check, find the device, pick the variant (cached per problem), run it.
+  template <class Args>
+  DispatchResult call(const Op<Args>& op, const Args& args, const ExecContext* ctx = nullptr) {
+    return dispatch(op.def(), &args, ctx);
+  }
+  // The variant a call would run (nullptr: it would fall back or fail), with the rejected
+  // variants and their reasons in `why`. Does not run anything or touch the cache.
+  template <class Args>
+  const VariantInfo* choose(const Op<Args>& op, const Args& args, std::string* why = nullptr) const {
+    return choose_erased(op.def(), &args, why);
+  }
+
+  // Configuration.
+  void reload_config();               // re-reads the environment; on error nothing changes
+  void set_config(const Config& config);  // validates like reload_config
+  Config config() const;
+  // Where log lines go (default: stderr). Lines carry no trailing newline.
+  void set_log_sink(std::function<void(std::string_view)> sink);
+
+  // Counters.
+  std::uint64_t fallback_count() const;
+  std::uint64_t fallback_count(std::string_view op_name, std::string_view backend) const;
+  std::uint64_t cache_misses() const;
+
+ private:
+  Registration add_variant_erased(detail::ErasedVariant variant, RegisterOptions options,
+                                  const char* file, int line);
+  DispatchResult dispatch(const detail::OpDef& op, const void* args, const ExecContext* ctx);
+  const VariantInfo* choose_erased(const detail::OpDef& op, const void* args, std::string* why) const;
+  template <class Args>
+  friend struct detail::TypedOpDef;
+  std::shared_ptr<detail::RegistryCore> core_;
+};
+
+// The process-wide registry: built-in backends registered, configuration read from the
+// environment (an opreg::Error if a variable is bad; the next call tries again).
+Registry& default_registry();
+
+// ---------------------------------------------------------------------------------------------
+// Template implementations.
+
+namespace detail {
+template <class Args>
+struct TypedOpDef final : OpDef {
+  OpSpec<Args> spec;
+
+  static void check_thunk(const OpDef& op, const void* args) {
+    static_cast<const TypedOpDef&>(op).spec.check(*static_cast<const Args*>(args));
+  }
+  static void tensors_thunk(const OpDef& op, void* args, TensorList& out) {
+    static_cast<const TypedOpDef&>(op).spec.tensors(*static_cast<Args*>(args), out);
+  }
+  static void key_thunk(const OpDef& op, const void* args, ProblemKey& key) {
+    const auto& self = static_cast<const TypedOpDef&>(op);
+    if (self.spec.key != nullptr) self.spec.key(*static_cast<const Args*>(args), key);
+  }
+  static DispatchResult run_on_host_thunk(Registry& registry, const OpDef& op, const void* args,
+                                          const ExecContext* ctx) {
+    const auto& self = static_cast<const TypedOpDef&>(op);
+    Args original = *static_cast<const Args*>(args);  // shares storage with the caller's tensors
+    Args host = original;
+    TensorList originals;
+    TensorList copies;
+    self.spec.tensors(original, originals);
+    self.spec.tensors(host, copies);
+    for (int i = 0; i < copies.size(); ++i) {
+      if (copies[i].tensor->defined()) *copies[i].tensor = originals[i].tensor->to(Device{}, registry);
+    }
+    DispatchResult result = registry.dispatch(op, &host, ctx);
+    for (int i = 0; i < copies.size(); ++i) {
+      if (copies[i].role != Role::in && copies[i].tensor->defined()) {
+        originals[i].tensor->copy_from(*copies[i].tensor, registry);
+      }
+    }
+    result.fell_back = true;
+    return result;
+  }
+};
+}  // namespace detail
+
+template <class Args>
+Op<Args>::Op(OpSpec<Args> spec) {
+  if (spec.check == nullptr || spec.tensors == nullptr) {
+    fail(ErrorKind::internal, "op '{}': OpSpec needs a check and a tensors function", spec.name);
+  }
+  auto def = std::make_unique<detail::TypedOpDef<Args>>();
+  def->name = spec.name;
+  def->spec = std::move(spec);
+  def->check = &detail::TypedOpDef<Args>::check_thunk;
+  def->tensors = &detail::TypedOpDef<Args>::tensors_thunk;
+  def->key = &detail::TypedOpDef<Args>::key_thunk;
+  def->run_on_host = &detail::TypedOpDef<Args>::run_on_host_thunk;
+  def_ = &detail::define_op(std::move(def));
+}
+
+template <class Args>
+Registration Registry::add_variant(const Op<Args>& op, VariantSpec<Args> spec, RegisterOptions options,
+                                   const char* file, int line) {
+  detail::ErasedVariant v;
+  v.op = &op.def();
+  v.backend = std::move(spec.backend);
+  v.impl = std::move(spec.impl);
+  v.priority = spec.priority;
+  if (spec.supports) {
+    v.supports = [f = std::move(spec.supports)](const void* a, const DeviceProps& p) {
+      return f(*static_cast<const Args*>(a), p);
+    };
+  }
+  if (!spec.run) fail(ErrorKind::invalid_argument, "variant {}.{}.{}: no run function", v.backend, op.name(), v.impl);
+  v.run = [f = std::move(spec.run)](const void* a, const KernelContext& c) { f(*static_cast<const Args*>(a), c); };
+  v.tunables = std::move(spec.tunables);
+  v.user = spec.user;
+  return add_variant_erased(std::move(v), options, file, line);
+}
+
+}  // namespace opreg

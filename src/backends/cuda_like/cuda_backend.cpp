@@ -1,0 +1,109 @@
+// The cuda backend's runtime glue: device discovery, properties, memory and streams.
+// Kernels (.cu) register their variants from this folder too.
+#include <algorithm>
+#include <vector>
+
+#include "backends/builtin.h"
+#include "backends/cuda_like/gpu_vendor.h"
+#include "opreg/registry.h"
+
+namespace opreg {
+namespace {
+
+void check(gpuError_t err, const char* what, int index) {
+  if (err != gpuSuccess) {
+    fail(ErrorKind::device, "cuda:{}: {} failed: {}", index, what, gpuGetErrorString(err));
+  }
+}
+
+class CudaBackend final : public Backend {
+ public:
+  ~CudaBackend() override { release_workspaces(); }
+  std::string name() const override { return "cuda"; }
+  int inference_priority() const override { return 400; }
+  FallbackPolicy default_fallback() const override { return FallbackPolicy::error; }
+
+  Availability probe() override {
+    int count = 0;
+    gpuError_t err = gpuGetDeviceCount(&count);
+    if (err != gpuSuccess) return {false, 0, fmt::format("{}: {}", OPREG_GPU_RUNTIME, gpuGetErrorString(err))};
+    if (count == 0) return {false, 0, fmt::format("{}: no device", OPREG_GPU_RUNTIME)};
+    int runtime = 0;
+    int driver = 0;
+    gpuRuntimeGetVersion(&runtime);
+    gpuDriverGetVersion(&driver);
+    return {true, count, fmt::format("{} runtime {}, driver {}", OPREG_GPU_RUNTIME, runtime, driver)};
+  }
+
+  DeviceProps properties(int index) const override {
+    gpuDeviceProp p{};
+    check(gpuGetDeviceProperties(&p, index), "getting device properties", index);
+    DeviceProps props;
+    props.name = p.name;
+    props.memory_bytes = p.totalGlobalMem;
+    props.compute_units = p.multiProcessorCount;
+    props.extra = {{"sm_count", std::to_string(p.multiProcessorCount)},
+                   {"compute_capability", fmt::format("{}.{}", p.major, p.minor)},
+                   {"l2_bytes", std::to_string(p.l2CacheSize)},
+                   {"smem_per_block_optin", std::to_string(p.sharedMemPerBlockOptin)},
+                   {"max_threads_per_block", std::to_string(p.maxThreadsPerBlock)}};
+    return props;
+  }
+
+  void* allocate(int index, std::size_t bytes) override {
+    check(gpuSetDevice(index), "selecting the device", index);
+    void* p = nullptr;
+    gpuError_t err = gpuMalloc(&p, std::max<std::size_t>(bytes, 1));
+    if (err != gpuSuccess) {
+      fail(ErrorKind::device, "cuda:{}: allocating {} bytes failed: {}", index, bytes, gpuGetErrorString(err));
+    }
+    return p;
+  }
+  void deallocate(int index, void* ptr, std::size_t) noexcept override {
+    gpuSetDevice(index);
+    gpuFree(ptr);
+  }
+  void copy(int index, void* dst, const void* src, std::size_t bytes, void* stream) {
+    if (bytes == 0) return;
+    check(gpuSetDevice(index), "selecting the device", index);
+    auto s = static_cast<gpuStream_t>(stream);
+    check(gpuMemcpyAsync(dst, src, bytes, gpuMemcpyDefault, s), "copying", index);
+    check(gpuStreamSynchronize(s), "synchronizing after a copy", index);
+  }
+  void copy_to_host(int index, void* dst, const void* src, std::size_t bytes, void* stream) override {
+    copy(index, dst, src, bytes, stream);
+  }
+  void copy_from_host(int index, void* dst, const void* src, std::size_t bytes, void* stream) override {
+    copy(index, dst, src, bytes, stream);
+  }
+  void copy_on_device(int index, void* dst, const void* src, std::size_t bytes, void* stream) override {
+    copy(index, dst, src, bytes, stream);
+  }
+  void fill(int index, void* dst, std::size_t bytes, const void* pattern, std::size_t pattern_bytes,
+            void* stream) override {
+    if (bytes == 0) return;
+    const auto* pat = static_cast<const unsigned char*>(pattern);
+    if (std::all_of(pat, pat + pattern_bytes, [&](unsigned char c) { return c == pat[0]; })) {
+      check(gpuSetDevice(index), "selecting the device", index);
+      check(gpuMemsetAsync(dst, pat[0], bytes, static_cast<gpuStream_t>(stream)), "filling", index);
+      return;
+    }
+    // Multi-byte patterns go through a host staging buffer until a fill kernel exists.
+    constexpr std::size_t kChunk = 1 << 20;
+    std::vector<unsigned char> host(std::min(bytes, kChunk - kChunk % pattern_bytes));
+    for (std::size_t i = 0; i < host.size(); ++i) host[i] = pat[i % pattern_bytes];
+    for (std::size_t done = 0; done < bytes; done += host.size()) {
+      copy(index, static_cast<unsigned char*>(dst) + done, host.data(), std::min(host.size(), bytes - done), stream);
+    }
+  }
+  void synchronize(int index, void* stream) override {
+    check(gpuSetDevice(index), "selecting the device", index);
+    check(gpuStreamSynchronize(static_cast<gpuStream_t>(stream)), "synchronizing", index);
+  }
+};
+
+}  // namespace
+
+void register_cuda_like(Registry& registry) { registry.add_backend(std::make_shared<CudaBackend>()).release(); }
+
+}  // namespace opreg

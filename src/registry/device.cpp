@@ -1,0 +1,222 @@
+#include "opreg/device.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <new>
+
+#include "opreg/error.h"
+
+namespace opreg {
+
+std::string_view to_string(FallbackPolicy policy) {
+  switch (policy) {
+    case FallbackPolicy::error:
+      return "error";
+    case FallbackPolicy::warn:
+      return "warn";
+    case FallbackPolicy::silent:
+      return "silent";
+  }
+  return "unknown";
+}
+
+std::string_view DeviceProps::get(std::string_view key) const {
+  for (const auto& [k, v] : extra) {
+    if (k == key) return v;
+  }
+  return {};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Backend
+
+Backend::~Backend() {
+  // Only this class's part of the object is left, so deallocate() is pure here: a workspace
+  // still caching blocks (its backend did not call release_workspaces()) is leaked with them.
+  for (auto& [index, ws] : workspaces_) {
+    if (ws->cached_bytes() != 0) static_cast<void>(ws.release());
+  }
+}
+
+void Backend::release_workspaces() noexcept {
+  std::lock_guard lock(workspaces_mutex_);
+  for (auto& [index, ws] : workspaces_) ws->release_cached();
+}
+
+Workspace& Backend::workspace(int index) {
+  std::lock_guard lock(workspaces_mutex_);
+  auto& slot = workspaces_[index];
+  if (!slot) slot = std::make_unique<Workspace>(*this, index);
+  return *slot;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Workspace
+
+namespace {
+constexpr std::size_t kMinWorkspaceBlock = 256;
+}  // namespace
+
+Workspace::Lease& Workspace::Lease::operator=(Lease&& other) noexcept {
+  if (this != &other) {
+    reset();
+    owner_ = other.owner_;
+    data_ = other.data_;
+    bytes_ = other.bytes_;
+    stream_ = other.stream_;
+    other.owner_ = nullptr;
+    other.data_ = nullptr;
+    other.bytes_ = 0;
+    other.stream_ = nullptr;
+  }
+  return *this;
+}
+
+void Workspace::Lease::reset() {
+  if (owner_ != nullptr && data_ != nullptr) owner_->give_back(data_, bytes_, stream_);
+  owner_ = nullptr;
+  data_ = nullptr;
+  bytes_ = 0;
+  stream_ = nullptr;
+}
+
+// Leases still out when the workspace goes (that is, when its backend does) dangle: a lease
+// is meant to live for one kernel call, well inside the backend's lifetime.
+Workspace::~Workspace() { release_cached(); }
+
+Workspace::Lease Workspace::acquire(std::size_t bytes, void* stream) {
+  constexpr std::size_t kLargestBlock = std::size_t{1} << (std::numeric_limits<std::size_t>::digits - 1);
+  if (bytes > kLargestBlock) {
+    fail(ErrorKind::invalid_argument, "workspace request of {} bytes is larger than the largest block ({} bytes)",
+         bytes, kLargestBlock);
+  }
+  // Power-of-two size classes make blocks of nearby sizes interchangeable, so varying
+  // problem sizes still reach a steady state with few distinct blocks.
+  const std::size_t size = std::max(kMinWorkspaceBlock, std::bit_ceil(bytes));
+  Lease lease;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = free_.find({stream, size});
+    if (it != free_.end()) {
+      lease.data_ = it->second;
+      free_.erase(it);
+      cached_bytes_ -= size;
+    }
+  }
+  if (lease.data_ == nullptr) {
+    // Outside the lock: a device allocation may be slow, and other streams need not wait.
+    lease.data_ = backend_.allocate(index_, size);
+    std::lock_guard lock(mutex_);
+    ++allocations_;
+  }
+  lease.owner_ = this;
+  lease.bytes_ = size;
+  lease.stream_ = stream;
+  return lease;
+}
+
+std::size_t Workspace::cached_bytes() const {
+  std::lock_guard lock(mutex_);
+  return cached_bytes_;
+}
+
+std::size_t Workspace::allocations() const {
+  std::lock_guard lock(mutex_);
+  return allocations_;
+}
+
+void Workspace::release_cached() {
+  decltype(free_) blocks;
+  {
+    std::lock_guard lock(mutex_);
+    blocks.swap(free_);
+    cached_bytes_ = 0;
+  }
+  for (const auto& [key, data] : blocks) backend_.deallocate(index_, data, key.second);
+}
+
+void Workspace::give_back(void* data, std::size_t bytes, void* stream) {
+  // Called from a lease's destructor, so it must not throw: if the free list cannot grow,
+  // the block goes back to the device instead of into the cache.
+  try {
+    std::lock_guard lock(mutex_);
+    free_.emplace(std::pair{stream, bytes}, data);
+    cached_bytes_ += bytes;
+    return;
+  } catch (...) {
+  }
+  backend_.deallocate(index_, data, bytes);
+}
+
+// ---------------------------------------------------------------------------------------------
+// HostMemoryBackend
+
+namespace {
+// A cache line: vector loads never straddle two allocations' lines and false sharing
+// between tensors cannot happen.
+constexpr std::size_t kHostAlignment = 64;
+}  // namespace
+
+HostMemoryBackend::~HostMemoryBackend() { release_workspaces(); }
+
+void* HostMemoryBackend::allocate(int /*index*/, std::size_t bytes) {
+  if (bytes > std::numeric_limits<std::size_t>::max() - (kHostAlignment - 1)) {
+    fail(ErrorKind::device, "{}: cannot allocate {} bytes of host memory: too large", name(), bytes);
+  }
+  // aligned_alloc wants a multiple of the alignment; a zero-byte request still gets a real,
+  // unique block so callers never have to special-case nullptr.
+  std::size_t rounded = (bytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
+  if (rounded == 0) rounded = kHostAlignment;
+  void* p = std::aligned_alloc(kHostAlignment, rounded);
+  if (p == nullptr) fail(ErrorKind::device, "{}: allocation of {} bytes of host memory failed", name(), bytes);
+  return p;
+}
+
+void HostMemoryBackend::deallocate(int /*index*/, void* ptr, std::size_t /*bytes*/) noexcept { std::free(ptr); }
+
+// The guards on zero bytes matter: memcpy and friends are undefined on null pointers even
+// for a zero length, and zero-sized tensors have no memory.
+void HostMemoryBackend::copy_to_host(int /*index*/, void* dst, const void* src, std::size_t bytes, void* /*stream*/) {
+  if (bytes != 0) std::memcpy(dst, src, bytes);
+}
+
+void HostMemoryBackend::copy_from_host(int /*index*/, void* dst, const void* src, std::size_t bytes, void* /*stream*/) {
+  if (bytes != 0) std::memcpy(dst, src, bytes);
+}
+
+void HostMemoryBackend::copy_on_device(int /*index*/, void* dst, const void* src, std::size_t bytes, void* /*stream*/) {
+  // Source and destination may be views of one allocation.
+  if (bytes != 0) std::memmove(dst, src, bytes);
+}
+
+void HostMemoryBackend::fill(int /*index*/, void* dst, std::size_t bytes, const void* pattern,
+                             std::size_t pattern_bytes, void* /*stream*/) {
+  if (pattern_bytes == 0 || bytes % pattern_bytes != 0) {
+    fail(ErrorKind::invalid_argument, "{}: fill of {} bytes with a {}-byte pattern: the pattern must divide the size",
+         name(), bytes, pattern_bytes);
+  }
+  if (bytes == 0) return;
+  auto* out = static_cast<unsigned char*>(dst);
+  const auto* pat = static_cast<const unsigned char*>(pattern);
+  bool uniform = true;
+  for (std::size_t i = 1; i < pattern_bytes && uniform; ++i) uniform = pat[i] == pat[0];
+  if (uniform) {
+    std::memset(out, pat[0], bytes);
+    return;
+  }
+  // Doubling copies: log2(bytes / pattern_bytes) memcpy calls instead of one per element.
+  std::memcpy(out, pat, pattern_bytes);
+  std::size_t done = pattern_bytes;
+  while (done < bytes) {
+    const std::size_t n = std::min(done, bytes - done);
+    std::memcpy(out + done, out, n);
+    done += n;
+  }
+}
+
+void HostMemoryBackend::synchronize(int /*index*/, void* /*stream*/) {}
+
+}  // namespace opreg

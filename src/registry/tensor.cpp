@@ -1,0 +1,300 @@
+#include "opreg/tensor.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "opreg/error.h"
+#include "opreg/registry.h"
+
+namespace opreg {
+
+// ---------------------------------------------------------------------------------------------
+// Shape
+
+Shape::Shape(std::initializer_list<std::int64_t> dims)
+    : Shape(std::span<const std::int64_t>(dims.begin(), dims.size())) {}
+
+Shape::Shape(std::span<const std::int64_t> dims) {
+  if (dims.size() > static_cast<std::size_t>(kMaxDims)) {
+    fail(ErrorKind::invalid_argument, "shape has {} dims; at most {} are supported", dims.size(), kMaxDims);
+  }
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] < 0) fail(ErrorKind::invalid_argument, "shape dim {} is {}: extents must be >= 0", i, dims[i]);
+    dims_[i] = dims[i];
+  }
+  ndim_ = static_cast<int>(dims.size());
+}
+
+std::int64_t Shape::numel() const {
+  // A zero extent anywhere makes the product 0 even when the other extents alone overflow.
+  for (int i = 0; i < ndim_; ++i) {
+    if ((*this)[i] == 0) return 0;
+  }
+  std::int64_t n = 1;
+  for (int i = 0; i < ndim_; ++i) {
+    if (__builtin_mul_overflow(n, (*this)[i], &n)) {
+      fail(ErrorKind::invalid_argument, "shape {} has more than {} elements", str(),
+           std::numeric_limits<std::int64_t>::max());
+    }
+  }
+  return n;
+}
+
+std::string Shape::str() const {
+  std::string s;
+  for (int i = 0; i < ndim_; ++i) {
+    if (i > 0) s += 'x';
+    s += std::to_string((*this)[i]);
+  }
+  return s;
+}
+
+Shape Shape::parse(std::string_view text) {
+  auto bad = [&](std::string_view why) {
+    fail(ErrorKind::invalid_argument,
+         "invalid shape '{}': {}; expected extents >= 0 separated by 'x', e.g. 4096x4096 or 4096 (at most {} dims)",
+         text, why, kMaxDims);
+  };
+  if (text.empty()) bad("empty");
+  std::array<std::int64_t, kMaxDims> dims{};
+  std::size_t n = 0;
+  std::string_view rest = text;
+  for (;;) {
+    const auto at = rest.find('x');
+    const std::string_view part = rest.substr(0, at);
+    if (n == static_cast<std::size_t>(kMaxDims)) bad(fmt::format("more than {} dims", kMaxDims));
+    if (part.empty()) bad("an empty extent");
+    if (part.front() == '-') bad(fmt::format("negative extent '{}'", part));
+    if (part.find_first_not_of("0123456789") != std::string_view::npos) bad(fmt::format("'{}' is not a number", part));
+    std::int64_t value = 0;
+    const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), value);
+    if (ec != std::errc{} || end != part.data() + part.size())
+      bad(fmt::format("extent '{}' does not fit in int64", part));
+    dims[n++] = value;
+    if (at == std::string_view::npos) break;
+    rest.remove_prefix(at + 1);
+  }
+  return Shape(std::span<const std::int64_t>(dims.data(), n));
+}
+
+bool operator==(const Shape& a, const Shape& b) {
+  if (a.ndim_ != b.ndim_) return false;
+  for (int i = 0; i < a.ndim_; ++i) {
+    if (a[i] != b[i]) return false;
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tensor
+
+namespace {
+
+std::string describe(const Tensor& t) { return fmt::format("{} [{}]", to_string(t.dtype()), t.shape().str()); }
+
+void require_defined(const Tensor& t, std::string_view what) {
+  if (!t.defined()) fail(ErrorKind::invalid_argument, "{}: the tensor is undefined", what);
+}
+
+// Copies the elements of a strided host tensor into contiguous host memory, in row-major
+// order. Offsets are signed so negative strides work.
+void gather_host(const Tensor& src, void* dst) {
+  const std::int64_t esize = static_cast<std::int64_t>(element_size(src.dtype()));
+  const int nd = src.ndim();
+  const auto* base = static_cast<const unsigned char*>(src.data());
+  auto* out = static_cast<unsigned char*>(dst);
+  std::array<std::int64_t, kMaxDims> idx{};
+  std::int64_t offset = 0;  // in elements, = sum idx[d] * stride[d]
+  for (std::int64_t n = src.numel(); n > 0; --n) {
+    std::memcpy(out, base + offset * esize, static_cast<std::size_t>(esize));
+    out += esize;
+    // Odometer step: bump the last dim, carrying into earlier ones.
+    for (int d = nd - 1; d >= 0; --d) {
+      const auto ud = static_cast<std::size_t>(d);
+      ++idx[ud];
+      offset += src.stride(d);
+      if (idx[ud] < src.size(d)) break;
+      offset -= idx[ud] * src.stride(d);
+      idx[ud] = 0;
+    }
+  }
+}
+
+// dst: contiguous, defined, same shape and dtype as src; both devices checked.
+void copy_tensor(const Tensor& dst, const Tensor& src, Registry& registry) {
+  if (src.numel() == 0) return;
+  const std::size_t bytes = dst.nbytes();
+  const Device from = src.device();
+  const Device to = dst.device();
+  Backend& source = registry.backend(from.backend);
+  Backend& target = registry.backend(to.backend);
+
+  if (!src.is_contiguous()) {
+    // Only host memory can be walked element by element from here; a strided device tensor
+    // would need a kernel of its backend.
+    if (from.backend != kCpuBackendId) {
+      fail(ErrorKind::unsupported, "copying a non-contiguous {} tensor on {}: only cpu tensors may be non-contiguous",
+           describe(src), registry.device_name(from));
+    }
+    if (to.backend == kCpuBackendId) {
+      gather_host(src, dst.data());
+      return;
+    }
+    std::vector<unsigned char> staging(bytes);
+    gather_host(src, staging.data());
+    target.copy_from_host(to.index, dst.data(), staging.data(), bytes, nullptr);
+    return;
+  }
+  if (from == to) {
+    source.copy_on_device(from.index, dst.data(), src.data(), bytes, nullptr);
+  } else if (from.backend == kCpuBackendId) {
+    target.copy_from_host(to.index, dst.data(), src.data(), bytes, nullptr);
+  } else if (to.backend == kCpuBackendId) {
+    source.copy_to_host(from.index, dst.data(), src.data(), bytes, nullptr);
+  } else {
+    // Two devices (of one backend or two) share no copy path but the host.
+    std::vector<unsigned char> staging(bytes);
+    source.copy_to_host(from.index, staging.data(), src.data(), bytes, nullptr);
+    target.copy_from_host(to.index, dst.data(), staging.data(), bytes, nullptr);
+  }
+}
+
+}  // namespace
+
+void Tensor::set_geometry(const Shape& shape, std::span<const std::int64_t> strides) {
+  const std::int64_t numel = shape.numel();
+  std::int64_t nbytes = 0;
+  if (__builtin_mul_overflow(numel, static_cast<std::int64_t>(element_size(dtype_)), &nbytes)) {
+    fail(ErrorKind::invalid_argument, "a {} tensor of shape [{}] needs more than {} bytes", to_string(dtype_),
+         shape.str(), std::numeric_limits<std::int64_t>::max());
+  }
+  std::array<std::int64_t, kMaxDims> st{};
+  if (strides.empty()) {
+    std::int64_t step = 1;
+    for (int d = shape.ndim() - 1; d >= 0; --d) {
+      st[static_cast<std::size_t>(d)] = step;
+      // Only a zero-sized shape can get here with a product that overflows (numel() passed).
+      if (__builtin_mul_overflow(step, std::max<std::int64_t>(shape[d], 1), &step) && d > 0) {
+        fail(ErrorKind::invalid_argument, "shape [{}]: its contiguous strides overflow int64", shape.str());
+      }
+    }
+  } else {
+    if (strides.size() != static_cast<std::size_t>(shape.ndim())) {
+      fail(ErrorKind::invalid_argument, "{} strides given for shape [{}] of {} dims", strides.size(), shape.str(),
+           shape.ndim());
+    }
+    for (std::size_t d = 0; d < strides.size(); ++d) st[d] = strides[d];
+  }
+  shape_ = shape;
+  strides_ = st;
+  numel_ = numel;
+  nbytes_ = static_cast<std::size_t>(nbytes);
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, Registry& registry) {
+  registry.check_device(device);
+  Tensor t;
+  t.dtype_ = dtype;
+  t.dtype_set_ = true;
+  t.device_ = device;
+  t.set_geometry(shape, {});
+  if (t.nbytes_ == 0) return t;
+  // The deleter owns a reference to the backend, so memory handed out by a backend can be
+  // given back to it even after the backend has been unregistered.
+  std::shared_ptr<Backend> backend = registry.backend(device.backend).shared_from_this();
+  const int index = device.index;
+  const std::size_t bytes = t.nbytes_;
+  void* p = backend->allocate(index, bytes);
+  t.storage_ = std::shared_ptr<void>(p, [backend, index, bytes](void* q) { backend->deallocate(index, q, bytes); });
+  t.data_ = p;
+  return t;
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+  return empty(shape, dtype, device, default_registry());
+}
+
+Tensor Tensor::wrap(void* data, const Shape& shape, DType dtype, Device device, std::span<const std::int64_t> strides) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.dtype_set_ = true;
+  t.device_ = device;
+  t.set_geometry(shape, strides);
+  if (data == nullptr && t.numel_ != 0) {
+    fail(ErrorKind::invalid_argument, "wrap: null data for a {} tensor", describe(t));
+  }
+  t.data_ = data;
+  return t;
+}
+
+bool Tensor::is_contiguous() const {
+  if (numel_ == 0) return true;
+  std::int64_t expected = 1;
+  for (int d = ndim() - 1; d >= 0; --d) {
+    // An extent of 1 is never stepped over, so its stride says nothing about the layout.
+    if (size(d) != 1 && stride(d) != expected) return false;
+    expected *= size(d);
+  }
+  return true;
+}
+
+Tensor Tensor::to(Device device, Registry& registry) const {
+  require_defined(*this, "to()");
+  if (device == device_ && is_contiguous()) return *this;
+  registry.check_device(device_);
+  Tensor out = empty(shape_, dtype_, device, registry);
+  copy_tensor(out, *this, registry);
+  return out;
+}
+
+Tensor Tensor::to(Device device) const { return to(device, default_registry()); }
+
+void Tensor::copy_from(const Tensor& src, Registry& registry) {
+  require_defined(*this, "copy_from()");
+  require_defined(src, "copy_from()");
+  if (src.dtype_ != dtype_ || !(src.shape_ == shape_)) {
+    fail(ErrorKind::invalid_argument, "copy_from(): source is {} but destination is {}", describe(src),
+         describe(*this));
+  }
+  if (!is_contiguous()) {
+    fail(ErrorKind::unsupported, "copy_from(): the destination {} on {} is not contiguous", describe(*this),
+         registry.device_name(device_));
+  }
+  registry.check_device(device_);
+  registry.check_device(src.device_);
+  copy_tensor(*this, src, registry);
+}
+
+void Tensor::copy_from(const Tensor& src) { copy_from(src, default_registry()); }
+
+void Tensor::fill(double value, Registry& registry) {
+  require_defined(*this, "fill()");
+  if (!is_contiguous()) {
+    fail(ErrorKind::unsupported, "fill(): the {} tensor on {} is not contiguous", describe(*this),
+         registry.device_name(device_));
+  }
+  registry.check_device(device_);
+  if (numel_ == 0) return;
+  alignas(8) unsigned char pattern[8] = {};
+  store_from_double(pattern, dtype_, 0, value);
+  registry.backend(device_.backend).fill(device_.index, data_, nbytes_, pattern, element_size(dtype_), nullptr);
+}
+
+void Tensor::fill(double value) { fill(value, default_registry()); }
+
+Tensor Tensor::reshape(const Shape& shape) const {
+  require_defined(*this, "reshape()");
+  if (!is_contiguous()) fail(ErrorKind::unsupported, "reshape(): the {} tensor is not contiguous", describe(*this));
+  if (shape.numel() != numel_) {
+    fail(ErrorKind::invalid_argument, "reshape(): cannot view {} ({} elements) as [{}] ({} elements)", describe(*this),
+         numel_, shape.str(), shape.numel());
+  }
+  Tensor t = *this;
+  t.set_geometry(shape, {});
+  return t;
+}
+
+}  // namespace opreg
