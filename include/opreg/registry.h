@@ -23,9 +23,9 @@ namespace opreg {
 enum class Role : std::uint8_t { in, out, inout };
 
 struct TensorSlot {
-  const char* name = nullptr;
-  Tensor* tensor = nullptr;  // may be undefined (an optional argument left out)
-  Role role = Role::in;
+  const char* name;
+  Tensor* tensor;  // may be undefined (an optional argument left out)
+  Role role;
 };
 
 inline constexpr int kMaxOpTensors = 16;
@@ -33,13 +33,18 @@ inline constexpr int kMaxOpTensors = 16;
 // The tensors of one call, named, in a fixed-capacity list (no heap on the dispatch path).
 class TensorList {
  public:
-  void add(const char* name, Tensor& tensor, Role role);
+  TensorList() {}  // slots stay uninitialised: only the first size() are ever read
+  void add(const char* name, Tensor& tensor, Role role) {
+    if (size_ == kMaxOpTensors) too_many(name);
+    slots_[static_cast<std::size_t>(size_++)] = TensorSlot{name, &tensor, role};
+  }
   void add(const char* name, const Tensor& tensor) { add(name, const_cast<Tensor&>(tensor), Role::in); }
   int size() const { return size_; }
   const TensorSlot& operator[](int i) const { return slots_[static_cast<std::size_t>(i)]; }
 
  private:
-  std::array<TensorSlot, kMaxOpTensors> slots_{};
+  [[noreturn]] static void too_many(const char* name);
+  std::array<TensorSlot, kMaxOpTensors> slots_;
   int size_ = 0;
 };
 
@@ -49,7 +54,8 @@ inline constexpr int kKeyWords = 16;
 // and contiguity, plus what an op adds (scalars that `supports` predicates look at). A key that
 // does not fit is marked uncacheable and the choice is then made on every call.
 struct ProblemKey {
-  std::array<std::uint64_t, kKeyWords> words{};
+  ProblemKey() {}  // words stay uninitialised: only the first `size` are ever read
+  std::array<std::uint64_t, kKeyWords> words;
   int size = 0;
   bool overflow = false;
   void add(std::uint64_t word) {
@@ -173,7 +179,10 @@ struct ErasedVariant {
   std::string impl;
   int priority = 0;
   std::function<Verdict(const void*, const DeviceProps&)> supports;
-  std::function<void(const void*, const KernelContext&)> run;
+  // The typed kernel (a std::function of the variant's Args) and the one indirect call that
+  // runs it on erased arguments.
+  std::shared_ptr<const void> run;
+  void (*invoke)(const void* run, const void* args, const KernelContext& ctx) = nullptr;
   std::vector<Tunable> tunables;
   void* user = nullptr;
 };
@@ -316,6 +325,8 @@ class Registry {
   Registration add_variant_erased(detail::ErasedVariant variant, RegisterOptions options,
                                   const char* file, int line);
   DispatchResult dispatch(const detail::OpDef& op, const void* args, const ExecContext* ctx);
+  DispatchResult fall_back(const detail::OpDef& op, const void* args, const ExecContext* ctx, Device device,
+                           const TensorList& list);
   const VariantInfo* choose_erased(const detail::OpDef& op, const void* args, std::string* why) const;
   template <class Args>
   friend struct detail::TypedOpDef;
@@ -397,7 +408,11 @@ Registration Registry::add_variant(const Op<Args>& op, VariantSpec<Args> spec, R
     };
   }
   if (!spec.run) fail(ErrorKind::invalid_argument, "variant {}.{}.{}: no run function", v.backend, op.name(), v.impl);
-  v.run = [f = std::move(spec.run)](const void* a, const KernelContext& c) { f(*static_cast<const Args*>(a), c); };
+  using Kernel = std::function<void(const Args&, const KernelContext&)>;
+  v.run = std::make_shared<const Kernel>(std::move(spec.run));
+  v.invoke = [](const void* run, const void* a, const KernelContext& c) {
+    (*static_cast<const Kernel*>(run))(*static_cast<const Args*>(a), c);
+  };
   v.tunables = std::move(spec.tunables);
   v.user = spec.user;
   return add_variant_erased(std::move(v), options, file, line);

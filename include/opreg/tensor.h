@@ -38,7 +38,14 @@ class Shape {
   // Parses "4096x4096" (also "4096"); extents >= 0, at most kMaxDims of them.
   static Shape parse(std::string_view text);
 
-  friend bool operator==(const Shape& a, const Shape& b);
+  // Inline: every op's check compares shapes on the dispatch path.
+  friend bool operator==(const Shape& a, const Shape& b) {
+    if (a.ndim_ != b.ndim_) return false;
+    for (int i = 0; i < a.ndim_; ++i) {
+      if (a.dims_[static_cast<std::size_t>(i)] != b.dims_[static_cast<std::size_t>(i)]) return false;
+    }
+    return true;
+  }
 
  private:
   std::array<std::int64_t, kMaxDims> dims_{};
@@ -69,7 +76,8 @@ class Tensor {
   }
   std::int64_t numel() const { return numel_; }
   std::size_t nbytes() const { return nbytes_; }
-  bool is_contiguous() const;
+  // Row-major without gaps (computed once, when the geometry is set).
+  bool is_contiguous() const { return contiguous_; }
   void* data() const { return data_; }
   template <class T>
   T* data_as() const {
@@ -99,6 +107,7 @@ class Tensor {
   Device device_;
   DType dtype_ = DType::f32;
   bool dtype_set_ = false;
+  bool contiguous_ = true;
 };
 
 }  // namespace opreg

@@ -45,11 +45,8 @@ std::vector<const detail::OpDef*> all_ops() {
   return out;
 }
 
-void TensorList::add(const char* name, Tensor& tensor, Role role) {
-  if (size_ == kMaxOpTensors) {
-    fail(ErrorKind::internal, "an op lists more than {} tensors (at '{}')", kMaxOpTensors, name);
-  }
-  slots_[static_cast<std::size_t>(size_++)] = TensorSlot{name, &tensor, role};
+void TensorList::too_many(const char* name) {
+  fail(ErrorKind::internal, "an op lists more than {} tensors (at '{}')", kMaxOpTensors, name);
 }
 
 }  // namespace opreg

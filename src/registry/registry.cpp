@@ -25,7 +25,8 @@ struct VariantEntry {
   VariantInfo info;
   const OpDef* op = nullptr;
   std::function<Verdict(const void*, const DeviceProps&)> supports;
-  std::function<void(const void*, const KernelContext&)> run;
+  std::shared_ptr<const void> run;
+  void (*invoke)(const void* run, const void* args, const KernelContext& ctx) = nullptr;
   void* user = nullptr;
   std::uint64_t token = 0;
 };
@@ -281,12 +282,13 @@ void build_key(const detail::OpDef& op, const void* args, Device device, const T
 }  // namespace
 
 std::uint64_t ProblemKey::hash() const {
-  std::uint64_t h = 0x9E3779B97F4A7C15ULL ^ static_cast<std::uint64_t>(size);
+  // Multiply-xorshift per word: enough spread for a 128-slot table, a few cycles per word.
+  std::uint64_t h = static_cast<std::uint64_t>(size);
   for (int i = 0; i < size; ++i) {
-    h ^= words[static_cast<std::size_t>(i)] + 0x9E3779B97F4A7C15ULL + (h << 6) + (h >> 2);
-    h *= 0xFF51AFD7ED558CCDULL;
+    h = (h ^ words[static_cast<std::size_t>(i)]) * 0x9E3779B97F4A7C15ULL;
+    h ^= h >> 32;
   }
-  return h ^ (h >> 33);
+  return h;
 }
 
 bool operator==(const ProblemKey& a, const ProblemKey& b) {
@@ -433,6 +435,7 @@ Registration Registry::add_variant_erased(detail::ErasedVariant v, RegisterOptio
   e->info.has_supports = static_cast<bool>(v.supports);
   e->supports = std::move(v.supports);
   e->run = std::move(v.run);
+  e->invoke = v.invoke;
   e->user = v.user;
   if (!names::is_variant_name(e->info.name)) {
     fail(ErrorKind::invalid_argument, "variant name '{}' is malformed: expected <backend>.<op>.<direction>.<impl> "
@@ -838,6 +841,88 @@ const BackendTable* table_for(const State& s, const detail::OpDef& op, Device de
 
 }  // namespace
 
+namespace {
+
+// Cold: the first call of a problem. Asks the variants, caches the answer, logs at verbose >= 1.
+[[gnu::noinline]] const VariantEntry* choose_on_miss(RegistryCore& core, const Registry& reg, const State& s,
+                                                     const detail::OpDef& op, const void* args, Device device,
+                                                     const TensorList& list, const BackendTable& bt,
+                                                     const BackendRecord& be, const ProblemKey& key,
+                                                     std::uint64_t hash, detail::ChoiceCache* cache) {
+  core.misses.fetch_add(1, std::memory_order_relaxed);
+  Choice c = walk(bt, args, be.props[static_cast<std::size_t>(device.index)]);
+  if (!key.overflow) {
+    if (cache == nullptr) {
+      auto* fresh = new detail::ChoiceCache();
+      if (bt.cache.compare_exchange_strong(cache, fresh, std::memory_order_acq_rel)) {
+        cache = fresh;
+      } else {
+        delete fresh;  // another thread made it; `cache` now holds theirs
+      }
+    }
+    cache->insert(key, hash, c.variant);
+  }
+  if (s.config.verbose >= 1 && c.variant != nullptr) {
+    std::vector<std::uint64_t> seen_key(key.words.begin(), key.words.begin() + key.size);
+    seen_key.push_back(static_cast<std::uint64_t>(op.id));
+    bool first_time = false;
+    {
+      std::lock_guard lock(core.seen_mutex);
+      first_time = core.seen.insert(std::move(seen_key)).second;
+    }
+    if (first_time) {
+      const VariantInfo& info = c.variant->info;
+      std::string line = fmt::format("opreg: dispatch {} on {} -> {}", op.name, reg.device_name(device), info.name);
+      if (!info.tunables.empty()) line += fmt::format(" [{}]", info.tunables_str());
+      line += fmt::format(" ({}) for {}", c.how, describe_tensors(reg, list));
+      core.log(line);
+      if (s.config.verbose >= 2) {
+        for (const auto& r : c.rejected) core.log(fmt::format("opreg:   rejected {}", r));
+      }
+    }
+  }
+  return c.variant;
+}
+
+}  // namespace
+
+// Cold: no variant of the device's backend accepted the problem.
+DispatchResult Registry::fall_back(const detail::OpDef& op, const void* args, const ExecContext* ctx, Device device,
+                                   const TensorList& list) {
+  const State& s = core_->state();
+  const BackendRecord& be = *s.backends[device.backend];
+  const BackendTable* bt = table_for(s, op, device);
+  std::string reasons;
+  if (bt != nullptr) {
+    reasons = join(walk(*bt, args, be.props[static_cast<std::size_t>(device.index)]).rejected, "; ");
+  } else if (s.disabled[device.backend]) {
+    reasons = fmt::format("backend {} is disabled by OPREG_DISABLE", be.name);
+  } else {
+    reasons = fmt::format("no {} variant is registered", be.name);
+  }
+  if (device.backend == kCpuBackendId) {
+    fail(ErrorKind::unsupported, "{} on cpu: no variant accepted {} ({})", op.name, describe_tensors(*this, list),
+         reasons);
+  }
+  const FallbackPolicy policy = s.fallback[device.backend];
+  if (policy == FallbackPolicy::error) {
+    fail(ErrorKind::unsupported, "{} on {}: no variant accepted {} ({}); the fallback policy of {} is error "
+         "(OPREG_FALLBACK=warn would run it on the cpu through host copies)", op.name, device_name(device),
+         describe_tensors(*this, list), reasons, be.name);
+  }
+  core_->fallbacks.fetch_add(1, std::memory_order_relaxed);
+  core_->fallbacks_by[static_cast<std::size_t>(op.id)][device.backend].fetch_add(1, std::memory_order_relaxed);
+  const bool first_warning =
+      policy == FallbackPolicy::warn &&
+      !core_->warned[static_cast<std::size_t>(op.id)][device.backend].exchange(true, std::memory_order_relaxed);
+  if (first_warning || s.config.verbose >= 1) {
+    core_->log(fmt::format("opreg: {}: {} on {} falls back to the cpu through host copies ({})",
+                           first_warning ? "warning" : "fallback", op.name, device_name(device), reasons));
+  }
+  return op.run_on_host(*this, op, args, ctx);
+}
+
+// The hot path: everything cold is out of line so this stays small.
 DispatchResult Registry::dispatch(const detail::OpDef& op, const void* args, const ExecContext* ctx) {
   op.check(op, args);
   TensorList list;
@@ -847,100 +932,37 @@ DispatchResult Registry::dispatch(const detail::OpDef& op, const void* args, con
     if (!list[i].tensor->defined()) continue;
     if (first < 0) {
       first = i;
-    } else if (list[i].tensor->device() != list[first].tensor->device()) {
+    } else if (list[i].tensor->device() != list[first].tensor->device()) [[unlikely]] {
       mixed_devices(*this, op, list);
     }
   }
-  if (first < 0) fail(ErrorKind::invalid_argument, "{}: no tensor argument is defined", op.name);
+  if (first < 0) [[unlikely]] {
+    fail(ErrorKind::invalid_argument, "{}: no tensor argument is defined", op.name);
+  }
   const Device device = list[first].tensor->device();
 
   const State& s = core_->state();
   const BackendRecord* be = device.backend < kMaxBackends ? s.backends[device.backend].get() : nullptr;
-  if (be == nullptr || device.index < 0 || static_cast<std::size_t>(device.index) >= be->props.size()) {
+  if (be == nullptr || device.index < 0 || static_cast<std::size_t>(device.index) >= be->props.size()) [[unlikely]] {
     check_device(device);  // throws the precise reason
   }
   const BackendTable* bt = table_for(s, op, device);
   const VariantEntry* v = nullptr;
-  if (bt != nullptr) {
-    if (bt->fast != nullptr) {
-      v = bt->fast;
-    } else {
+  if (bt != nullptr) [[likely]] {
+    v = bt->fast;
+    if (v == nullptr) {
       ProblemKey key;
       build_key(op, args, device, list, key);
       const std::uint64_t hash = key.hash();
       detail::ChoiceCache* cache = bt->cache.load(std::memory_order_acquire);
       detail::Lookup hit;
       if (cache != nullptr && !key.overflow) hit = cache->find(key, hash);
-      if (hit.hit) {
-        v = hit.choice;
-      } else {
-        core_->misses.fetch_add(1, std::memory_order_relaxed);
-        const auto& props = be->props[static_cast<std::size_t>(device.index)];
-        Choice c = walk(*bt, args, props);
-        v = c.variant;
-        if (!key.overflow) {
-          if (cache == nullptr) {
-            auto* fresh = new detail::ChoiceCache();
-            if (bt->cache.compare_exchange_strong(cache, fresh, std::memory_order_acq_rel)) {
-              cache = fresh;
-            } else {
-              delete fresh;  // another thread made it; `cache` now holds theirs
-            }
-          }
-          cache->insert(key, hash, v);
-        }
-        if (s.config.verbose >= 1 && v != nullptr) {
-          std::vector<std::uint64_t> seen_key(key.words.begin(), key.words.begin() + key.size);
-          seen_key.push_back(static_cast<std::uint64_t>(op.id));
-          bool first_time = false;
-          {
-            std::lock_guard lock(core_->seen_mutex);
-            first_time = core_->seen.insert(std::move(seen_key)).second;
-          }
-          if (first_time) {
-            std::string line = fmt::format("opreg: dispatch {} on {} -> {}", op.name, device_name(device), v->info.name);
-            if (!v->info.tunables.empty()) line += fmt::format(" [{}]", v->info.tunables_str());
-            line += fmt::format(" ({}) for {}", c.how, describe_tensors(*this, list));
-            core_->log(line);
-            if (s.config.verbose >= 2) {
-              for (const auto& r : c.rejected) core_->log(fmt::format("opreg:   rejected {}", r));
-            }
-          }
-        }
-      }
+      v = hit.hit ? hit.choice
+                  : choose_on_miss(*core_, *this, s, op, args, device, list, *bt, *be, key, hash, cache);
     }
   }
-  if (v == nullptr) {
-    // Cold: no accepted variant on this backend.
-    std::string reasons;
-    if (bt != nullptr) {
-      Choice c = walk(*bt, args, be->props[static_cast<std::size_t>(device.index)]);
-      reasons = join(c.rejected, "; ");
-    } else if (s.disabled[device.backend]) {
-      reasons = fmt::format("backend {} is disabled by OPREG_DISABLE", be->name);
-    } else {
-      reasons = fmt::format("no {} variant is registered", be->name);
-    }
-    const FallbackPolicy policy = s.fallback[device.backend];
-    if (device.backend == kCpuBackendId) {
-      fail(ErrorKind::unsupported, "{} on cpu: no variant accepted {} ({})", op.name, describe_tensors(*this, list),
-           reasons);
-    }
-    if (policy == FallbackPolicy::error) {
-      fail(ErrorKind::unsupported, "{} on {}: no variant accepted {} ({}); the fallback policy of {} is error "
-           "(OPREG_FALLBACK=warn would run it on the cpu through host copies)", op.name, device_name(device),
-           describe_tensors(*this, list), reasons, be->name);
-    }
-    core_->fallbacks.fetch_add(1, std::memory_order_relaxed);
-    core_->fallbacks_by[static_cast<std::size_t>(op.id)][device.backend].fetch_add(1, std::memory_order_relaxed);
-    const bool first_warning =
-        policy == FallbackPolicy::warn &&
-        !core_->warned[static_cast<std::size_t>(op.id)][device.backend].exchange(true, std::memory_order_relaxed);
-    if (first_warning || s.config.verbose >= 1) {
-      core_->log(fmt::format("opreg: {}: {} on {} falls back to the cpu through host copies ({})",
-                             first_warning ? "warning" : "fallback", op.name, device_name(device), reasons));
-    }
-    return op.run_on_host(*this, op, args, ctx);
+  if (v == nullptr) [[unlikely]] {
+    return fall_back(op, args, ctx, device, list);
   }
   const std::size_t index = static_cast<std::size_t>(device.index);
   KernelContext kc;
@@ -951,7 +973,7 @@ DispatchResult Registry::dispatch(const detail::OpDef& op, const void* args, con
   kc.stream = ctx != nullptr && ctx->stream != nullptr ? ctx->stream : be->default_streams[index];
   kc.variant = &v->info;
   kc.user = v->user;
-  v->run(args, kc);
+  v->invoke(v->run.get(), args, kc);
   return {&v->info, false};
 }
 

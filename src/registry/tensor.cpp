@@ -80,13 +80,7 @@ Shape Shape::parse(std::string_view text) {
   return Shape(std::span<const std::int64_t>(dims.data(), n));
 }
 
-bool operator==(const Shape& a, const Shape& b) {
-  if (a.ndim_ != b.ndim_) return false;
-  for (int i = 0; i < a.ndim_; ++i) {
-    if (a[i] != b[i]) return false;
-  }
-  return true;
-}
+
 
 // ---------------------------------------------------------------------------------------------
 // Tensor
@@ -192,6 +186,13 @@ void Tensor::set_geometry(const Shape& shape, std::span<const std::int64_t> stri
   strides_ = st;
   numel_ = numel;
   nbytes_ = static_cast<std::size_t>(nbytes);
+  contiguous_ = true;
+  std::int64_t expected = 1;
+  for (int d = shape.ndim() - 1; d >= 0 && numel != 0; --d) {
+    // An extent of 1 is never stepped over, so its stride says nothing about the layout.
+    if (shape[d] != 1 && st[static_cast<std::size_t>(d)] != expected) contiguous_ = false;
+    expected *= shape[d];
+  }
 }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, Registry& registry) {
@@ -228,17 +229,6 @@ Tensor Tensor::wrap(void* data, const Shape& shape, DType dtype, Device device, 
   }
   t.data_ = data;
   return t;
-}
-
-bool Tensor::is_contiguous() const {
-  if (numel_ == 0) return true;
-  std::int64_t expected = 1;
-  for (int d = ndim() - 1; d >= 0; --d) {
-    // An extent of 1 is never stepped over, so its stride says nothing about the layout.
-    if (size(d) != 1 && stride(d) != expected) return false;
-    expected *= size(d);
-  }
-  return true;
 }
 
 Tensor Tensor::to(Device device, Registry& registry) const {
