@@ -100,7 +100,8 @@ int cmd_ops(const std::vector<std::string_view>& args) {
   }
   std::string_view only;
   for (std::size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--op" && i + 1 < args.size()) {
+    if (args[i] == "--op") {
+      if (i + 1 == args.size()) throw Usage{"ops: --op needs an op name (e.g. rms_norm.fwd)"};
       only = args[++i];
     } else {
       throw Usage{fmt::format("ops: unexpected argument '{}'", args[i])};
