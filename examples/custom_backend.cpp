@@ -1,6 +1,7 @@
 // A user-defined backend and op registered at run time into the process-wide registry.
 // Built and run as a test; only the public headers are used.
 #include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 #include "opreg/registry.h"
@@ -77,6 +78,9 @@ int main() {
   opreg::Tensor::wrap(y.data(), {2, 3}, opreg::DType::f32).copy_from(args.y);
   std::printf("ran %s on %s: y[0] = %g (expected 7)\n", result.variant->name.c_str(),
               reg.device_name(device).c_str(), static_cast<double>(y[0]));
-  std::printf("inference now picks %s\n", reg.device_name(reg.infer_device().device).c_str());
-  return y[0] == 7.0F ? 0 : 1;
+  const opreg::Inference inferred = reg.infer_device();
+  std::printf("inference now picks %s (%s)\n", reg.device_name(inferred.device).c_str(), inferred.why.c_str());
+  // Named in OPREG_DEVICE (before it registered), the custom backend is what inference returns.
+  const bool named = std::getenv("OPREG_DEVICE") != nullptr;
+  return y[0] == 7.0F && (!named || inferred.device == device) ? 0 : 1;
 }

@@ -1,6 +1,7 @@
 // Devices, backends and their memory services.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -129,6 +130,11 @@ class Backend : public std::enable_shared_from_this<Backend> {
   // The cached scratch allocator of device `index`.
   Workspace& workspace(int index);
 
+  // Tensors allocated through this backend (Tensor::empty) that are still alive. A registry
+  // does not give this backend's id to another backend while any exist, so an old tensor can
+  // never be taken for the new backend's.
+  std::int64_t live_tensors() const { return live_tensors_.load(std::memory_order_relaxed); }
+
  protected:
   // Gives every workspace's cached blocks back through deallocate(). ~Backend cannot: the
   // derived deallocate() is gone by then, so it leaks what is still cached rather than make a
@@ -137,6 +143,8 @@ class Backend : public std::enable_shared_from_this<Backend> {
   void release_workspaces() noexcept;
 
  private:
+  friend class Tensor;
+  std::atomic<std::int64_t> live_tensors_{0};
   std::mutex workspaces_mutex_;
   std::map<int, std::unique_ptr<Workspace>> workspaces_;
 };

@@ -50,8 +50,10 @@ class TensorList {
 
 inline constexpr int kKeyWords = 16;
 
-// What the choice of a variant may depend on: the device, every tensor's dtype, shape summary
-// and contiguity, plus what an op adds (scalars that `supports` predicates look at). A key that
+// What the choice of a variant may depend on, and so what a `supports` predicate may look at:
+// the device; every tensor's presence, dtype, contiguity and data alignment (up to 64 bytes);
+// the first tensor's shape (an op's check ties the other shapes to it); the strides of
+// non-contiguous tensors; and what the op adds (scalars its variants look at). A key that
 // does not fit is marked uncacheable and the choice is then made on every call.
 struct ProblemKey {
   ProblemKey() {}  // words stay uninitialised: only the first `size` are ever read
@@ -278,6 +280,11 @@ class Registry {
 
   // Devices.
   std::string device_name(Device device) const;  // "cpu", "npu:0", "cuda:1"
+  // device_name plus " (emulated)" for an emulated device: what log lines and errors show.
+  std::string device_label(Device device) const;
+  // A built-in backend this build does not contain: naming it is "unsupported", not "invalid".
+  void declare_absent_backend(std::string name, std::string why);
+  std::vector<std::pair<std::string, std::string>> absent_backends() const;
   // Syntax and backend name; an opreg::Error (invalid_argument) listing the accepted devices.
   Device parse_device(std::string_view text) const;
   // An opreg::Error (device) unless the device exists and its backend is available.
@@ -325,8 +332,6 @@ class Registry {
   Registration add_variant_erased(detail::ErasedVariant variant, RegisterOptions options,
                                   const char* file, int line);
   DispatchResult dispatch(const detail::OpDef& op, const void* args, const ExecContext* ctx);
-  DispatchResult fall_back(const detail::OpDef& op, const void* args, const ExecContext* ctx, Device device,
-                           const TensorList& list);
   const VariantInfo* choose_erased(const detail::OpDef& op, const void* args, std::string* why) const;
   template <class Args>
   friend struct detail::TypedOpDef;

@@ -29,6 +29,7 @@ struct VariantEntry {
   void (*invoke)(const void* run, const void* args, const KernelContext& ctx) = nullptr;
   void* user = nullptr;
   std::uint64_t token = 0;
+  std::uint64_t order = 0;  // ties in priority: an override keeps the place of what it shadows
 };
 
 struct BackendRecord {
@@ -110,6 +111,7 @@ struct State {
   std::array<std::shared_ptr<const BackendRecord>, kMaxBackends> backends;
   std::array<FallbackPolicy, kMaxBackends> fallback{};
   std::array<bool, kMaxBackends> disabled{};
+  std::vector<std::pair<std::string, std::string>> absent;  // built-in backends not built: name, why
   Config config;
 };
 
@@ -118,6 +120,9 @@ struct RegistryCore {
   std::atomic<const State*> current{nullptr};
   std::vector<std::unique_ptr<const State>> retired;
   std::array<std::shared_ptr<const BackendRecord>, kMaxBackends> backends;
+  // The backend that last held each id: its id is not reused while its tensors are alive.
+  std::array<std::shared_ptr<Backend>, kMaxBackends> previous_holder;
+  std::vector<std::pair<std::string, std::string>> absent;
   std::map<std::string, std::vector<std::shared_ptr<VariantEntry>>> variants;  // name -> override stack
   std::vector<std::shared_ptr<VariantEntry>> every_entry;  // kept for retired States
   Config config;
@@ -147,7 +152,8 @@ struct RegistryCore {
   // Must hold `mutex`. Rebuilds the tables of `op_id` (or every op for -1) and publishes.
   void publish(int op_id);
   std::shared_ptr<const OpTable> build_op_table(int op_id, const State& s) const;
-  void validate(const Config& c) const;
+  // Throws for a bad setting; returns the names that wait for a backend to register.
+  std::vector<std::string> validate(const Config& c) const;
   void unregister(Registration::Kind kind, std::uint64_t token);
   const VariantEntry* active_variant(std::string_view name) const {
     auto it = variants.find(std::string(name));
@@ -159,6 +165,7 @@ void RegistryCore::publish(int op_id) {
   auto s = std::make_unique<State>();
   if (const State* old = current.load(std::memory_order_relaxed)) s->ops = old->ops;
   s->backends = backends;
+  s->absent = absent;
   s->config = config;
   for (const auto& b : backends) {
     if (!b) continue;
@@ -177,8 +184,9 @@ void RegistryCore::publish(int op_id) {
     }
   }
   for (int id : ops) s->ops[static_cast<std::size_t>(id)] = build_op_table(id, *s);
-  current.store(s.get(), std::memory_order_release);
+  // Retire first: if that allocation throws, nothing was published and `s` just goes away.
   retired.push_back(std::move(s));
+  current.store(retired.back().get(), std::memory_order_release);
 }
 
 std::shared_ptr<const OpTable> RegistryCore::build_op_table(int op_id, const State& s) const {
@@ -213,7 +221,7 @@ std::shared_ptr<const OpTable> RegistryCore::build_op_table(int op_id, const Sta
   for (auto& bt : table->backends) {
     if (!bt) continue;
     std::stable_sort(bt->order.begin(), bt->order.end(), [](const VariantEntry* a, const VariantEntry* b) {
-      return a->info.priority != b->info.priority ? a->info.priority > b->info.priority : a->token < b->token;
+      return a->info.priority != b->info.priority ? a->info.priority > b->info.priority : a->order < b->order;
     });
     // The choice needs no cache when it cannot depend on the problem; at OPREG_VERBOSE >= 1 the
     // cache path is kept so that the first dispatch of each problem is logged.
@@ -262,6 +270,9 @@ void build_key(const detail::OpDef& op, const void* args, Device device, const T
   std::uint64_t defined = 0;
   std::uint64_t contiguous = 0;
   std::uint64_t dtypes = 0;
+  // 3 bits a tensor: log2 of the data's alignment, capped at 64 bytes (what vector loads and the
+  // NPU's 32-byte block copies care about), so allocator-aligned tensors share one key.
+  std::uint64_t alignment = 0;
   const Tensor* first = nullptr;
   for (int i = 0; i < list.size(); ++i) {
     const Tensor& t = *list[i].tensor;
@@ -270,12 +281,20 @@ void build_key(const detail::OpDef& op, const void* args, Device device, const T
     defined |= 1ULL << i;
     if (t.is_contiguous()) contiguous |= 1ULL << i;
     dtypes |= static_cast<std::uint64_t>(t.dtype()) << (4 * i);
+    const auto address = reinterpret_cast<std::uintptr_t>(t.data()) | 64U;
+    alignment |= static_cast<std::uint64_t>(__builtin_ctzll(address)) << (3 * i);
   }
   key.add(static_cast<std::uint64_t>(device.backend) | static_cast<std::uint64_t>(device.index) << 8 |
           defined << 24 | contiguous << 40);
   key.add(dtypes);
+  key.add(alignment);
   key.add(static_cast<std::uint64_t>(first->ndim()));
   for (auto d : first->shape().dims()) key.add(static_cast<std::uint64_t>(d));
+  for (int i = 0; i < list.size(); ++i) {
+    const Tensor& t = *list[i].tensor;
+    if (!t.defined() || t.is_contiguous()) continue;
+    for (auto st : t.strides()) key.add(static_cast<std::uint64_t>(st));
+  }
   op.key(op, args, key);
 }
 
@@ -322,7 +341,14 @@ Registration& Registration::operator=(Registration&& other) noexcept {
 }
 
 void Registration::reset() {
-  if (auto core = core_.lock()) core->unregister(kind_, token_);
+  if (auto core = core_.lock()) {
+    try {
+      core->unregister(kind_, token_);
+    } catch (...) {
+      // Only an allocation failure while republishing can get here; a destructor must not
+      // throw, and the registration stays in the table, which is safe.
+    }
+  }
   core_.reset();
   kind_ = Kind::none;
 }
@@ -331,7 +357,10 @@ void RegistryCore::unregister(Registration::Kind kind, std::uint64_t token) {
   std::lock_guard lock(mutex);
   if (kind == Registration::Kind::backend) {
     for (auto& b : backends) {
-      if (b && b->token == token) b.reset();
+      if (b && b->token == token) {
+        previous_holder[b->id] = b->backend;
+        b.reset();
+      }
     }
     publish(-1);
     return;
@@ -379,9 +408,15 @@ Registration Registry::add_backend(std::shared_ptr<Backend> backend, const char*
     rec->availability = {false, 0, fmt::format("probe failed: {}", e.what())};
   }
   if (!rec->availability.available) rec->availability.device_count = 0;
-  for (int i = 0; i < rec->availability.device_count; ++i) {
-    rec->props.push_back(backend->properties(i));
-    rec->default_streams.push_back(backend->default_stream(i));
+  try {
+    for (int i = 0; i < rec->availability.device_count; ++i) {
+      rec->props.push_back(backend->properties(i));
+      rec->default_streams.push_back(backend->default_stream(i));
+    }
+  } catch (const std::exception& e) {
+    rec->availability = {false, 0, fmt::format("reading device properties failed: {}", e.what())};
+    rec->props.clear();
+    rec->default_streams.clear();
   }
   rec->backend = std::move(backend);
 
@@ -398,7 +433,8 @@ Registration Registry::add_backend(std::shared_ptr<Backend> backend, const char*
     id = kCpuBackendId;
   } else {
     for (int i = 1; i < kMaxBackends && id < 0; ++i) {
-      if (!slots[static_cast<std::size_t>(i)]) id = i;
+      const auto& previous = core_->previous_holder[static_cast<std::size_t>(i)];
+      if (!slots[static_cast<std::size_t>(i)] && (!previous || previous->live_tensors() == 0)) id = i;
     }
   }
   if (id < 0) {
@@ -406,18 +442,25 @@ Registration Registry::add_backend(std::shared_ptr<Backend> backend, const char*
     for (const auto& b : slots) {
       if (b) taken.push_back(b->name);
     }
-    fail(ErrorKind::unsupported, "cannot register backend '{}': all {} backend ids are taken ({})", rec->name,
-         kMaxBackends, join(taken));
+    fail(ErrorKind::unsupported, "cannot register backend '{}': all {} backend ids are taken ({}), or held by live "
+         "tensors of unregistered backends", rec->name, kMaxBackends, join(taken));
   }
   rec->id = static_cast<BackendId>(id);
   rec->token = core_->next_token++;
-  Registration handle;
+  const std::uint64_t token = rec->token;
+  slots[static_cast<std::size_t>(id)] = std::move(rec);
+  try {
+    core_->publish(-1);
+  } catch (...) {
+    slots[static_cast<std::size_t>(id)].reset();
+    throw;
+  }
+  core_->previous_holder[static_cast<std::size_t>(id)].reset();
+  Registration handle;  // made last: if anything above throws, there is nothing to undo twice
   handle.core_ = core_;
   handle.kind_ = Registration::Kind::backend;
-  handle.token_ = rec->token;
-  handle.backend_id_ = rec->id;
-  slots[static_cast<std::size_t>(id)] = std::move(rec);
-  core_->publish(-1);
+  handle.token_ = token;
+  handle.backend_id_ = static_cast<BackendId>(id);
   return handle;
 }
 
@@ -466,14 +509,21 @@ Registration Registry::add_variant_erased(detail::ErasedVariant v, RegisterOptio
   }
   e->info.is_override = !stack.empty();
   e->token = core_->next_token++;
-  Registration handle;
+  e->order = stack.empty() ? e->token : stack.back()->order;
+  const std::uint64_t token = e->token;
+  const int op_id = e->op->id;
+  core_->every_entry.push_back(e);
+  stack.push_back(std::move(e));
+  try {
+    core_->publish(op_id);
+  } catch (...) {
+    stack.pop_back();
+    throw;
+  }
+  Registration handle;  // made last: if anything above throws, there is nothing to undo twice
   handle.core_ = core_;
   handle.kind_ = Registration::Kind::variant;
-  handle.token_ = e->token;
-  const int op_id = e->op->id;
-  stack.push_back(e);
-  core_->every_entry.push_back(std::move(e));
-  core_->publish(op_id);
+  handle.token_ = token;
   return handle;
 }
 
@@ -558,6 +608,11 @@ Device parse_device_in(const State& s, std::string_view text) {
     ok = ok && index <= 32767;
   }
   if (!ok) {
+    for (const auto& [name, why] : s.absent) {
+      if (!parts.empty() && parts[0] == name) {
+        fail(ErrorKind::unsupported, "device '{}': the {} backend is not built into this opreg ({})", text, name, why);
+      }
+    }
     fail(ErrorKind::invalid_argument, "invalid device '{}': accepted devices are {}", text, accepted_devices(s));
   }
   return Device{*id, static_cast<std::int16_t>(index)};
@@ -566,6 +621,26 @@ Device parse_device_in(const State& s, std::string_view text) {
 }  // namespace
 
 Device Registry::parse_device(std::string_view text) const { return parse_device_in(core_->state(), text); }
+
+// For log lines and errors: an emulated device says so wherever it is shown.
+std::string Registry::device_label(Device device) const {
+  std::string name = device_name(device);
+  const State& s = core_->state();
+  const BackendRecord* b = device.backend < kMaxBackends ? s.backends[device.backend].get() : nullptr;
+  if (b != nullptr && device.index >= 0 && static_cast<std::size_t>(device.index) < b->props.size() &&
+      b->props[static_cast<std::size_t>(device.index)].emulated) {
+    name += " (emulated)";
+  }
+  return name;
+}
+
+void Registry::declare_absent_backend(std::string name, std::string why) {
+  std::lock_guard lock(core_->mutex);
+  core_->absent.emplace_back(std::move(name), std::move(why));
+  core_->publish(-1);
+}
+
+std::vector<std::pair<std::string, std::string>> Registry::absent_backends() const { return core_->state().absent; }
 
 void Registry::check_device(Device device) const {
   const State& s = core_->state();
@@ -586,7 +661,12 @@ void Registry::check_device(Device device) const {
 Inference Registry::infer_device() const {
   const State& s = core_->state();
   if (!s.config.device.empty()) {
-    Device d = parse_device(s.config.device);
+    Device d;
+    try {
+      d = parse_device(s.config.device);
+    } catch (const Error& e) {
+      fail(e.kind(), "OPREG_DEVICE={}: {}", s.config.device, e.what());
+    }
     if (s.disabled[d.backend]) {
       fail(ErrorKind::device, "OPREG_DEVICE={}: backend {} is disabled by OPREG_DISABLE", s.config.device,
            s.backends[d.backend]->name);
@@ -600,8 +680,17 @@ Inference Registry::infer_device() const {
   const bool explicit_order = !s.config.backend_order.empty();
   if (explicit_order) {
     for (const auto& name : s.config.backend_order) {
-      // A backend unregistered after the configuration was applied is simply not there.
-      if (auto id = find_backend(name)) order.push_back(s.backends[*id].get());
+      // Names are resolved here: a custom backend may register after the environment was read.
+      if (auto id = find_backend(name)) {
+        order.push_back(s.backends[*id].get());
+      } else {
+        std::vector<std::string> known;
+        for (const auto& b : s.backends) {
+          if (b) known.push_back(b->name);
+        }
+        fail(ErrorKind::invalid_argument, "OPREG_BACKEND_ORDER: no backend '{}' is registered (registered: {})", name,
+             join(known));
+      }
     }
   } else {
     for (const auto& b : s.backends) {
@@ -673,7 +762,8 @@ bool Registry::is_forced(const VariantInfo& v) const {
   return std::find(f.begin(), f.end(), v.name) != f.end();
 }
 
-void RegistryCore::validate(const Config& c) const {
+std::vector<std::string> RegistryCore::validate(const Config& c) const {
+  std::vector<std::string> pending;
   std::vector<std::string> backend_names;
   for (const auto& b : backends) {
     if (b) backend_names.push_back(b->name);
@@ -681,11 +771,18 @@ void RegistryCore::validate(const Config& c) const {
   auto is_backend = [&](const std::string& n) {
     return std::find(backend_names.begin(), backend_names.end(), n) != backend_names.end();
   };
+  // A name of a backend that is not registered yet is kept: custom backends register after the
+  // environment is first read, and such names are resolved (or refused) where they are used.
   if (!c.device.empty()) {
-    try {
-      parse_device_in(state(), c.device);
-    } catch (const Error& e) {
-      fail(ErrorKind::invalid_argument, "OPREG_DEVICE='{}': {}", c.device, e.what());
+    const auto parts = names::split(c.device, ':');
+    if (is_backend(std::string(parts[0])) || parts.size() > 2 || !names::is_word(parts[0])) {
+      try {
+        parse_device_in(state(), c.device);
+      } catch (const Error& e) {
+        fail(e.kind(), "OPREG_DEVICE='{}': {}", c.device, e.what());
+      }
+    } else if (std::none_of(absent.begin(), absent.end(), [&](const auto& a) { return a.first == parts[0]; })) {
+      pending.push_back(fmt::format("OPREG_DEVICE={}", c.device));  // a built-in not built is refused when used
     }
   }
   if (c.verbose < 0 || c.verbose > 2) {
@@ -697,26 +794,30 @@ void RegistryCore::validate(const Config& c) const {
   }
   std::set<std::string> seen;
   for (const auto& n : c.backend_order) {
-    if (!is_backend(n)) {
-      fail(ErrorKind::invalid_argument, "OPREG_BACKEND_ORDER: unknown backend '{}'; registered backends are {}", n,
-           join(backend_names));
+    if (!names::is_word(n)) {
+      fail(ErrorKind::invalid_argument, "OPREG_BACKEND_ORDER: '{}' is not a backend name; registered backends are {}",
+           n, join(backend_names));
     }
     if (!seen.insert(n).second) fail(ErrorKind::invalid_argument, "OPREG_BACKEND_ORDER: '{}' is listed twice", n);
+    if (!is_backend(n)) pending.push_back(fmt::format("OPREG_BACKEND_ORDER entry {}", n));
   }
   for (const auto& n : c.disable) {
     if (n == kCpuBackendName) {
       fail(ErrorKind::invalid_argument, "OPREG_DISABLE: the cpu backend cannot be disabled (it is the fallback "
            "target); disable its variants by name instead");
     }
-    if (!is_backend(n) && active_variant(n) == nullptr) {
-      fail(ErrorKind::invalid_argument, "OPREG_DISABLE: '{}' is neither a registered backend ({}) nor a registered "
-           "variant (see `opreg ops`)", n, join(backend_names));
+    const std::string prefix(names::split(n, '.')[0]);
+    const bool ok = names::is_word(n) || (names::is_variant_name(n) && (!is_backend(prefix) || active_variant(n)));
+    if (!ok) {
+      fail(ErrorKind::invalid_argument, "OPREG_DISABLE: '{}' is neither a backend name ({}) nor a registered variant "
+           "(see `opreg ops`)", n, join(backend_names));
     }
+    if (!is_backend(prefix)) pending.push_back(fmt::format("OPREG_DISABLE entry {}", n));
   }
   std::map<std::pair<int, std::string>, std::string> forced_for;
   for (const auto& n : c.force_variants) {
     const VariantEntry* v = active_variant(n);
-    if (v == nullptr) {
+    if (v == nullptr && (!names::is_variant_name(n) || is_backend(std::string(names::split(n, '.')[0])))) {
       fail(ErrorKind::invalid_argument, "OPREG_FORCE_VARIANT: unknown variant '{}' (see `opreg ops` for the "
            "registered variants)", n);
     }
@@ -724,23 +825,41 @@ void RegistryCore::validate(const Config& c) const {
       fail(ErrorKind::invalid_argument, "variant '{}' is both forced (OPREG_FORCE_VARIANT) and disabled "
            "(OPREG_DISABLE)", n);
     }
+    if (v == nullptr) {  // its backend is not registered yet
+      pending.push_back(fmt::format("OPREG_FORCE_VARIANT entry {}", n));
+      continue;
+    }
     auto [it, fresh] = forced_for.emplace(std::make_pair(v->op->id, v->info.backend), n);
     if (!fresh) {
       fail(ErrorKind::invalid_argument, "OPREG_FORCE_VARIANT: '{}' and '{}' are both forced for {} on {}; force one",
            it->second, n, v->info.op, v->info.backend);
     }
   }
+  return pending;
 }
 
 void Registry::set_config(const Config& config) {
-  std::lock_guard lock(core_->mutex);
-  core_->validate(config);
-  core_->config = config;
+  std::unique_lock lock(core_->mutex);
+  const std::vector<std::string> pending = core_->validate(config);
+  Config previous = std::exchange(core_->config, config);
+  try {
+    core_->publish(-1);
+  } catch (...) {
+    core_->config = std::move(previous);
+    throw;
+  }
   {
     std::lock_guard seen_lock(core_->seen_mutex);
     core_->seen.clear();
   }
-  core_->publish(-1);
+  for (auto& per_op : core_->warned) {
+    for (auto& flag : per_op) flag.store(false, std::memory_order_relaxed);
+  }
+  lock.unlock();
+  for (const auto& what : pending) {
+    core_->log(fmt::format("opreg: warning: {} names a backend that is not registered (yet); it takes effect "
+                           "when one of that name registers", what));
+  }
 }
 
 void Registry::reload_config() {
@@ -868,11 +987,12 @@ namespace {
     bool first_time = false;
     {
       std::lock_guard lock(core.seen_mutex);
+      if (core.seen.size() >= 65536) core.seen.clear();  // dynamic shapes: bound the memory, re-log
       first_time = core.seen.insert(std::move(seen_key)).second;
     }
     if (first_time) {
       const VariantInfo& info = c.variant->info;
-      std::string line = fmt::format("opreg: dispatch {} on {} -> {}", op.name, reg.device_name(device), info.name);
+      std::string line = fmt::format("opreg: dispatch {} on {} -> {}", op.name, reg.device_label(device), info.name);
       if (!info.tunables.empty()) line += fmt::format(" [{}]", info.tunables_str());
       line += fmt::format(" ({}) for {}", c.how, describe_tensors(reg, list));
       core.log(line);
@@ -884,43 +1004,45 @@ namespace {
   return c.variant;
 }
 
-}  // namespace
-
-// Cold: no variant of the device's backend accepted the problem.
-DispatchResult Registry::fall_back(const detail::OpDef& op, const void* args, const ExecContext* ctx, Device device,
-                                   const TensorList& list) {
-  const State& s = core_->state();
-  const BackendRecord& be = *s.backends[device.backend];
-  const BackendTable* bt = table_for(s, op, device);
-  std::string reasons;
-  if (bt != nullptr) {
-    reasons = join(walk(*bt, args, be.props[static_cast<std::size_t>(device.index)]).rejected, "; ");
-  } else if (s.disabled[device.backend]) {
-    reasons = fmt::format("backend {} is disabled by OPREG_DISABLE", be.name);
-  } else {
-    reasons = fmt::format("no {} variant is registered", be.name);
-  }
+// Cold: no variant of the device's backend accepted the problem. Uses the State the call
+// loaded, so a concurrent unregistration cannot pull the backend out from under it.
+[[gnu::noinline]] DispatchResult fall_back(Registry& reg, RegistryCore& core, const State& s,
+                                           const detail::OpDef& op, const void* args, const ExecContext* ctx,
+                                           Device device, const TensorList& list, const BackendRecord& be,
+                                           const BackendTable* bt) {
+  auto reasons = [&] {
+    if (bt != nullptr) return join(walk(*bt, args, be.props[static_cast<std::size_t>(device.index)]).rejected, "; ");
+    if (s.disabled[device.backend]) return fmt::format("backend {} is disabled by OPREG_DISABLE", be.name);
+    return fmt::format("no {} variant is registered", be.name);
+  };
   if (device.backend == kCpuBackendId) {
-    fail(ErrorKind::unsupported, "{} on cpu: no variant accepted {} ({})", op.name, describe_tensors(*this, list),
-         reasons);
+    fail(ErrorKind::unsupported, "{} on cpu: no variant accepted {} ({})", op.name, describe_tensors(reg, list),
+         reasons());
   }
   const FallbackPolicy policy = s.fallback[device.backend];
   if (policy == FallbackPolicy::error) {
     fail(ErrorKind::unsupported, "{} on {}: no variant accepted {} ({}); the fallback policy of {} is error "
-         "(OPREG_FALLBACK=warn would run it on the cpu through host copies)", op.name, device_name(device),
-         describe_tensors(*this, list), reasons, be.name);
+         "(OPREG_FALLBACK=warn would run it on the cpu through host copies)", op.name, reg.device_label(device),
+         describe_tensors(reg, list), reasons(), be.name);
   }
-  core_->fallbacks.fetch_add(1, std::memory_order_relaxed);
-  core_->fallbacks_by[static_cast<std::size_t>(op.id)][device.backend].fetch_add(1, std::memory_order_relaxed);
+  core.fallbacks.fetch_add(1, std::memory_order_relaxed);
+  core.fallbacks_by[static_cast<std::size_t>(op.id)][device.backend].fetch_add(1, std::memory_order_relaxed);
   const bool first_warning =
       policy == FallbackPolicy::warn &&
-      !core_->warned[static_cast<std::size_t>(op.id)][device.backend].exchange(true, std::memory_order_relaxed);
+      !core.warned[static_cast<std::size_t>(op.id)][device.backend].exchange(true, std::memory_order_relaxed);
   if (first_warning || s.config.verbose >= 1) {
-    core_->log(fmt::format("opreg: {}: {} on {} falls back to the cpu through host copies ({})",
-                           first_warning ? "warning" : "fallback", op.name, device_name(device), reasons));
+    core.log(fmt::format("opreg: {}: {} on {} falls back to the cpu through host copies ({})",
+                         first_warning ? "warning" : "fallback", op.name, reg.device_label(device), reasons()));
   }
-  return op.run_on_host(*this, op, args, ctx);
+  // The inputs may still be in flight on the caller's stream; the host copies are synchronous,
+  // and the host run gets no device stream.
+  const std::size_t index = static_cast<std::size_t>(device.index);
+  be.backend->synchronize(device.index, ctx != nullptr && ctx->stream != nullptr ? ctx->stream
+                                                                                 : be.default_streams[index]);
+  return op.run_on_host(reg, op, args, nullptr);
 }
+
+}  // namespace
 
 // The hot path: everything cold is out of line so this stays small.
 DispatchResult Registry::dispatch(const detail::OpDef& op, const void* args, const ExecContext* ctx) {
@@ -962,7 +1084,7 @@ DispatchResult Registry::dispatch(const detail::OpDef& op, const void* args, con
     }
   }
   if (v == nullptr) [[unlikely]] {
-    return fall_back(op, args, ctx, device, list);
+    return fall_back(*this, *core_, s, op, args, ctx, device, list, *be, bt);
   }
   const std::size_t index = static_cast<std::size_t>(device.index);
   KernelContext kc;

@@ -126,6 +126,7 @@ struct BadCase {
   const char* value2;
   std::vector<std::string> needles;  // besides the variable and the value
 };
+void PrintTo(const BadCase& c, std::ostream* os) { *os << c.var << "=" << c.value; }
 
 class ConfigBadValue : public ConfigFixture, public ::testing::WithParamInterface<BadCase> {};
 
@@ -144,16 +145,16 @@ TEST_P(ConfigBadValue, ReloadThrowsInvalidArgumentNamingVariableAndValue) {
 }
 
 const BadCase kBadCases[] = {
-    {"device_unknown", "OPREG_DEVICE", "nonsense", nullptr, nullptr, {"nonsense", "cpu", "gpu"}},
+    {"device_index_too_large", "OPREG_DEVICE", "gpu:99999", nullptr, nullptr, {"gpu:99999", "cpu", "gpu"}},
     {"device_bad_index", "OPREG_DEVICE", "cpu:x", nullptr, nullptr, {"cpu:x"}},
     {"device_empty_index", "OPREG_DEVICE", "gpu:", nullptr, nullptr, {"gpu:"}},
     {"device_upper_case", "OPREG_DEVICE", "GPU", nullptr, nullptr, {"GPU"}},
     {"device_three_parts", "OPREG_DEVICE", "gpu:0:1", nullptr, nullptr, {"gpu:0:1"}},
-    {"order_unknown", "OPREG_BACKEND_ORDER", "gpu,nosuch", nullptr, nullptr, {"nosuch"}},
+    {"order_malformed", "OPREG_BACKEND_ORDER", "gpu,No-Such", nullptr, nullptr, {"No-Such"}},
     {"order_empty_entry", "OPREG_BACKEND_ORDER", "gpu,,cpu", nullptr, nullptr, {"gpu,,cpu", "empty"}},
     {"order_trailing_comma", "OPREG_BACKEND_ORDER", "gpu,cpu,", nullptr, nullptr, {"gpu,cpu,"}},
     {"order_duplicate", "OPREG_BACKEND_ORDER", "gpu,gpu", nullptr, nullptr, {"gpu"}},
-    {"disable_unknown", "OPREG_DISABLE", "nosuch", nullptr, nullptr, {"nosuch"}},
+    {"disable_unknown", "OPREG_DISABLE", "gpu.test_scale.fwd.nosuch", nullptr, nullptr, {"nosuch"}},
     {"disable_cpu", "OPREG_DISABLE", "cpu", nullptr, nullptr, {"cpu"}},
     {"force_unknown", "OPREG_FORCE_VARIANT", "gpu.test_scale.fwd.nosuch", nullptr, nullptr,
      {"gpu.test_scale.fwd.nosuch"}},
@@ -284,7 +285,31 @@ TEST_F(ConfigGood, FromEnvChecksSyntaxOnly) {
   ASSERT_NO_THROW(c = opreg::Config::from_env());
   EXPECT_EQ(c.device, "nosuch");
   EXPECT_THAT(c.disable, ElementsAre("nosuch"));
-  EXPECT_TRUE(ThrowsError([&] { reg.set_config(c); }, ErrorKind::invalid_argument, {"nosuch"}));
+  // Names of backends that are not registered wait for one to register (custom backends come
+  // after the environment is read): applied with a warning, refused where they are used.
+  std::vector<std::string> lines;
+  reg.set_log_sink([&](std::string_view l) { lines.emplace_back(l); });
+  ASSERT_NO_THROW(reg.set_config(c));
+  ASSERT_EQ(lines.size(), 2U);
+  EXPECT_THAT(lines[0], HasSubstr("OPREG_DEVICE=nosuch names a backend that is not registered"));
+  EXPECT_THAT(lines[1], HasSubstr("OPREG_DISABLE entry nosuch"));
+  EXPECT_TRUE(ThrowsError([&] { (void)reg.infer_device(); }, ErrorKind::invalid_argument,
+                          {"OPREG_DEVICE=nosuch", "accepted devices are cpu"}));
+}
+
+TEST_F(ConfigGood, NamesOfBackendsRegisteredLaterTakeEffectWhenTheyRegister) {
+  ot::ScopedEnv env{{"OPREG_DEVICE", "late"}, {"OPREG_BACKEND_ORDER", "late,cpu"}};
+  ASSERT_NO_THROW(reg.reload_config());
+  EXPECT_THROW((void)reg.infer_device(), opreg::Error);
+  auto late = reg.add_backend(host({.name = "late", .priority = 1}));
+  EXPECT_EQ(reg.infer_device().device, (opreg::Device{late.backend_id(), 0}));
+}
+
+TEST_F(ConfigGood, BackendOrderNamingAnUnregisteredBackendIsRefusedWhenInferring) {
+  ot::ScopedEnv env{{"OPREG_BACKEND_ORDER", "gpu,nosuch"}};
+  ASSERT_NO_THROW(reg.reload_config());
+  EXPECT_TRUE(ThrowsError([&] { (void)reg.infer_device(); }, ErrorKind::invalid_argument,
+                          {"OPREG_BACKEND_ORDER", "nosuch"}));
 }
 
 TEST_F(ConfigGood, VariablesListsWhatTheRegistryReads) {
@@ -322,9 +347,9 @@ TEST_F(Config, FailedReloadKeepsThePreviousConfiguration) {
     expect_previous();
   }
   {
-    // Well-formed, but a name the registry does not know.
+    // Well-formed, but a variant of a registered backend that the registry does not know.
     SCOPED_TRACE("names");
-    ot::ScopedEnv env{{"OPREG_DEVICE", "cpu"}, {"OPREG_VERBOSE", "2"}, {"OPREG_DISABLE", "nosuch"}};
+    ot::ScopedEnv env{{"OPREG_DEVICE", "cpu"}, {"OPREG_VERBOSE", "2"}, {"OPREG_DISABLE", "gpu.test_scale.fwd.nosuch"}};
     EXPECT_THROW(reg.reload_config(), opreg::Error);
     expect_previous();
   }
@@ -372,10 +397,10 @@ TEST_F(ConfigSetConfig, RejectsUnknownNamesLikeReload) {
     EXPECT_TRUE(ThrowsError([&] { reg.set_config(c); }, ErrorKind::invalid_argument, needles));
     EXPECT_EQ(reg.config().device, "gpu");  // unchanged
   };
-  bad([](opreg::Config& c) { c.device = "nonsense"; }, {"OPREG_DEVICE", "nonsense", "cpu"});
-  bad([](opreg::Config& c) { c.backend_order = {"gpu", "nosuch"}; }, {"OPREG_BACKEND_ORDER", "nosuch"});
+  bad([](opreg::Config& c) { c.device = "gpu:x"; }, {"OPREG_DEVICE", "gpu:x", "cpu"});
+  bad([](opreg::Config& c) { c.backend_order = {"gpu", "No-Such"}; }, {"OPREG_BACKEND_ORDER", "No-Such"});
   bad([](opreg::Config& c) { c.backend_order = {"gpu", "gpu"}; }, {"OPREG_BACKEND_ORDER", "gpu"});
-  bad([](opreg::Config& c) { c.disable = {"nosuch"}; }, {"OPREG_DISABLE", "nosuch"});
+  bad([](opreg::Config& c) { c.disable = {"gpu.test_scale.fwd.nosuch"}; }, {"OPREG_DISABLE", "nosuch"});
   bad([](opreg::Config& c) { c.disable = {"cpu"}; }, {"OPREG_DISABLE", "cpu"});
   bad([](opreg::Config& c) { c.force_variants = {"gpu.test_scale.fwd.nosuch"}; },
       {"OPREG_FORCE_VARIANT", "gpu.test_scale.fwd.nosuch"});

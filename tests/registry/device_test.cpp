@@ -146,6 +146,8 @@ struct ParseCase {
   const char* label;
   const char* text;
 };
+// Printed by name, so ctest lists the case rather than its bytes.
+void PrintTo(const ParseCase& c, std::ostream* os) { *os << '"' << c.text << '"'; }
 
 class DeviceParseError : public RegistryTest, public ::testing::WithParamInterface<ParseCase> {};
 

@@ -264,7 +264,7 @@ TEST_F(DispatchTest, FallbackWarnRunsOnCpuThroughHostCopiesWarnsOnceAndCounts) {
   EXPECT_EQ(reg.fallback_count("test_scale.fwd", "npu"), 2U);
   EXPECT_EQ(reg.fallback_count("test_scale.fwd", "gpu"), 0U);
   ASSERT_EQ(log.size(), 1U) << "one warning per (op, backend)";
-  EXPECT_THAT(log[0], HasSubstr("warning: test_scale.fwd on npu:0 falls back to the cpu"));
+  EXPECT_THAT(log[0], HasSubstr("warning: test_scale.fwd on npu:0 (emulated) falls back to the cpu"));
 }
 
 TEST_F(DispatchTest, FallbackSilentDoesNotLogUnlessVerbose) {
@@ -417,6 +417,169 @@ TEST_F(DispatchTest, UnregisteredBackendsVariantsLeaveTheTable) {
   EXPECT_EQ(reg.variants("test_scale.fwd").size(), 1U);
   extra.reset();
   EXPECT_TRUE(reg.variants("test_scale.fwd").empty());
+}
+
+}  // namespace
+}  // namespace opreg::testing
+
+namespace opreg::testing {
+namespace {
+
+using ::testing::_;
+using ::testing::HasSubstr;
+using ::testing::NiceMock;
+using ::testing::Return;
+using ::testing::StrictMock;
+
+// Regression tests for what review found: each failed before its fix.
+class DispatchRegressionTest : public DispatchTest {};
+
+TEST_F(DispatchRegressionTest, AnIdIsNotReusedWhileTensorsOfItsPreviousBackendLive) {
+  auto alpha = reg.add_backend(std::make_shared<HostBackend>(HostBackendSpec{.name = "alpha"}));
+  const BackendId alpha_id = alpha.backend_id();
+  Tensor kept = Tensor::empty({4}, DType::f32, dev("alpha"), reg);
+  alpha.reset();
+  auto beta = reg.add_backend(std::make_shared<HostBackend>(HostBackendSpec{.name = "beta"}));
+  EXPECT_NE(beta.backend_id(), alpha_id) << "alpha's tensor would be taken for beta's";
+  {
+    ScaleArgs on_alpha;
+    on_alpha.x = kept;
+    on_alpha.y = kept;
+    EXPECT_THROW(reg.call(scale_op(), on_alpha), Error);  // alpha's device is gone
+  }
+  beta.reset();
+  kept = Tensor();  // the last alpha tensor dies: its id is free again
+  auto gamma = reg.add_backend(std::make_shared<HostBackend>(HostBackendSpec{.name = "gamma"}));
+  EXPECT_EQ(gamma.backend_id(), alpha_id);
+}
+
+TEST_F(DispatchRegressionTest, TheCachedChoiceDependsOnStrides) {
+  // A variant that needs unit stride in the last dim must not be reused for a transposed view.
+  StrictMock<MockKernel> rowwise;
+  StrictMock<MockKernel> general;
+  auto r1 = reg.add_variant(scale_op(), mock_variant("gpu", "rowwise", 2, rowwise, true));
+  auto r2 = reg.add_variant(scale_op(), mock_variant("gpu", "general", 1, general));
+  ON_CALL(rowwise, Supports(_, _)).WillByDefault([](const ScaleArgs& a, const DeviceProps&) {
+    return a.x.stride(1) == 1 ? Verdict::accept() : Verdict::reject("needs stride(1) == 1");
+  });
+  EXPECT_CALL(rowwise, Supports(_, _)).Times(2);
+  std::vector<float> host(32, 1.0F);
+  const std::int64_t row_strided[] = {8, 1};  // rows 8 apart: not contiguous, unit inner stride
+  const std::int64_t transposed[] = {1, 8};
+  ScaleArgs a;
+  a.x = Tensor::wrap(host.data(), {4, 4}, DType::f32, dev("gpu"), row_strided);
+  a.y = Tensor::empty({4, 4}, DType::f32, dev("gpu"), reg);
+  EXPECT_CALL(rowwise, Run(_, _)).Times(1);
+  reg.call(scale_op(), a);
+  a.x = Tensor::wrap(host.data(), {4, 4}, DType::f32, dev("gpu"), transposed);
+  EXPECT_CALL(general, Run(_, _)).Times(1);
+  reg.call(scale_op(), a);
+}
+
+TEST_F(DispatchRegressionTest, TheCachedChoiceDependsOnAlignment) {
+  StrictMock<MockKernel> aligned;
+  StrictMock<MockKernel> general;
+  auto r1 = reg.add_variant(scale_op(), mock_variant("gpu", "aligned", 2, aligned, true));
+  auto r2 = reg.add_variant(scale_op(), mock_variant("gpu", "general", 1, general));
+  ON_CALL(aligned, Supports(_, _)).WillByDefault([](const ScaleArgs& a, const DeviceProps&) {
+    return reinterpret_cast<std::uintptr_t>(a.x.data()) % 16 == 0 ? Verdict::accept()
+                                                                  : Verdict::reject("x not 16-byte aligned");
+  });
+  EXPECT_CALL(aligned, Supports(_, _)).Times(2);
+  alignas(64) static float host[64];
+  ScaleArgs a;
+  a.x = Tensor::wrap(host, {2, 3}, DType::f32, dev("gpu"));
+  a.y = Tensor::empty({2, 3}, DType::f32, dev("gpu"), reg);
+  EXPECT_CALL(aligned, Run(_, _)).Times(1);
+  reg.call(scale_op(), a);
+  a.x = Tensor::wrap(host + 1, {2, 3}, DType::f32, dev("gpu"));  // 4-byte aligned only
+  EXPECT_CALL(general, Run(_, _)).Times(1);
+  reg.call(scale_op(), a);
+}
+
+// A backend that records the streams it is asked to synchronise.
+class StreamRecordingBackend : public HostBackend {
+ public:
+  using HostBackend::HostBackend;
+  void synchronize(int, void* stream) override { synced.push_back(stream); }
+  std::vector<void*> synced;
+};
+
+TEST_F(DispatchRegressionTest, FallbackWaitsForTheCallersStreamAndRunsTheHostKernelWithoutIt) {
+  auto backend = std::make_shared<StreamRecordingBackend>(
+      HostBackendSpec{.name = "acc", .fallback = FallbackPolicy::silent});
+  auto acc = reg.add_backend(backend);
+  void* host_stream = reinterpret_cast<void*>(0x1);
+  auto cpu = reg.add_variant(scale_op(), VariantSpec<ScaleArgs>{
+                                             .backend = "cpu",
+                                             .impl = "host",
+                                             .run = [&](const ScaleArgs& a, const KernelContext& c) {
+                                               host_stream = c.stream;
+                                               scale_on_host(a, c);
+                                             }});
+  int caller_stream = 0;
+  ExecContext ctx{&caller_stream};
+  ScaleArgs a = args_on(dev("acc"));
+  EXPECT_TRUE(reg.call(scale_op(), a, &ctx).fell_back);
+  ASSERT_FALSE(backend->synced.empty());
+  EXPECT_EQ(backend->synced.front(), &caller_stream);
+  EXPECT_EQ(host_stream, nullptr) << "the caller's device stream must not reach a host kernel";
+  EXPECT_EQ(read(a.y)[4], 2.0F * 5.0F);
+}
+
+TEST_F(DispatchRegressionTest, UnregisteringTheBackendDuringAFallingBackCallDoesNotCrash) {
+  auto gone = reg.add_backend(std::make_shared<HostBackend>(
+      HostBackendSpec{.name = "gone", .fallback = FallbackPolicy::silent}));
+  NiceMock<MockKernel> k;
+  auto v = reg.add_variant(scale_op(), mock_variant("gone", "k", 1, k, true));
+  auto cpu = reg.add_variant(scale_op(), VariantSpec<ScaleArgs>{.backend = "cpu", .impl = "host", .run = scale_on_host});
+  ScaleArgs a = args_on(dev("gone"));
+  // The predicate stands in for another thread unregistering the backend mid-call.
+  ON_CALL(k, Supports(_, _)).WillByDefault([&](const ScaleArgs&, const DeviceProps&) {
+    gone.reset();
+    return Verdict::reject("going away");
+  });
+  try {
+    reg.call(scale_op(), a);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::device) << e.what();  // the device vanished: a clean error
+  }
+}
+
+TEST_F(DispatchRegressionTest, AnOverrideKeepsThePlaceOfWhatItShadowsAmongEqualPriorities) {
+  NiceMock<MockKernel> a_original;
+  NiceMock<MockKernel> b;
+  StrictMock<MockKernel> a_override;
+  auto ra = reg.add_variant(scale_op(), mock_variant("gpu", "a", 5, a_original));
+  auto rb = reg.add_variant(scale_op(), mock_variant("gpu", "b", 5, b));
+  auto ro = reg.add_variant(scale_op(), mock_variant("gpu", "a", 5, a_override), RegisterOptions{true});
+  EXPECT_CALL(a_override, Run(_, _)).Times(1);
+  reg.call(scale_op(), args_on(dev("gpu")));
+}
+
+TEST_F(DispatchRegressionTest, ForcingDoesNotLeakIntoAnotherOpsChoice) {
+  // other_op's variant rejects; if forcing leaked into it, Supports would be skipped.
+  StrictMock<MockKernel> forced;
+  StrictMock<MockKernel> other_supports;
+  auto r1 = reg.add_variant(scale_op(), mock_variant("gpu", "forced", 1, forced, true));
+  auto r2 = reg.add_variant(other_op(), VariantSpec<OtherArgs>{
+                                            .backend = "gpu",
+                                            .impl = "forced",
+                                            .supports = [&](const OtherArgs&, const DeviceProps& p) {
+                                              return other_supports.Supports(ScaleArgs{}, p);
+                                            },
+                                            .run = [](const OtherArgs&, const KernelContext&) {}});
+  configure({{"OPREG_FORCE_VARIANT", "gpu.test_scale.fwd.forced"}});
+  // Asked (at least once: the error message asks again for its reasons), never skipped.
+  EXPECT_CALL(other_supports, Supports(_, _)).Times(::testing::AtLeast(1)).WillRepeatedly(Return(Verdict::reject("no")));
+  OtherArgs o{Tensor::empty({2}, DType::f32, dev("gpu"), reg)};
+  EXPECT_THROW(reg.call(other_op(), o), Error);  // gpu's policy is error
+}
+
+TEST_F(DispatchRegressionTest, ErrorsAndLogLinesMarkEmulatedDevices) {
+  EXPECT_EQ(reg.device_label(dev("npu:0")), "npu:0 (emulated)");
+  EXPECT_EQ(reg.device_label(dev("gpu")), "gpu:0");
+  EXPECT_EQ(reg.device_name(dev("npu:0")), "npu:0");  // names stay parseable
 }
 
 }  // namespace
