@@ -26,10 +26,10 @@ inline std::vector<std::string_view> split(std::string_view s, char sep) {
   }
 }
 
-// <name>.<direction>, e.g. rms_norm.fwd
+// <name>.<direction>, direction fwd or bwd, e.g. rms_norm.fwd
 inline bool is_op_name(std::string_view s) {
   auto parts = split(s, '.');
-  return parts.size() == 2 && is_word(parts[0]) && is_word(parts[1]);
+  return parts.size() == 2 && is_word(parts[0]) && (parts[1] == "fwd" || parts[1] == "bwd");
 }
 
 // <backend>.<name>.<direction>.<impl>, e.g. npu.rms_norm.fwd.chunked

@@ -16,6 +16,7 @@
 #include "opreg/error.h"
 #include "opreg/registry.h"
 #include "support/host_backend.h"
+#include "support/throws_error.h"
 #include "support/test_op.h"
 
 namespace {
@@ -25,38 +26,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using opreg::ErrorKind;
 
-const char* kind_name(ErrorKind kind) {
-  switch (kind) {
-    case ErrorKind::invalid_argument: return "invalid_argument";
-    case ErrorKind::unsupported: return "unsupported";
-    case ErrorKind::device: return "device";
-    case ErrorKind::internal: return "internal";
-  }
-  return "?";
-}
-
-// Runs f; succeeds when it throws opreg::Error of `kind` whose message contains every needle.
-template <class F>
-::testing::AssertionResult ThrowsError(F&& f, ErrorKind kind, const std::vector<std::string>& needles) {
-  try {
-    f();
-  } catch (const opreg::Error& e) {
-    const std::string what = e.what();
-    if (e.kind() != kind) {
-      return ::testing::AssertionFailure() << "threw opreg::Error of kind " << kind_name(e.kind()) << " (expected "
-                                           << kind_name(kind) << "): " << what;
-    }
-    for (const auto& n : needles) {
-      if (what.find(n) == std::string::npos) {
-        return ::testing::AssertionFailure() << "message does not contain '" << n << "': " << what;
-      }
-    }
-    return ::testing::AssertionSuccess() << what;
-  } catch (const std::exception& e) {
-    return ::testing::AssertionFailure() << "threw a non-opreg exception: " << e.what();
-  }
-  return ::testing::AssertionFailure() << "did not throw (expected opreg::Error of kind " << kind_name(kind) << ")";
-}
+using opreg::testing::ThrowsError;
 
 std::shared_ptr<ot::HostBackend> host(ot::HostBackendSpec spec) {
   return std::make_shared<ot::HostBackend>(std::move(spec));
