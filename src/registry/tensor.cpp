@@ -180,7 +180,19 @@ void Tensor::set_geometry(const Shape& shape, std::span<const std::int64_t> stri
       fail(ErrorKind::invalid_argument, "{} strides given for shape [{}] of {} dims", strides.size(), shape.str(),
            shape.ndim());
     }
-    for (std::size_t d = 0; d < strides.size(); ++d) st[d] = strides[d];
+    // Every element offset must be representable: offsets span sum((extent - 1) * stride) over
+    // the positive strides upward and over the negative ones (reversed views) downward.
+    std::int64_t high = 0;
+    std::int64_t low = 0;
+    for (std::size_t d = 0; d < strides.size(); ++d) {
+      st[d] = strides[d];
+      std::int64_t span = 0;
+      const std::int64_t steps = shape[static_cast<int>(d)] > 0 ? shape[static_cast<int>(d)] - 1 : 0;
+      std::int64_t& side = strides[d] < 0 ? low : high;
+      if (__builtin_mul_overflow(steps, strides[d], &span) || __builtin_add_overflow(side, span, &side)) {
+        fail(ErrorKind::invalid_argument, "shape [{}] with these strides reaches past the int64 range", shape.str());
+      }
+    }
   }
   shape_ = shape;
   strides_ = st;

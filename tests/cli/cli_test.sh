@@ -32,6 +32,7 @@ else
   expect 0 '^inference: cpu \(first available in priority order' -- "$opreg" devices
   expect 0 'skipped.*npu \(emulated' -- "$opreg" devices
 fi
+expect 0 '^xpu +- +- +- +not built: ' -- "$opreg" devices
 expect 0 'npu:0 +Ascend 910B4 \(emulated\) \[emulated\]' -- "$opreg" devices
 expect 0 '^inference: npu:0 \[emulated\] \(OPREG_DEVICE=npu' -- env OPREG_DEVICE=npu "$opreg" devices
 expect 2 "OPREG_DEVICE=nonsense: invalid device 'nonsense': accepted devices are cpu" -- env OPREG_DEVICE=nonsense "$opreg" devices

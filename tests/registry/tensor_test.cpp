@@ -622,3 +622,21 @@ TEST_F(WorkspaceTest, CachedBlocksGoBackWithTheBackend) {
 
 }  // namespace
 }  // namespace opreg::testing
+
+namespace opreg::testing {
+namespace {
+
+TEST(TensorWrap, TheReachOfTheStridesMustFitInt64) {
+  float x[4] = {1, 2, 3, 4};
+  const std::int64_t huge[] = {std::int64_t{1} << 62, 1};
+  EXPECT_THROW(Tensor::wrap(x, {4, 1}, DType::f32, Device{}, huge), Error);
+  const std::int64_t huge_negative[] = {-(std::int64_t{1} << 62), 1};
+  EXPECT_THROW(Tensor::wrap(x + 3, {4, 1}, DType::f32, Device{}, huge_negative), Error);
+  const std::int64_t reversed[] = {-1};
+  EXPECT_NO_THROW(Tensor::wrap(x + 3, {4}, DType::f32, Device{}, reversed));
+  const std::int64_t fine[] = {1, 2};
+  EXPECT_NO_THROW(Tensor::wrap(x, {2, 2}, DType::f32, Device{}, fine));
+}
+
+}  // namespace
+}  // namespace opreg::testing

@@ -86,6 +86,7 @@ int cmd_devices(const std::vector<std::string_view>& args) {
                  p.compute_units, human_bytes(p.memory_bytes), extra);
     }
   }
+  for (const auto& [name, why] : reg.absent_backends()) fmt::print("{:<8} {:>2} {:>5}  {:<8} not built: {}\n", name, "-", "-", "-", why);
   std::fflush(stdout);
   auto inferred = reg.infer_device();
   bool emulated = reg.device_props(inferred.device).emulated;
