@@ -255,6 +255,15 @@ std::string join(const std::vector<std::string>& items, std::string_view sep = "
   return out;
 }
 
+// The names of the registered backends, in id order (for error messages).
+std::vector<std::string> backend_names(const std::array<std::shared_ptr<const BackendRecord>, kMaxBackends>& slots) {
+  std::vector<std::string> out;
+  for (const auto& b : slots) {
+    if (b) out.push_back(b->name);
+  }
+  return out;
+}
+
 std::string describe_tensors(const Registry& r, const TensorList& list) {
   std::string out;
   for (int i = 0; i < list.size(); ++i) {
@@ -438,12 +447,8 @@ Registration Registry::add_backend(std::shared_ptr<Backend> backend, const char*
     }
   }
   if (id < 0) {
-    std::vector<std::string> taken;
-    for (const auto& b : slots) {
-      if (b) taken.push_back(b->name);
-    }
     fail(ErrorKind::unsupported, "cannot register backend '{}': all {} backend ids are taken ({}), or held by live "
-         "tensors of unregistered backends", rec->name, kMaxBackends, join(taken));
+         "tensors of unregistered backends", rec->name, kMaxBackends, join(backend_names(slots)));
   }
   rec->id = static_cast<BackendId>(id);
   rec->token = core_->next_token++;
@@ -490,14 +495,8 @@ Registration Registry::add_variant_erased(detail::ErasedVariant v, RegisterOptio
   }
 
   std::lock_guard lock(core_->mutex);
-  bool backend_known = false;
-  std::vector<std::string> known;
-  for (const auto& b : core_->backends) {
-    if (!b) continue;
-    known.push_back(b->name);
-    backend_known = backend_known || b->name == e->info.backend;
-  }
-  if (!backend_known) {
+  const std::vector<std::string> known = backend_names(core_->backends);
+  if (std::find(known.begin(), known.end(), e->info.backend) == known.end()) {
     fail(ErrorKind::invalid_argument, "variant '{}': backend '{}' is not registered (registered: {})", e->info.name,
          e->info.backend, join(known));
   }
@@ -684,12 +683,8 @@ Inference Registry::infer_device() const {
       if (auto id = find_backend(name)) {
         order.push_back(s.backends[*id].get());
       } else {
-        std::vector<std::string> known;
-        for (const auto& b : s.backends) {
-          if (b) known.push_back(b->name);
-        }
         fail(ErrorKind::invalid_argument, "OPREG_BACKEND_ORDER: no backend '{}' is registered (registered: {})", name,
-             join(known));
+             join(backend_names(s.backends)));
       }
     }
   } else {
@@ -764,12 +759,9 @@ bool Registry::is_forced(const VariantInfo& v) const {
 
 std::vector<std::string> RegistryCore::validate(const Config& c) const {
   std::vector<std::string> pending;
-  std::vector<std::string> backend_names;
-  for (const auto& b : backends) {
-    if (b) backend_names.push_back(b->name);
-  }
+  const std::vector<std::string> registered = backend_names(backends);
   auto is_backend = [&](const std::string& n) {
-    return std::find(backend_names.begin(), backend_names.end(), n) != backend_names.end();
+    return std::find(registered.begin(), registered.end(), n) != registered.end();
   };
   // A name of a backend that is not registered yet is kept: custom backends register after the
   // environment is first read, and such names are resolved (or refused) where they are used.
@@ -796,7 +788,7 @@ std::vector<std::string> RegistryCore::validate(const Config& c) const {
   for (const auto& n : c.backend_order) {
     if (!names::is_word(n)) {
       fail(ErrorKind::invalid_argument, "OPREG_BACKEND_ORDER: '{}' is not a backend name; registered backends are {}",
-           n, join(backend_names));
+           n, join(registered));
     }
     if (!seen.insert(n).second) fail(ErrorKind::invalid_argument, "OPREG_BACKEND_ORDER: '{}' is listed twice", n);
     if (!is_backend(n)) pending.push_back(fmt::format("OPREG_BACKEND_ORDER entry {}", n));
@@ -810,7 +802,7 @@ std::vector<std::string> RegistryCore::validate(const Config& c) const {
     const bool ok = names::is_word(n) || (names::is_variant_name(n) && (!is_backend(prefix) || active_variant(n)));
     if (!ok) {
       fail(ErrorKind::invalid_argument, "OPREG_DISABLE: '{}' is neither a backend name ({}) nor a registered variant "
-           "(see `opreg ops`)", n, join(backend_names));
+           "(see `opreg ops`)", n, join(registered));
     }
     if (!is_backend(prefix)) pending.push_back(fmt::format("OPREG_DISABLE entry {}", n));
   }

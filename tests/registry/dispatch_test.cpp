@@ -419,18 +419,6 @@ TEST_F(DispatchTest, UnregisteredBackendsVariantsLeaveTheTable) {
   EXPECT_TRUE(reg.variants("test_scale.fwd").empty());
 }
 
-}  // namespace
-}  // namespace opreg::testing
-
-namespace opreg::testing {
-namespace {
-
-using ::testing::_;
-using ::testing::HasSubstr;
-using ::testing::NiceMock;
-using ::testing::Return;
-using ::testing::StrictMock;
-
 // Regression tests for what review found: each failed before its fix.
 class DispatchRegressionTest : public DispatchTest {};
 
