@@ -10,7 +10,8 @@ CLANG      := -DCMAKE_CXX_COMPILER=clang++-14
 all: build
 
 help:
-	@echo "make run    set up, build, then the tour: opreg devices, opreg ops"
+	@echo "make run    set up, build, then the tour (scripts/tour.sh): opreg devices, opreg ops, and a"
+	@echo "            checked, timed opreg run of all twelve op directions on the default device"
 	@echo "make test   set up, build, all tests (ctest)"
 	@echo "make asan   ASan+UBSan build (clang-14, CUDA off) in build-asan, whole suite"
 	@echo "make tsan   TSan build (clang-14, OpenMP and CUDA off) in build-tsan, registry tests"
@@ -27,8 +28,7 @@ build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
 run: build
-	$(OPREG) devices
-	$(OPREG) ops
+	@scripts/tour.sh $(BUILD)
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)

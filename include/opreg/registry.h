@@ -143,6 +143,7 @@ struct VariantInfo {
   std::string site;     // file:line of the registration
   bool is_override = false;
   bool has_supports = false;
+  bool strided = false;  // accepts non-contiguous tensors
   std::string tunables_str() const;  // "rows_per_tile=4 threads=8", "" when none
 };
 
@@ -155,6 +156,7 @@ struct KernelContext {
   void* stream = nullptr;  // resolved: never nullptr when the backend has a default stream
   const VariantInfo* variant = nullptr;
   void* user = nullptr;  // VariantSpec::user, e.g. a mock object standing behind the kernel
+  int threads = 0;       // OPREG_NUM_THREADS for host kernels; 0: the machine's cores
 };
 
 template <class Args>
@@ -166,6 +168,9 @@ struct VariantSpec {
   std::function<void(const Args&, const KernelContext&)> run{};
   std::vector<Tunable> tunables{};
   void* user = nullptr;
+  // The kernel handles non-contiguous tensors (it reads their strides). A variant without this
+  // is never given a non-contiguous tensor, even when forced: the call is refused instead.
+  bool strided = false;
 };
 
 struct RegisterOptions {
@@ -187,6 +192,7 @@ struct ErasedVariant {
   void (*invoke)(const void* run, const void* args, const KernelContext& ctx) = nullptr;
   std::vector<Tunable> tunables;
   void* user = nullptr;
+  bool strided = false;
 };
 }  // namespace detail
 
@@ -309,6 +315,15 @@ class Registry {
   DispatchResult call(const Op<Args>& op, const Args& args, const ExecContext* ctx = nullptr) {
     return dispatch(op.def(), &args, ctx);
   }
+  // Runs one named variant of the op on the tensors' device, bypassing the choice (and
+  // OPREG_DISABLE / OPREG_FORCE_VARIANT) but not the op's check, its supports() or the contiguity
+  // rule: a refusal is returned, not thrown. For conformance tests and benchmarks. An unknown
+  // name, or a variant of another backend than the tensors', is an opreg::Error.
+  template <class Args>
+  Verdict call_variant(const Op<Args>& op, std::string_view variant, const Args& args,
+                       const ExecContext* ctx = nullptr) {
+    return call_variant_erased(op.def(), variant, &args, ctx);
+  }
   // The variant a call would run (nullptr: it would fall back or fail), with the rejected
   // variants and their reasons in `why`. Does not run anything or touch the cache.
   template <class Args>
@@ -333,6 +348,8 @@ class Registry {
                                   const char* file, int line);
   DispatchResult dispatch(const detail::OpDef& op, const void* args, const ExecContext* ctx);
   const VariantInfo* choose_erased(const detail::OpDef& op, const void* args, std::string* why) const;
+  Verdict call_variant_erased(const detail::OpDef& op, std::string_view variant, const void* args,
+                              const ExecContext* ctx);
   template <class Args>
   friend struct detail::TypedOpDef;
   std::shared_ptr<detail::RegistryCore> core_;
@@ -420,6 +437,7 @@ Registration Registry::add_variant(const Op<Args>& op, VariantSpec<Args> spec, R
   };
   v.tunables = std::move(spec.tunables);
   v.user = spec.user;
+  v.strided = spec.strided;
   return add_variant_erased(std::move(v), options, file, line);
 }
 

@@ -1,11 +1,13 @@
 // The one place that knows which backends this build contains.
 #include "backends/builtin.h"
 
+#include "opreg/ops.h"
 #include "opreg/registry.h"
 
 namespace opreg {
 
 void register_builtin_backends(Registry& registry) {
+  define_builtin_ops();  // so that `opreg ops` lists every op, also those no backend implements
   register_cpu(registry);  // first: it takes backend id 0
 #ifdef OPREG_HAVE_CUDA
   register_cuda_like(registry);

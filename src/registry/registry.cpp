@@ -481,6 +481,7 @@ Registration Registry::add_variant_erased(detail::ErasedVariant v, RegisterOptio
   e->info.tunables = std::move(v.tunables);
   e->info.site = fmt::format("{}:{}", file, line);
   e->info.has_supports = static_cast<bool>(v.supports);
+  e->info.strided = v.strided;
   e->supports = std::move(v.supports);
   e->run = std::move(v.run);
   e->invoke = v.invoke;
@@ -907,18 +908,25 @@ struct Choice {
   std::vector<std::string> rejected;  // "name: reason"
 };
 
-// Walks the variants in order (forced first), asking each `supports`.
-Choice walk(const BackendTable& bt, const void* args, const DeviceProps& props) {
+// Walks the variants in order (forced first), asking each `supports`. `strided` names the first
+// non-contiguous tensor of the call (nullptr: all contiguous): variants that did not declare
+// `strided` never see it, forced or not, since they would read the wrong elements.
+Choice walk(const BackendTable& bt, const void* args, const DeviceProps& props, const char* strided) {
   Choice c;
   for (const auto* v : bt.disabled) c.rejected.push_back(fmt::format("{}: disabled by OPREG_DISABLE", v->info.name));
+  auto refuses_strides = [&](const VariantEntry* v) {
+    if (strided == nullptr || v->info.strided) return false;
+    c.rejected.push_back(fmt::format("{}: needs contiguous tensors ({} is not contiguous)", v->info.name, strided));
+    return true;
+  };
   if (bt.forced != nullptr) {
+    if (refuses_strides(bt.forced)) return c;
     c.variant = bt.forced;
     c.how = "forced by OPREG_FORCE_VARIANT (supports() not asked)";
     return c;
   }
-  int position = 0;
   for (const auto* v : bt.order) {
-    ++position;
+    if (refuses_strides(v)) continue;
     if (v->supports) {
       Verdict verdict = v->supports(args, props);
       if (!verdict.ok) {
@@ -932,6 +940,12 @@ Choice walk(const BackendTable& bt, const void* args, const DeviceProps& props) 
   }
   return c;
 }
+
+// The first defined tensor's device (all must share it) and the first non-contiguous tensor.
+struct CallSite {
+  Device device;
+  const char* strided = nullptr;
+};
 
 const BackendTable* table_for(const State& s, const detail::OpDef& op, Device device) {
   if (s.disabled[device.backend]) return nullptr;
@@ -950,6 +964,41 @@ const BackendTable* table_for(const State& s, const detail::OpDef& op, Device de
        "one device", op.name, join(where));
 }
 
+inline CallSite locate(const Registry& r, const detail::OpDef& op, const TensorList& list) {
+  CallSite site;
+  int first = -1;
+  for (int i = 0; i < list.size(); ++i) {
+    const Tensor& t = *list[i].tensor;
+    if (!t.defined()) continue;
+    if (first < 0) {
+      first = i;
+      site.device = t.device();
+    } else if (t.device() != site.device) [[unlikely]] {
+      mixed_devices(r, op, list);
+    }
+    if (!t.is_contiguous() && site.strided == nullptr) site.strided = list[i].name;
+  }
+  if (first < 0) [[unlikely]] {
+    fail(ErrorKind::invalid_argument, "{}: no tensor argument is defined", op.name);
+  }
+  return site;
+}
+
+inline KernelContext kernel_context(Registry& r, const State& s, const BackendRecord& be, Device device,
+                                    const VariantEntry& v, const ExecContext* ctx) {
+  const std::size_t index = static_cast<std::size_t>(device.index);
+  KernelContext kc;
+  kc.registry = &r;
+  kc.backend = be.backend.get();
+  kc.device = device;
+  kc.props = &be.props[index];
+  kc.stream = ctx != nullptr && ctx->stream != nullptr ? ctx->stream : be.default_streams[index];
+  kc.variant = &v.info;
+  kc.user = v.user;
+  kc.threads = s.config.num_threads;
+  return kc;
+}
+
 }  // namespace
 
 namespace {
@@ -957,11 +1006,12 @@ namespace {
 // Cold: the first call of a problem. Asks the variants, caches the answer, logs at verbose >= 1.
 [[gnu::noinline]] const VariantEntry* choose_on_miss(RegistryCore& core, const Registry& reg, const State& s,
                                                      const detail::OpDef& op, const void* args, Device device,
-                                                     const TensorList& list, const BackendTable& bt,
-                                                     const BackendRecord& be, const ProblemKey& key,
-                                                     std::uint64_t hash, detail::ChoiceCache* cache) {
+                                                     const TensorList& list, const char* strided,
+                                                     const BackendTable& bt, const BackendRecord& be,
+                                                     const ProblemKey& key, std::uint64_t hash,
+                                                     detail::ChoiceCache* cache) {
   core.misses.fetch_add(1, std::memory_order_relaxed);
-  Choice c = walk(bt, args, be.props[static_cast<std::size_t>(device.index)]);
+  Choice c = walk(bt, args, be.props[static_cast<std::size_t>(device.index)], strided);
   if (!key.overflow) {
     if (cache == nullptr) {
       auto* fresh = new detail::ChoiceCache();
@@ -1000,10 +1050,12 @@ namespace {
 // loaded, so a concurrent unregistration cannot pull the backend out from under it.
 [[gnu::noinline]] DispatchResult fall_back(Registry& reg, RegistryCore& core, const State& s,
                                            const detail::OpDef& op, const void* args, const ExecContext* ctx,
-                                           Device device, const TensorList& list, const BackendRecord& be,
-                                           const BackendTable* bt) {
+                                           Device device, const TensorList& list, const char* strided,
+                                           const BackendRecord& be, const BackendTable* bt) {
   auto reasons = [&] {
-    if (bt != nullptr) return join(walk(*bt, args, be.props[static_cast<std::size_t>(device.index)]).rejected, "; ");
+    if (bt != nullptr) {
+      return join(walk(*bt, args, be.props[static_cast<std::size_t>(device.index)], strided).rejected, "; ");
+    }
     if (s.disabled[device.backend]) return fmt::format("backend {} is disabled by OPREG_DISABLE", be.name);
     return fmt::format("no {} variant is registered", be.name);
   };
@@ -1041,19 +1093,8 @@ DispatchResult Registry::dispatch(const detail::OpDef& op, const void* args, con
   op.check(op, args);
   TensorList list;
   op.tensors(op, const_cast<void*>(args), list);
-  int first = -1;
-  for (int i = 0; i < list.size(); ++i) {
-    if (!list[i].tensor->defined()) continue;
-    if (first < 0) {
-      first = i;
-    } else if (list[i].tensor->device() != list[first].tensor->device()) [[unlikely]] {
-      mixed_devices(*this, op, list);
-    }
-  }
-  if (first < 0) [[unlikely]] {
-    fail(ErrorKind::invalid_argument, "{}: no tensor argument is defined", op.name);
-  }
-  const Device device = list[first].tensor->device();
+  const CallSite site = locate(*this, op, list);
+  const Device device = site.device;
 
   const State& s = core_->state();
   const BackendRecord* be = device.backend < kMaxBackends ? s.backends[device.backend].get() : nullptr;
@@ -1063,7 +1104,7 @@ DispatchResult Registry::dispatch(const detail::OpDef& op, const void* args, con
   const BackendTable* bt = table_for(s, op, device);
   const VariantEntry* v = nullptr;
   if (bt != nullptr) [[likely]] {
-    v = bt->fast;
+    v = site.strided == nullptr ? bt->fast : nullptr;
     if (v == nullptr) {
       ProblemKey key;
       build_key(op, args, device, list, key);
@@ -1072,22 +1113,13 @@ DispatchResult Registry::dispatch(const detail::OpDef& op, const void* args, con
       detail::Lookup hit;
       if (cache != nullptr && !key.overflow) hit = cache->find(key, hash);
       v = hit.hit ? hit.choice
-                  : choose_on_miss(*core_, *this, s, op, args, device, list, *bt, *be, key, hash, cache);
+                  : choose_on_miss(*core_, *this, s, op, args, device, list, site.strided, *bt, *be, key, hash, cache);
     }
   }
   if (v == nullptr) [[unlikely]] {
-    return fall_back(*this, *core_, s, op, args, ctx, device, list, *be, bt);
+    return fall_back(*this, *core_, s, op, args, ctx, device, list, site.strided, *be, bt);
   }
-  const std::size_t index = static_cast<std::size_t>(device.index);
-  KernelContext kc;
-  kc.registry = this;
-  kc.backend = be->backend.get();
-  kc.device = device;
-  kc.props = &be->props[index];
-  kc.stream = ctx != nullptr && ctx->stream != nullptr ? ctx->stream : be->default_streams[index];
-  kc.variant = &v->info;
-  kc.user = v->user;
-  v->invoke(v->run.get(), args, kc);
+  v->invoke(v->run.get(), args, kernel_context(*this, s, *be, device, *v, ctx));
   return {&v->info, false};
 }
 
@@ -1095,15 +1127,8 @@ const VariantInfo* Registry::choose_erased(const detail::OpDef& op, const void* 
   op.check(op, args);
   TensorList list;
   op.tensors(op, const_cast<void*>(args), list);
-  Device device;
-  bool found = false;
-  for (int i = 0; i < list.size() && !found; ++i) {
-    if (list[i].tensor->defined()) {
-      device = list[i].tensor->device();
-      found = true;
-    }
-  }
-  if (!found) fail(ErrorKind::invalid_argument, "{}: no tensor argument is defined", op.name);
+  const CallSite site = locate(*this, op, list);
+  const Device device = site.device;
   check_device(device);
   const State& s = core_->state();
   const BackendTable* bt = table_for(s, op, device);
@@ -1111,12 +1136,61 @@ const VariantInfo* Registry::choose_erased(const detail::OpDef& op, const void* 
     if (why != nullptr) *why = s.disabled[device.backend] ? "backend disabled by OPREG_DISABLE" : "no variant registered";
     return nullptr;
   }
-  Choice c = walk(*bt, args, s.backends[device.backend]->props[static_cast<std::size_t>(device.index)]);
+  Choice c = walk(*bt, args, s.backends[device.backend]->props[static_cast<std::size_t>(device.index)], site.strided);
   if (why != nullptr) {
     *why = c.how;
     for (const auto& r : c.rejected) *why += (why->empty() ? "" : "; ") + ("rejected " + r);
   }
   return c.variant != nullptr ? &c.variant->info : nullptr;
+}
+
+Verdict Registry::call_variant_erased(const detail::OpDef& op, std::string_view name, const void* args,
+                                      const ExecContext* ctx) {
+  op.check(op, args);
+  TensorList list;
+  op.tensors(op, const_cast<void*>(args), list);
+  const CallSite site = locate(*this, op, list);
+  const Device device = site.device;
+  check_device(device);
+  const State& s = core_->state();
+  const auto& ot = s.ops[static_cast<std::size_t>(op.id)];
+  // Disabled backends and variants are still callable by name: OPREG_DISABLE shapes the choice.
+  const VariantEntry* v = nullptr;
+  std::string elsewhere;
+  std::vector<std::string> here;
+  for (BackendId b = 0; ot != nullptr && b < kMaxBackends; ++b) {
+    const auto& bt = ot->backends[b];
+    if (!bt) continue;
+    for (const auto* list_of : {&bt->order, &bt->disabled}) {
+      for (const auto* e : *list_of) {
+        if (b == device.backend) here.push_back(e->info.name);
+        if (e->info.name != name) continue;
+        if (b == device.backend) {
+          v = e;
+        } else {
+          elsewhere = e->info.backend;
+        }
+      }
+    }
+  }
+  if (v == nullptr) {
+    if (!elsewhere.empty()) {
+      fail(ErrorKind::invalid_argument, "{}: variant {} belongs to backend {} but the tensors are on {}", op.name,
+           name, elsewhere, device_label(device));
+    }
+    fail(ErrorKind::invalid_argument, "{}: no variant named '{}' on {} (registered there: {})", op.name, name,
+         device_label(device), here.empty() ? std::string("none") : join(here));
+  }
+  if (site.strided != nullptr && !v->info.strided) {
+    return Verdict::reject(fmt::format("needs contiguous tensors ({} is not contiguous)", site.strided));
+  }
+  const BackendRecord& be = *s.backends[device.backend];
+  if (v->supports) {
+    Verdict verdict = v->supports(args, be.props[static_cast<std::size_t>(device.index)]);
+    if (!verdict.ok) return verdict;
+  }
+  v->invoke(v->run.get(), args, kernel_context(*this, s, be, device, *v, ctx));
+  return Verdict::accept();
 }
 
 // ---------------------------------------------------------------------------------------------

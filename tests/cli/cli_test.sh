@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The opreg command's contract: output, --help everywhere, exit codes 0/2/3.
+# The opreg command's contract: output, --help everywhere, exit codes 0/2/3, `opreg run`'s result line.
 # usage: cli_test.sh path/to/opreg
 set -u
 opreg=$1
@@ -59,6 +59,114 @@ expect 0 '.' -- "$opreg" ops
 if "$opreg" devices | grep -q '^cuda .*unavailable'; then
   expect 3 'device cuda:0 is unavailable' -- env OPREG_DEVICE=cuda "$opreg" devices
 fi
+
+# ---- opreg run
+
+# expect_result PATTERN -- command...: exit 0, exactly one stdout line matching PATTERN, empty stderr.
+expect_result() {
+  local pattern=$1
+  shift 2
+  local out err rc
+  err=$(mktemp)
+  out=$("$@" 2>"$err")
+  rc=$?
+  if [[ $rc -ne 0 || $(wc -l <<<"$out") -ne 1 || -s $err ]] || ! grep -Eq -- "$pattern" <<<"$out"; then
+    echo "FAIL: $* -> exit $rc (want 0), one stdout line must match /$pattern/ and stderr be empty:"
+    sed 's/^/    out: /' <<<"$out" | head -10
+    sed 's/^/    err: /' "$err" | head -10
+    failures=$((failures + 1))
+  else
+    passes=$((passes + 1))
+  fi
+  rm -f "$err"
+}
+
+num='[0-9][0-9.e+-]*'
+for base in rms_norm fused_add_rms_norm layer_norm group_norm geglu swiglu; do
+  for dir in fwd bwd; do
+    op=$base.$dir
+    shape=(--shape 3x5)
+    [[ $base == group_norm ]] && shape=(--shape 2x6x5 --groups 3)
+    wdtype=f32
+    [[ $base == geglu || $base == swiglu ]] && wdtype=-
+    expect_result "^result op=$op device=cpu emulated=0 variant=cpu\.$op\.[a-z0-9_]+ dtype=f32 wdtype=$wdtype \
+shape=${shape[1]} err=$num time_us=$num gbps=$num status=pass\$" -- "$opreg" run "$op" --device cpu "${shape[@]}"
+  done
+done
+# Mixed precision, the other dtypes, the rms_norm modes, in place, on the inferred device.
+expect_result '^result op=rms_norm\.fwd device=cpu .* dtype=bf16 wdtype=f32 shape=3x5 .*status=pass$' -- \
+  "$opreg" run rms_norm.fwd --device cpu --dtype bf16 --wdtype f32 --shape 3x5
+expect_result ' dtype=f16 wdtype=f16 shape=4x7 .*status=pass$' -- \
+  "$opreg" run layer_norm.bwd --device cpu --dtype f16 --shape 4x7 --inplace --repeat 1
+expect_result ' dtype=bf16 wdtype=- shape=2x3x9 .*status=pass$' -- \
+  "$opreg" run swiglu.bwd --device cpu --dtype bf16 --shape 2x3x9 --inplace --seed 42
+expect_result 'op=fused_add_rms_norm\.bwd .*status=pass$' -- "$opreg" run fused_add_rms_norm.bwd --device=cpu \
+  --shape=3x5 --casting=gemma --offset=1 --eps=1e-5
+expect_result 'op=rms_norm\.fwd .*status=pass$' -- "$opreg" run rms_norm.fwd --device cpu --shape 3x5 --casting none
+expect_result '^result op=group_norm\.fwd device=cpu .* shape=2x64x3 .*status=pass$' -- \
+  "$opreg" run group_norm.fwd --device cpu --shape 2x64x3
+expect_result ' shape=0x5 .*status=pass$' -- "$opreg" run rms_norm.fwd --device cpu --shape 0x5
+expect_result '^result op=rms_norm\.fwd device=cpu emulated=0 variant=cpu\.rms_norm\.fwd\.ref dtype' -- \
+  env OPREG_FORCE_VARIANT=cpu.rms_norm.fwd.ref "$opreg" run rms_norm.fwd --device cpu --shape 3x5
+# The emulated npu, named; with no npu variant for the op it falls back to the cpu (npu's policy: warn).
+npu_geglu='^result op=geglu\.fwd device=npu:0 emulated=1 '
+npu_geglu+='variant=(npu\.geglu\.fwd\.[a-z0-9_]+|cpu\.geglu\.fwd\.[a-z0-9_]+ fallback=1) '
+npu_geglu+='dtype=f32 wdtype=- shape=3x5 .*status=pass$'
+expect 0 "$npu_geglu" -- "$opreg" run geglu.fwd --device npu --shape 3x5
+expect 0 "$npu_geglu" -- env OPREG_DEVICE=npu "$opreg" run geglu.fwd --shape 3x5
+# A disabled backend's tensors always fall back, whatever variants it has.
+npu_fallback='op=rms_norm\.bwd device=npu:0 emulated=1 variant=cpu\.rms_norm\.bwd\.[a-z0-9_]+ fallback=1 '
+expect_result "$npu_fallback" -- \
+  env OPREG_DISABLE=npu OPREG_FALLBACK=silent "$opreg" run rms_norm.bwd --device npu --shape 3x5
+expect 0 'falls back to the cpu' -- env OPREG_DISABLE=npu "$opreg" run geglu.fwd --device npu --shape 3x5
+expect 3 'geglu\.fwd on npu:0.*no variant accepted' -- \
+  env OPREG_DISABLE=npu OPREG_FALLBACK=error "$opreg" run geglu.fwd --device npu --shape 3x5
+# No --device: the inferred one (where that is a GPU, whether the op runs depends on its variants).
+if "$opreg" devices | grep -q '^inference: cpu '; then
+  expect_result '^result op=rms_norm\.fwd device=cpu ' -- "$opreg" run rms_norm.fwd --shape 3x5
+fi
+
+expect 0 '^usage: opreg run OP' -- "$opreg" run --help
+expect 0 '^usage: opreg run OP' -- "$opreg" run rms_norm.fwd -h
+expect 0 '^  run ' -- "$opreg" --help
+expect 2 "run: no op given" -- "$opreg" run
+expect 2 "run: unknown option '--bogus'.*opreg run --help" -- "$opreg" run rms_norm.fwd --bogus
+expect 2 "run: unexpected argument 'layer_norm.fwd'" -- "$opreg" run rms_norm.fwd layer_norm.fwd
+expect 2 "run: invalid --dtype 'f64'; accepted: f32, f16, bf16" -- "$opreg" run rms_norm.fwd --dtype f64
+expect 2 "run: invalid --wdtype 'bf16'; accepted: same" -- "$opreg" run rms_norm.fwd --wdtype bf16
+expect 2 "run: --shape: invalid shape '0x'" -- "$opreg" run rms_norm.fwd --shape 0x
+expect 2 "run: --shape: invalid shape '3x-5'" -- "$opreg" run rms_norm.fwd --shape 3x-5
+expect 2 "run: invalid --groups '0'" -- "$opreg" run group_norm.fwd --groups 0
+expect 2 "run: invalid --eps 'inf'" -- "$opreg" run rms_norm.fwd --eps inf
+expect 2 "run: invalid --offset '1x'" -- "$opreg" run rms_norm.fwd --offset 1x
+expect 2 "run: invalid --casting 'mistral'; accepted: llama, gemma, none" -- "$opreg" run rms_norm.fwd --casting mistral
+expect 2 "run: invalid --seed '-1'" -- "$opreg" run rms_norm.fwd --seed -1
+expect 2 "run: invalid --repeat '0'" -- "$opreg" run rms_norm.fwd --repeat 0
+expect 2 "run: --repeat needs a value" -- "$opreg" run rms_norm.fwd --repeat
+expect 2 "run: --inplace takes no value" -- "$opreg" run rms_norm.bwd --inplace=yes
+expect 2 "run: --groups does not apply to layer_norm\.fwd \(it applies to group_norm\.fwd, group_norm\.bwd\)" -- \
+  "$opreg" run layer_norm.fwd --groups 2
+expect 2 "run: --wdtype does not apply to geglu\.fwd" -- "$opreg" run geglu.fwd --wdtype f32
+expect 2 "run: --eps does not apply to swiglu\.bwd" -- "$opreg" run swiglu.bwd --eps 1e-5
+expect 2 "run: --offset does not apply to layer_norm\.fwd" -- "$opreg" run layer_norm.fwd --offset 1
+expect 2 "run: --casting does not apply to group_norm\.bwd" -- "$opreg" run group_norm.bwd --casting gemma
+expect 2 "run: --inplace does not apply to rms_norm\.fwd" -- "$opreg" run rms_norm.fwd --inplace
+# The op's own check refuses the problem: exit 2 with its message.
+expect 2 'group_norm\.fwd: num_groups = 5 with 6 channels' -- \
+  "$opreg" run group_norm.fwd --device cpu --shape 2x6x5 --groups 5
+expect 2 'group_norm\.bwd: .*at least 2 dims' -- "$opreg" run group_norm.bwd --device cpu --shape 5
+expect 2 "invalid device 'gpu'" -- "$opreg" run rms_norm.fwd --device gpu
+expect 3 "device 'xpu': the xpu backend is not built" -- "$opreg" run rms_norm.fwd --device xpu
+expect 3 'device npu:3 does not exist' -- "$opreg" run rms_norm.fwd --device npu:3
+expect 3 "op 'nosuch\.fwd' is not defined; defined ops: rms_norm\.fwd, rms_norm\.bwd, " -- "$opreg" run nosuch.fwd
+expect 3 "op 'rms_norm' is not defined" -- "$opreg" run rms_norm
+if "$opreg" devices | grep -q '^cuda .*unavailable'; then
+  expect 3 'device cuda:0 is unavailable' -- "$opreg" run rms_norm.fwd --device cuda
+elif "$opreg" devices | grep -q '^cuda .*not built'; then
+  expect 3 "device 'cuda'" -- "$opreg" run rms_norm.fwd --device cuda
+fi
+# Exit 1 (status=fail) needs a kernel that really computes a wrong result; the product has
+# none and gets no test-only switch for it, so it is not exercised here.
 
 echo "$passes passed, $failures failed"
 [[ $failures -eq 0 ]]

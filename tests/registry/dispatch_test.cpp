@@ -9,6 +9,7 @@
 #include "backends/builtin.h"
 #include "support/host_backend.h"
 #include "support/test_op.h"
+#include "support/throws_error.h"
 
 namespace opreg::testing {
 namespace {
@@ -445,8 +446,12 @@ TEST_F(DispatchRegressionTest, TheCachedChoiceDependsOnStrides) {
   // A variant that needs unit stride in the last dim must not be reused for a transposed view.
   StrictMock<MockKernel> rowwise;
   StrictMock<MockKernel> general;
-  auto r1 = reg.add_variant(scale_op(), mock_variant("gpu", "rowwise", 2, rowwise, true));
-  auto r2 = reg.add_variant(scale_op(), mock_variant("gpu", "general", 1, general));
+  auto strided = [](VariantSpec<ScaleArgs> spec) {
+    spec.strided = true;
+    return spec;
+  };
+  auto r1 = reg.add_variant(scale_op(), strided(mock_variant("gpu", "rowwise", 2, rowwise, true)));
+  auto r2 = reg.add_variant(scale_op(), strided(mock_variant("gpu", "general", 1, general)));
   ON_CALL(rowwise, Supports(_, _)).WillByDefault([](const ScaleArgs& a, const DeviceProps&) {
     return a.x.stride(1) == 1 ? Verdict::accept() : Verdict::reject("needs stride(1) == 1");
   });
@@ -462,6 +467,57 @@ TEST_F(DispatchRegressionTest, TheCachedChoiceDependsOnStrides) {
   a.x = Tensor::wrap(host.data(), {4, 4}, DType::f32, dev("gpu"), transposed);
   EXPECT_CALL(general, Run(_, _)).Times(1);
   reg.call(scale_op(), a);
+}
+
+TEST_F(DispatchRegressionTest, OnlyStridedVariantsSeeNonContiguousTensors) {
+  StrictMock<MockKernel> dense;
+  StrictMock<MockKernel> general;
+  auto r1 = reg.add_variant(scale_op(), mock_variant("gpu", "dense", 2, dense));
+  std::vector<float> host(32, 1.0F);
+  const std::int64_t transposed[] = {1, 8};
+  ScaleArgs a;
+  a.x = Tensor::wrap(host.data(), {4, 4}, DType::f32, dev("gpu"), transposed);
+  a.y = Tensor::empty({4, 4}, DType::f32, dev("gpu"), reg);
+  // Only a variant that cannot take strides: refused with the reason, never run.
+  EXPECT_TRUE(ThrowsError([&] { reg.call(scale_op(), a); }, ErrorKind::unsupported, {"x is not contiguous"}));
+  // Forcing it does not lift the rule: the kernel would read the wrong elements.
+  Config cfg;
+  cfg.force_variants = {"gpu.test_scale.fwd.dense"};
+  reg.set_config(cfg);
+  EXPECT_TRUE(ThrowsError([&] { reg.call(scale_op(), a); }, ErrorKind::unsupported, {"needs contiguous"}));
+  reg.set_config(Config{});
+  // A strided variant below it takes the strided call; the dense one keeps the contiguous one.
+  auto spec = mock_variant("gpu", "general", 1, general);
+  spec.strided = true;
+  auto r2 = reg.add_variant(scale_op(), std::move(spec));
+  EXPECT_CALL(general, Run(_, _)).Times(1);
+  reg.call(scale_op(), a);
+  a.x = Tensor::wrap(host.data(), {4, 4}, DType::f32, dev("gpu"));
+  EXPECT_CALL(dense, Run(_, _)).Times(1);
+  reg.call(scale_op(), a);
+  // call_variant applies the same rule and says why.
+  a.x = Tensor::wrap(host.data(), {4, 4}, DType::f32, dev("gpu"), transposed);
+  const Verdict v = reg.call_variant(scale_op(), "gpu.test_scale.fwd.dense", a);
+  EXPECT_FALSE(v.ok);
+  EXPECT_THAT(v.reason, HasSubstr("x is not contiguous"));
+}
+
+TEST_F(DispatchRegressionTest, CallVariantRunsTheNamedVariantOrSaysWhyNot) {
+  StrictMock<MockKernel> first;
+  StrictMock<MockKernel> second;
+  auto r1 = reg.add_variant(scale_op(), mock_variant("gpu", "first", 2, first));
+  auto r2 = reg.add_variant(scale_op(), mock_variant("gpu", "second", 1, second, true));
+  ScaleArgs a;
+  a.x = Tensor::empty({2, 3}, DType::f32, dev("gpu"), reg);
+  a.y = Tensor::empty({2, 3}, DType::f32, dev("gpu"), reg);
+  EXPECT_CALL(second, Supports(_, _)).WillOnce(Return(Verdict::accept())).WillOnce(Return(Verdict::reject("no")));
+  EXPECT_CALL(second, Run(_, _)).Times(1);
+  EXPECT_TRUE(reg.call_variant(scale_op(), "gpu.test_scale.fwd.second", a).ok);
+  const Verdict refused = reg.call_variant(scale_op(), "gpu.test_scale.fwd.second", a);
+  EXPECT_FALSE(refused.ok);
+  EXPECT_EQ(refused.reason, "no");
+  EXPECT_TRUE(ThrowsError([&] { reg.call_variant(scale_op(), "gpu.test_scale.fwd.third", a); },
+                          ErrorKind::invalid_argument, {"no variant named", "gpu.test_scale.fwd.first"}));
 }
 
 TEST_F(DispatchRegressionTest, TheCachedChoiceDependsOnAlignment) {

@@ -4,6 +4,8 @@
 #include <thread>
 
 #include "backends/builtin.h"
+#include "ops/reference/reference.h"
+#include "backends/cpu/rms_norm.h"
 #include "opreg/registry.h"
 
 namespace opreg {
@@ -28,6 +30,10 @@ class CpuBackend final : public HostMemoryBackend {
 
 }  // namespace
 
-void register_cpu(Registry& registry) { registry.add_backend(std::make_shared<CpuBackend>()).release(); }
+void register_cpu(Registry& registry) {
+  registry.add_backend(std::make_shared<CpuBackend>()).release();
+  reference::register_variants(registry);  // the lowest-priority cpu.<op>.<dir>.ref variants
+  cpu::register_rms_norm(registry);
+}
 
 }  // namespace opreg

@@ -1,0 +1,463 @@
+// The fast host rms_norm, forward and backward, for every dtype pair and casting mode.
+//
+// Layout of the work: a row is the unit (its statistic needs all of it), rows are split
+// statically across OpenMP threads, and within a row every loop is written so the compiler
+// vectorises it without -ffast-math: sums go to kLanes independent f32 accumulators (an explicit
+// reassociation the compiler may not make on its own), 16-bit values are converted in registers
+// with branch-free integer code, and no loop stores through a pointer that may alias its loads.
+//
+// Rounding follows the reference (src/ops/reference) exactly in *where* values are rounded to
+// x's dtype; the arithmetic in between is f32, except the few per-row and per-column scalars that
+// cost nothing to do in double (the row sums across blocks, rstd, (offset + w) for `none`).
+#include "backends/cpu/rms_norm.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace opreg::cpu {
+namespace {
+
+// ---- Element types: storage type plus bit-exact conversions to and from f32 (the same results
+// as opreg::to_half / to_bfloat16 on the f32 value, NaN payloads included), written without
+// branches so that loops calling them vectorise.
+
+struct F32 {
+  using T = float;
+  static float load(float v) { return v; }
+  static float store(float v) { return v; }
+};
+
+struct BF16 {
+  using T = std::uint16_t;
+  // bf16 is the top half of an f32.
+  static float load(std::uint16_t h) { return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16); }
+  // Round to nearest even by adding 0x7FFF plus the lowest kept bit: the carry does the rest,
+  // including rounding the largest finite values up to infinity. A NaN keeps its sign and top
+  // payload bits and is made quiet, as opreg::to_bfloat16 does (the add could turn it into inf).
+  static std::uint16_t store(float f) {
+    const auto w = std::bit_cast<std::uint32_t>(f);
+    const std::uint32_t rounded = (w + 0x7FFFu + ((w >> 16) & 1u)) >> 16;
+    const std::uint32_t nan = (w >> 16) | 0x40u;
+    return static_cast<std::uint16_t>((w & 0x7FFFFFFFu) > 0x7F800000u ? nan : rounded);
+  }
+};
+
+// IEEE binary16 in software (the baseline x86-64 and aarch64 targets have no conversion
+// instruction we can assume). The method is the one of Maratyszcza's FP16 library: let the f32
+// unit do the rebias and the rounding by scaling with powers of two.
+struct F16 {
+  using T = std::uint16_t;
+  static float load(std::uint16_t h) {
+    const std::uint32_t w = static_cast<std::uint32_t>(h) << 16;
+    const std::uint32_t sign = w & 0x80000000u;
+    const std::uint32_t two_w = w + w;  // exponent and mantissa, sign shifted out
+    // Normal numbers, inf and NaN: put exponent and mantissa in f32 position with the exponent
+    // raised by 224, so the all-ones f16 exponent becomes the all-ones f32 one, then scale by
+    // 2^-112 to land on the f16 bias difference (127 - 15) exactly.
+    const float normal = std::bit_cast<float>((two_w >> 4) + (0xE0u << 23)) * 0x1.0p-112f;
+    // Subnormals: the mantissa m under the exponent of 0.5 reads as 0.5 + m * 2^-24; removing
+    // 0.5 leaves m * 2^-24 exactly.
+    const float subnormal = std::bit_cast<float>((two_w >> 17) | (126u << 23)) - 0.5f;
+    // A mask rather than ?:, which GCC turns back into a branch around the float arithmetic (it
+    // may not speculate float operations under the default -ftrapping-math) and then cannot
+    // vectorise.
+    const std::uint32_t is_subnormal = 0u - static_cast<std::uint32_t>(two_w < (1u << 27));
+    const std::uint32_t magnitude = (std::bit_cast<std::uint32_t>(subnormal) & is_subnormal) |
+                                    (std::bit_cast<std::uint32_t>(normal) & ~is_subnormal);
+    return std::bit_cast<float>(sign | magnitude);
+  }
+  static std::uint16_t store(float f) {
+    const auto w = std::bit_cast<std::uint32_t>(f);
+    const std::uint32_t sign = w & 0x80000000u;
+    const std::uint32_t shl1_w = w + w;
+    // Overflow: scaling up by 2^112 sends everything at or above 2^16 to infinity, then the
+    // scale back down keeps smaller values exact.
+    float base = (std::fabs(f) * 0x1.0p+112f) * 0x1.0p-110f;
+    // Rounding: base is 4|f|; adding 2^(e+15) (e: f's exponent, raised to f16's smallest normal
+    // exponent -14 for subnormals) leaves exactly f16's precision in the f32 sum's mantissa, so
+    // the f32 add rounds to nearest even where f16 would, and the sum's low bits hold the
+    // f16 exponent and mantissa.
+    std::uint32_t bias = shl1_w & 0xFF000000u;
+    bias = bias < 0x71000000u ? 0x71000000u : bias;
+    base = std::bit_cast<float>((bias >> 1) + 0x07800000u) + base;
+    const auto bits = std::bit_cast<std::uint32_t>(base);
+    const std::uint32_t nonsign = ((bits >> 13) & 0x00007C00u) + (bits & 0x00000FFFu);
+    // NaN: quiet, with the top payload bits, as opreg::to_half keeps them.
+    const std::uint32_t nan = 0x7E00u | ((w >> 13) & 0x3FFu);
+    const std::uint32_t is_nan = 0u - static_cast<std::uint32_t>(shl1_w > 0xFF000000u);  // a mask: see load()
+    return static_cast<std::uint16_t>((sign >> 16) | (nan & is_nan) | (nonsign & ~is_nan));
+  }
+};
+
+// round_x: what storing a value in X and reading it back gives.
+template <class X>
+inline float round_x(float v) {
+  if constexpr (std::is_same_v<X, F32>) {
+    return v;
+  } else {
+    return X::load(X::store(v));
+  }
+}
+
+// Rounds a double to f32 "to odd": truncate, then set the last bit if anything was cut off.
+// Rounding that result to a format with at least two fewer mantissa bits (f16, bf16) gives the
+// same answer as rounding the double directly, which a plain double -> f32 -> f16 chain does
+// not (a value just off a tie lands on the tie, then ties to even).
+inline float to_float_odd(double d) {
+  const float f = static_cast<float>(d);
+  const double back = static_cast<double>(f);
+  const auto bits = std::bit_cast<std::uint32_t>(f);
+  const std::uint32_t truncated = bits - static_cast<std::uint32_t>(std::fabs(back) > std::fabs(d));
+  return std::bit_cast<float>(truncated | static_cast<std::uint32_t>(back != d));
+}
+
+// a + b rounded to odd, in f32 only (the double version above does not vectorise next to 16-bit
+// lanes): the f32 sum plus its exact error (Knuth's two-sum, exact without FMA contraction, which
+// this file turns off) says whether and which way the sum was rounded. An overflowed sum keeps
+// its infinity (its error is NaN), which rounds to the same infinity in f16 and bf16.
+inline float add_odd(float a, float b) {
+  const float s = a + b;
+  const float bb = s - a;
+  const float err = (a - (s - bb)) + (b - bb);
+  // Bitwise & and | on the comparisons: no short-circuit branches in the vector loop.
+  const auto inexact = static_cast<std::uint32_t>((err < 0.0f) | (err > 0.0f));
+  const auto away = static_cast<std::uint32_t>(((s > 0.0f) & (err < 0.0f)) | ((s < 0.0f) & (err > 0.0f)));
+  return std::bit_cast<float>((std::bit_cast<std::uint32_t>(s) - away) | inexact);
+}
+
+// ---- Tuning constants (also listed as the variants' tunables).
+
+// Independent f32 accumulators of a row sum: enough for two AVX-512 or four AVX2 registers, so
+// the adds pipeline instead of waiting on each other.
+constexpr int kLanes = 16;
+// Elements summed in f32 before the block's total joins the row total in double: a lane then
+// adds at most 64 terms, so a row of 200003 elements is as accurate as a row of 1024.
+constexpr std::int64_t kBlock = 1024;
+// Problems smaller than this (rows x hidden) run on the calling thread: starting an OpenMP team
+// costs microseconds, more than the whole problem.
+constexpr std::int64_t kSerialBelow = 32768;
+// Each thread of a team gets at least this much work (unused without OpenMP).
+[[maybe_unused]] constexpr std::int64_t kMinPerThread = 16384;
+// Backward: elements of a row computed into a local buffer before dx is written (dx may be dy).
+constexpr std::int64_t kChunk = 256;
+
+// (offset + w) for n <= kChunk columns, as the casting mode defines it. For `none` the reference
+// rounds the double sum to x's dtype; doing the sum in double and rounding once (through
+// round-to-odd for the 16-bit types) reproduces it bit for bit. llama and gemma keep it
+// unrounded, so f32 is as good as the f32 arithmetic it feeds.
+template <class X, class W, Casting C>
+inline void scale_chunk(const typename W::T* __restrict w, std::int64_t n, double offset, float* __restrict out) {
+  if constexpr (C != Casting::none) {
+    const auto offset_f = static_cast<float>(offset);
+    for (std::int64_t j = 0; j < n; ++j) out[j] = offset_f + W::load(w[j]);
+  } else {
+    const auto offset_f = static_cast<float>(offset);
+    if constexpr (std::is_same_v<X, F32>) {
+      for (std::int64_t j = 0; j < n; ++j) out[j] = static_cast<float>(offset + static_cast<double>(W::load(w[j])));
+    } else if (static_cast<double>(offset_f) == offset) {
+      // The usual case (0, 1, 0.5, ...): the exact sum is offset_f + w, rounded to odd in f32.
+      for (std::int64_t j = 0; j < n; ++j) out[j] = round_x<X>(add_odd(offset_f, W::load(w[j])));
+    } else {
+      for (std::int64_t j = 0; j < n; ++j) out[j] = round_x<X>(to_float_odd(offset + static_cast<double>(W::load(w[j]))));
+    }
+  }
+}
+
+// sum over i < n of term(i), in kLanes f32 lanes per block of kBlock, blocks summed in double.
+// The order is fixed by n alone, so the result does not depend on threads or alignment.
+template <class Term>
+inline double blocked_sum(std::int64_t n, Term term) {
+  double total = 0.0;
+  for (std::int64_t b = 0; b < n; b += kBlock) {
+    const std::int64_t e = std::min(n, b + kBlock);
+    float acc[kLanes] = {};
+    std::int64_t i = b;
+    for (; i + kLanes <= e; i += kLanes) {
+      for (int l = 0; l < kLanes; ++l) acc[l] += term(i + l);
+    }
+    for (; i < e; ++i) acc[0] += term(i);
+    for (int half = kLanes / 2; half > 0; half /= 2) {
+      for (int l = 0; l < half; ++l) acc[l] += acc[l + half];
+    }
+    total += static_cast<double>(acc[0]);
+  }
+  return total;
+}
+
+// Rows x hidden from the extents (not numel), as the reference does, so hidden = 0 keeps the
+// row count and a 0-d tensor is one row of one element.
+struct RowsHidden {
+  std::int64_t rows = 1;
+  std::int64_t hidden = 1;
+};
+RowsHidden rows_hidden(const Shape& shape) {
+  RowsHidden out;
+  if (shape.ndim() == 0) return out;
+  out.hidden = shape[shape.ndim() - 1];
+  for (int d = 0; d + 1 < shape.ndim(); ++d) out.rows *= shape[d];
+  return out;
+}
+
+// Threads for a problem: 1 below kSerialBelow elements or without OpenMP; otherwise the
+// context's count (0: OpenMP's default), no more than rows and no more than kMinPerThread
+// allows. A function of the problem and the count only, so dweight is reproducible.
+int team_size([[maybe_unused]] const KernelContext& ctx, [[maybe_unused]] std::int64_t rows,
+              [[maybe_unused]] std::int64_t elements) {
+#ifdef _OPENMP
+  if (elements < kSerialBelow) return 1;
+  std::int64_t t = ctx.threads > 0 ? ctx.threads : omp_get_max_threads();
+  t = std::min({t, rows, (elements + kMinPerThread - 1) / kMinPerThread});
+  return static_cast<int>(std::max<std::int64_t>(t, 1));
+#else
+  return 1;
+#endif
+}
+
+// f32 scratch from the backend's cached workspace (no allocation in a steady state). A context
+// without a backend (a kernel called directly, outside a registry) gets its own buffer.
+class Scratch {
+ public:
+  Scratch(const KernelContext& ctx, std::size_t floats) {
+    if (ctx.backend != nullptr) {
+      lease_ = ctx.backend->workspace(ctx.device.index).acquire(floats * sizeof(float), ctx.stream);
+      data_ = static_cast<float*>(lease_.data());
+    } else {
+      own_.resize(floats);
+      data_ = own_.data();
+    }
+  }
+  float* data() const { return data_; }
+
+ private:
+  Workspace::Lease lease_;
+  std::vector<float> own_;
+  float* data_ = nullptr;
+};
+
+// ---- Forward
+
+template <class X, class W, Casting C>
+void fwd_row(const typename X::T* __restrict x, const typename W::T* __restrict w, typename X::T* __restrict y,
+             float* __restrict rstd_out, std::int64_t h, double eps, double offset) {
+  const double squares = blocked_sum(h, [x](std::int64_t i) {
+    const float v = X::load(x[i]);
+    return v * v;
+  });
+  const double mean = h == 0 ? 0.0 : squares / static_cast<double>(h);
+  const auto rstd = static_cast<float>(1.0 / std::sqrt(mean + eps));
+  *rstd_out = rstd;
+  float scale[kChunk];
+  for (std::int64_t b = 0; b < h; b += kChunk) {
+    const std::int64_t n = std::min(kChunk, h - b);
+    scale_chunk<X, W, C>(w + b, n, offset, scale);
+    for (std::int64_t j = 0; j < n; ++j) {
+      const float xhat = X::load(x[b + j]) * rstd;
+      y[b + j] = X::store(C == Casting::gemma ? xhat * scale[j] : round_x<X>(xhat) * scale[j]);
+    }
+  }
+}
+
+template <class X, class W, Casting C>
+struct Fwd {
+  static void run(const RmsNormFwdArgs& a, const KernelContext& ctx) {
+    // Plain variables, not a structured binding: lambdas and OpenMP regions use them (clang 14
+    // cannot capture bindings).
+    const RowsHidden shape = rows_hidden(a.x.shape());
+    const std::int64_t rows = shape.rows;
+    const std::int64_t h = shape.hidden;
+    const auto* x = a.x.data_as<const typename X::T>();
+    const auto* w = a.weight.data_as<const typename W::T>();
+    auto* y = a.y.data_as<typename X::T>();
+    auto* rstd = a.rstd.data_as<float>();
+    const double eps = a.eps;
+    const double offset = a.offset;
+    const int team = team_size(ctx, rows, rows * h);
+    if (team <= 1) {
+      for (std::int64_t r = 0; r < rows; ++r) fwd_row<X, W, C>(x + r * h, w, y + r * h, rstd + r, h, eps, offset);
+      return;
+    }
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(team) schedule(static)
+    for (std::int64_t r = 0; r < rows; ++r) fwd_row<X, W, C>(x + r * h, w, y + r * h, rstd + r, h, eps, offset);
+#endif
+  }
+};
+
+// ---- Backward
+
+// One row: dx = rstd * m - rstd^3 * dot / H * x with m = dy * w' and dot = sum(m * x), and the
+// row's share of dweight (dy * xhat) added to this thread's partial `dw`. dy is not restrict:
+// dx may be the same memory. The row's dot is complete before any dx is written, and each chunk
+// of dx is written only after the chunk's dy was read into registers and `out`.
+template <class X, Casting C>
+void bwd_row(const typename X::T* dy, const typename X::T* __restrict x, const float* __restrict scale,
+             float rstd, typename X::T* dx, float* __restrict dw, std::int64_t h) {
+  const double dot = blocked_sum(h, [&](std::int64_t i) { return X::load(dy[i]) * scale[i] * X::load(x[i]); });
+  const double r = rstd;
+  const auto coeff = static_cast<float>(h == 0 ? 0.0 : r * r * r * dot / static_cast<double>(h));
+  float out[kChunk];
+  for (std::int64_t b = 0; b < h; b += kChunk) {
+    const std::int64_t n = std::min(kChunk, h - b);
+    for (std::int64_t j = 0; j < n; ++j) {
+      const float g = X::load(dy[b + j]);
+      const float xv = X::load(x[b + j]);
+      const float xhat = xv * rstd;
+      out[j] = rstd * (g * scale[b + j]) - coeff * xv;
+      dw[b + j] += g * (C == Casting::gemma ? xhat : round_x<X>(xhat));
+    }
+    for (std::int64_t j = 0; j < n; ++j) dx[b + j] = X::store(out[j]);
+  }
+}
+
+// Columns [begin, end) of dweight: the partials of threads 0 .. team-1 added in that order.
+template <class W>
+void reduce_columns(const float* __restrict partials, int team, std::int64_t stride,
+                    typename W::T* __restrict dweight, std::int64_t begin, std::int64_t end) {
+  float acc[kChunk];
+  const std::int64_t n = end - begin;
+  for (std::int64_t j = 0; j < n; ++j) acc[j] = partials[begin + j];
+  for (int t = 1; t < team; ++t) {
+    const float* p = partials + static_cast<std::int64_t>(t) * stride + begin;
+    for (std::int64_t j = 0; j < n; ++j) acc[j] += p[j];
+  }
+  for (std::int64_t j = 0; j < n; ++j) dweight[begin + j] = W::store(acc[j]);
+}
+
+template <class X, class W, Casting C>
+struct Bwd {
+  static void run(const RmsNormBwdArgs& a, const KernelContext& ctx) {
+    const RowsHidden shape = rows_hidden(a.x.shape());
+    const std::int64_t rows = shape.rows;
+    const std::int64_t h = shape.hidden;
+    const auto* dy = a.dy.data_as<const typename X::T>();
+    const auto* x = a.x.data_as<const typename X::T>();
+    const auto* w = a.weight.data_as<const typename W::T>();
+    const auto* rstd = a.rstd.data_as<const float>();
+    auto* dx = a.dx.data_as<typename X::T>();
+    auto* dweight = a.dweight.data_as<typename W::T>();
+    const int team = team_size(ctx, rows, rows * h);
+    // Scratch: (offset + w) once per call, then one dweight partial per thread, each padded to a
+    // 64-byte multiple so threads never share a cache line.
+    const std::int64_t stride = (h + 15) / 16 * 16;
+    Scratch scratch(ctx, static_cast<std::size_t>(stride) * static_cast<std::size_t>(team + 1));
+    float* scaled = scratch.data();
+    float* partials = scaled + stride;
+    const std::int64_t column_chunks = (h + kChunk - 1) / kChunk;
+    const double offset = a.offset;
+    auto fill_scale = [&](std::int64_t c) {
+      scale_chunk<X, W, C>(w + c * kChunk, std::min(kChunk, h - c * kChunk), offset, scaled + c * kChunk);
+    };
+    auto row = [&](std::int64_t r, float* dw) {
+      bwd_row<X, C>(dy + r * h, x + r * h, scaled, rstd[r], dx + r * h, dw, h);
+    };
+    auto reduce = [&](std::int64_t c, int members) {
+      reduce_columns<W>(partials, members, stride, dweight, c * kChunk, std::min(h, (c + 1) * kChunk));
+    };
+    if (team <= 1) {
+      for (std::int64_t c = 0; c < column_chunks; ++c) fill_scale(c);
+      std::fill(partials, partials + h, 0.0f);
+      for (std::int64_t r = 0; r < rows; ++r) row(r, partials);
+      for (std::int64_t c = 0; c < column_chunks; ++c) reduce(c, 1);
+      return;
+    }
+#ifdef _OPENMP
+#pragma omp parallel num_threads(team)
+    {
+      // The team may be smaller than asked (nested parallelism, thread limits): partials are
+      // indexed and summed by the actual thread number, all of them written by their owner.
+      const int members = omp_get_num_threads();
+      float* mine = partials + static_cast<std::int64_t>(omp_get_thread_num()) * stride;
+#pragma omp for schedule(static)
+      for (std::int64_t c = 0; c < column_chunks; ++c) fill_scale(c);
+      // (the loop's implicit barrier: `scaled` is complete before any row reads it)
+      std::fill(mine, mine + h, 0.0f);
+#pragma omp for schedule(static)
+      for (std::int64_t r = 0; r < rows; ++r) row(r, mine);
+#pragma omp for schedule(static)
+      for (std::int64_t c = 0; c < column_chunks; ++c) reduce(c, members);
+    }
+#endif
+  }
+};
+
+// ---- Dispatch on (x dtype, weight dtype, casting): one template, instantiated for each.
+
+template <template <class, class, Casting> class K, class X, class W, class Args>
+void by_casting(const Args& a, const KernelContext& ctx) {
+  switch (a.casting) {
+    case Casting::llama:
+      return K<X, W, Casting::llama>::run(a, ctx);
+    case Casting::gemma:
+      return K<X, W, Casting::gemma>::run(a, ctx);
+    case Casting::none:
+      return K<X, W, Casting::none>::run(a, ctx);
+  }
+  fail(ErrorKind::internal, "cpu.rms_norm: unknown casting mode {}", static_cast<int>(a.casting));
+}
+
+template <template <class, class, Casting> class K, class Args>
+void by_dtype(const Args& a, const KernelContext& ctx, const char* variant) {
+  const DType xd = a.x.dtype();
+  const DType wd = a.weight.dtype();
+  const bool weight_f32 = wd == DType::f32;
+  if (xd == DType::f32 && weight_f32) return by_casting<K, F32, F32>(a, ctx);
+  if (xd == DType::f16 && weight_f32) return by_casting<K, F16, F32>(a, ctx);
+  if (xd == DType::f16 && wd == DType::f16) return by_casting<K, F16, F16>(a, ctx);
+  if (xd == DType::bf16 && weight_f32) return by_casting<K, BF16, F32>(a, ctx);
+  if (xd == DType::bf16 && wd == DType::bf16) return by_casting<K, BF16, BF16>(a, ctx);
+  // The op's check refuses every other pair before dispatch.
+  fail(ErrorKind::internal, "{}: no kernel for x {} with weight {}", variant, to_string(xd), to_string(wd));
+}
+
+std::vector<Tunable> tunables() {
+#ifdef _OPENMP
+  std::string threads =
+      fmt::format("OPREG_NUM_THREADS, else omp_get_max_threads(); at most rows and one per {} elements", kMinPerThread);
+#else
+  std::string threads = "1 (built without OpenMP)";
+#endif
+  return {{"threads", std::move(threads)},
+          {"serial_below", fmt::format("{} elements (rows x hidden)", kSerialBelow)},
+          {"lanes", fmt::format("{} f32 accumulators per row sum, blocks of {} summed in double", kLanes, kBlock)},
+          {"dweight", "an f32 partial per thread, summed in thread order"}};
+}
+
+}  // namespace
+
+void rms_norm_fwd_generic(const RmsNormFwdArgs& args, const KernelContext& ctx) {
+  by_dtype<Fwd>(args, ctx, "cpu.rms_norm.fwd.generic");
+}
+
+void rms_norm_bwd_generic(const RmsNormBwdArgs& args, const KernelContext& ctx) {
+  by_dtype<Bwd>(args, ctx, "cpu.rms_norm.bwd.generic");
+}
+
+void register_rms_norm(Registry& registry) {
+  VariantSpec<RmsNormFwdArgs> fwd;
+  fwd.backend = "cpu";
+  fwd.impl = "generic";
+  fwd.priority = 100;
+  fwd.run = rms_norm_fwd_generic;
+  fwd.tunables = tunables();
+  registry.add_variant(rms_norm_fwd_op(), std::move(fwd)).release();
+
+  VariantSpec<RmsNormBwdArgs> bwd;
+  bwd.backend = "cpu";
+  bwd.impl = "generic";
+  bwd.priority = 100;
+  bwd.run = rms_norm_bwd_generic;
+  bwd.tunables = tunables();
+  registry.add_variant(rms_norm_bwd_op(), std::move(bwd)).release();
+}
+
+}  // namespace opreg::cpu

@@ -1,0 +1,82 @@
+// The failure half of the ops' checks: messages naming the op, the value and what is accepted.
+#include "ops/check.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace opreg::op_check {
+namespace {
+
+std::string describe(const Tensor& t) { return fmt::format("{} [{}]", to_string(t.dtype()), t.shape().str()); }
+
+}  // namespace
+
+void missing(const char* op, const char* name) {
+  fail(ErrorKind::invalid_argument, "{}: {} is required but undefined", op, name);
+}
+
+void bad_activation_dtype(const char* op, const char* name, DType dtype) {
+  fail(ErrorKind::invalid_argument, "{}: {} has dtype {}; accepted: f32, f16, bf16", op, name, to_string(dtype));
+}
+
+void bad_rank(const char* op, const char* name, const Tensor& t, int min_rank, const char* layout) {
+  fail(ErrorKind::invalid_argument, "{}: {} has {} dims (shape [{}]); accepted: {} with at least {} dims", op, name,
+       t.ndim(), t.shape().str(), layout, min_rank);
+}
+
+void not_like(const char* op, const char* name, const Tensor& t, const char* ref_name, const Tensor& ref) {
+  fail(ErrorKind::invalid_argument, "{}: {} is {}; accepted: like {}, {}", op, name, describe(t), ref_name,
+       describe(ref));
+}
+
+void bad_weight(const char* op, const char* name, const Tensor& w, std::int64_t length, const char* length_of,
+                DType x_dtype) {
+  if (w.ndim() != 1 || w.size(0) != length) {
+    fail(ErrorKind::invalid_argument, "{}: {} has shape [{}]; accepted: 1-D of length {} ({})", op, name,
+         w.shape().str(), length, length_of);
+  }
+  fail(ErrorKind::invalid_argument, "{}: {} dtype {} with x dtype {} is not an accepted pair; accepted: {} {} or f32",
+       op, name, to_string(w.dtype()), to_string(x_dtype), name, to_string(x_dtype));
+}
+
+void bad_stats(const char* op, const char* name, const Tensor& t, const Shape& want, const Shape* also) {
+  fail(ErrorKind::invalid_argument, "{}: {} is {}; accepted: f32 [{}]{}", op, name, describe(t), want.str(),
+       also != nullptr ? fmt::format(" or f32 [{}]", also->str()) : std::string());
+}
+
+void bad_scalar(const char* op, const char* name, double value, const char* accepted) {
+  fail(ErrorKind::invalid_argument, "{}: {} = {} is not accepted; accepted: {}", op, name, value, accepted);
+}
+
+void bad_casting(const char* op, Casting casting) {
+  fail(ErrorKind::invalid_argument, "{}: casting mode {} is not accepted; accepted: llama, gemma, none", op,
+       static_cast<int>(casting));
+}
+
+void bad_groups(const char* op, std::int64_t groups, std::int64_t channels) {
+  fail(ErrorKind::invalid_argument, "{}: num_groups = {} with {} channels; accepted: num_groups >= 1 dividing the "
+       "channel count (x's dim 1)", op, groups, channels);
+}
+
+void overlapping(const char* op, const char* out, const char* other, bool may_alias) {
+  fail(ErrorKind::invalid_argument, "{}: output {} overlaps {}; outputs may not overlap other tensors of the call{}",
+       op, out, other, may_alias ? fmt::format(" ({} = {} is allowed only as the very same elements)", out, other)
+                                 : std::string());
+}
+
+Span strided_span(const Tensor& t) {
+  // Offsets of the lowest and highest element; negative strides reach below data().
+  std::int64_t lo = 0;
+  std::int64_t hi = 0;
+  for (int i = 0; i < t.ndim(); ++i) {
+    const std::int64_t reach = (t.size(i) - 1) * t.stride(i);
+    lo += std::min<std::int64_t>(reach, 0);
+    hi += std::max<std::int64_t>(reach, 0);
+  }
+  const auto es = static_cast<std::int64_t>(element_size(t.dtype()));
+  const char* p = static_cast<const char*>(t.data());
+  return {p + lo * es, p + (hi + 1) * es};
+}
+
+}  // namespace opreg::op_check

@@ -1,0 +1,135 @@
+// The building blocks of the ops' checking functions. Each check runs on every call, so the
+// passing path is a few inline compares and every message is built out of line, only on failure.
+// Messages name the op, the tensor, the offending value and what is accepted.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+
+#include "opreg/ops.h"
+
+namespace opreg::op_check {
+
+[[noreturn]] void missing(const char* op, const char* name);
+[[noreturn]] void bad_activation_dtype(const char* op, const char* name, DType dtype);
+[[noreturn]] void bad_rank(const char* op, const char* name, const Tensor& t, int min_rank, const char* layout);
+[[noreturn]] void not_like(const char* op, const char* name, const Tensor& t, const char* ref_name, const Tensor& ref);
+[[noreturn]] void bad_weight(const char* op, const char* name, const Tensor& w, std::int64_t length,
+                             const char* length_of, DType x_dtype);
+[[noreturn]] void bad_stats(const char* op, const char* name, const Tensor& t, const Shape& want,
+                            const Shape* also);
+[[noreturn]] void bad_scalar(const char* op, const char* name, double value, const char* accepted);
+[[noreturn]] void bad_casting(const char* op, Casting casting);
+[[noreturn]] void bad_groups(const char* op, std::int64_t groups, std::int64_t channels);
+[[noreturn]] void overlapping(const char* op, const char* out, const char* other, bool may_alias);
+
+inline bool is_activation_dtype(DType d) { return d == DType::f32 || d == DType::f16 || d == DType::bf16; }
+
+// A defined tensor of f32, f16 or bf16 with at least `min_rank` dims.
+inline void activation(const char* op, const char* name, const Tensor& t, int min_rank = 1,
+                       const char* layout = "(..., hidden)") {
+  if (!t.defined()) missing(op, name);
+  if (!is_activation_dtype(t.dtype())) bad_activation_dtype(op, name, t.dtype());
+  if (t.ndim() < min_rank) bad_rank(op, name, t, min_rank, layout);
+}
+
+// Defined, with ref's shape and dtype.
+inline void like(const char* op, const char* name, const Tensor& t, const char* ref_name, const Tensor& ref) {
+  if (!t.defined()) missing(op, name);
+  if (t.dtype() != ref.dtype() || !(t.shape() == ref.shape())) not_like(op, name, t, ref_name, ref);
+}
+
+// A 1-D tensor of `length` elements in x's dtype or f32.
+inline void weight(const char* op, const char* name, const Tensor& w, std::int64_t length, const char* length_of,
+                   DType x_dtype) {
+  if (!w.defined()) missing(op, name);
+  if (w.ndim() != 1 || w.size(0) != length || (w.dtype() != x_dtype && w.dtype() != DType::f32)) {
+    bad_weight(op, name, w, length, length_of, x_dtype);
+  }
+}
+
+// Per-row statistics: f32 of shape {rows}, or x's shape without its last dim.
+inline void row_stats(const char* op, const char* name, const Tensor& t, const Tensor& x) {
+  if (!t.defined()) missing(op, name);
+  const Shape& xs = x.shape();
+  const Shape& ts = t.shape();
+  bool ok = t.dtype() == DType::f32;
+  if (ok) {
+    if (ts.ndim() == 1 && xs.ndim() != 2) {
+      std::int64_t rows = 1;
+      for (int i = 0; i + 1 < xs.ndim(); ++i) rows *= xs[i];  // x's numel fits, so this does too
+      ok = ts[0] == rows;
+    } else {
+      ok = ts.ndim() == xs.ndim() - 1;
+      for (int i = 0; ok && i < ts.ndim(); ++i) ok = ts[i] == xs[i];
+    }
+  }
+  if (!ok) {
+    std::int64_t rows = 1;
+    Shape leading(std::span<const std::int64_t>(xs.dims().data(), static_cast<std::size_t>(xs.ndim() - 1)));
+    for (auto d : leading.dims()) rows *= d;
+    const Shape flat{rows};
+    bad_stats(op, name, t, flat, leading == flat ? nullptr : &leading);
+  }
+}
+
+// Per-(n, group) statistics: f32 of shape {N, groups}.
+inline void group_stats(const char* op, const char* name, const Tensor& t, std::int64_t n, std::int64_t groups) {
+  if (!t.defined()) missing(op, name);
+  if (t.dtype() != DType::f32 || t.ndim() != 2 || t.size(0) != n || t.size(1) != groups) {
+    bad_stats(op, name, t, Shape{n, groups}, nullptr);
+  }
+}
+
+inline void eps(const char* op, double value) {
+  if (!(value >= 0.0 && value <= 1e300)) bad_scalar(op, "eps", value, "a finite number >= 0");
+}
+inline void offset(const char* op, double value) {
+  if (!(value >= -1e300 && value <= 1e300)) bad_scalar(op, "offset", value, "a finite number");
+}
+inline void casting(const char* op, Casting c) {
+  if (c != Casting::llama && c != Casting::gemma && c != Casting::none) bad_casting(op, c);
+}
+inline void groups(const char* op, std::int64_t groups, std::int64_t channels) {
+  if (groups < 1 || channels % groups != 0) bad_groups(op, groups, channels);
+}
+
+// The bytes a tensor's elements can touch, for the overlap rule.
+struct Span {
+  const char* lo;
+  const char* hi;  // one past the last byte; lo == hi when the tensor is empty
+};
+Span strided_span(const Tensor& t);
+inline Span span(const Tensor& t) {
+  const char* p = static_cast<const char*>(t.data());
+  if (t.numel() == 0) return {p, p};
+  if (t.is_contiguous()) return {p, p + t.nbytes()};
+  return strided_span(t);
+}
+
+struct Named {
+  const char* name;
+  const Tensor* tensor;
+};
+
+// `out` may not share a byte with any of `others`, except `alias` when it is exactly `out`'s
+// elements (the same address, shape, strides and dtype: the op's in-place form).
+inline void no_overlap(const char* op, const char* out_name, const Tensor& out, std::initializer_list<Named> others,
+                       const Tensor* alias = nullptr) {
+  const Span o = span(out);
+  if (o.lo == o.hi) return;
+  for (const Named& n : others) {
+    const Tensor& t = *n.tensor;
+    if (!t.defined() || t.device() != out.device()) continue;
+    const Span s = span(t);
+    if (s.lo >= o.hi || o.lo >= s.hi) continue;
+    if (&t == alias && t.data() == out.data() && t.dtype() == out.dtype() && t.shape() == out.shape()) {
+      bool same_strides = true;
+      for (int i = 0; i < t.ndim(); ++i) same_strides = same_strides && t.stride(i) == out.stride(i);
+      if (same_strides) continue;
+    }
+    overlapping(op, out_name, n.name, &t == alias);
+  }
+}
+
+}  // namespace opreg::op_check

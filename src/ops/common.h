@@ -1,0 +1,29 @@
+// Helpers of the allocating wrappers: validate what the allocation needs, then allocate on the
+// input's device. The full check runs when the wrapper dispatches.
+#pragma once
+
+#include <cstdint>
+
+#include "ops/check.h"
+
+namespace opreg::ops_detail {
+
+// Defined, an accepted activation dtype (or any dtype when min_rank is 0: a weight), min_rank dims.
+inline void input(const char* op, const char* name, const Tensor& t, int min_rank) {
+  if (!t.defined()) op_check::missing(op, name);
+  if (min_rank > 0) op_check::activation(op, name, t, min_rank, min_rank > 1 ? "(N, C, spatial...)" : "(..., hidden)");
+}
+
+inline Tensor like(const Tensor& t) { return Tensor::empty(t.shape(), t.dtype(), t.device()); }
+
+inline Tensor row_stats(const Tensor& x) {
+  std::int64_t rows = 1;
+  for (int i = 0; i + 1 < x.ndim(); ++i) rows *= x.size(i);
+  return Tensor::empty(Shape{rows}, DType::f32, x.device());
+}
+
+inline Tensor group_stats(const Tensor& x, std::int64_t groups) {
+  return Tensor::empty(Shape{x.size(0), groups}, DType::f32, x.device());
+}
+
+}  // namespace opreg::ops_detail

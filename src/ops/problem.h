@@ -1,0 +1,112 @@
+// One op problem end to end, shared by the conformance harness (tests/conformance), `opreg run`
+// and the benchmarks, so that a failing test's reproducer line replays the same numbers:
+// seeded random inputs (never zeros) made on the host and copied to the device, outputs
+// poisoned (NaN) before each run, the run through a registry, and the check of every output
+// against the double-precision reference with the tolerance table below.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "opreg/ops.h"
+
+namespace opreg {
+
+struct ProblemSpec {
+  std::string op = "rms_norm.fwd";  // full op name
+  DType dtype = DType::f32;         // x (a, dy, ...)
+  DType wdtype = DType::f32;        // weight and bias (== dtype or f32); ignored by the glu ops
+  Shape shape{4, 8};                // x's shape (a's for the glu ops)
+  std::int64_t groups = 1;          // group_norm
+  double eps = 1e-6;                // the norms' forward
+  double offset = 0.0;              // rms_norm, fused_add_rms_norm
+  Casting casting = Casting::llama; // rms_norm, fused_add_rms_norm
+  bool in_place = false;            // bwd: dx is dy (glu: da is a and db is b)
+  std::uint64_t seed = 1;
+
+  // The `opreg run` arguments that replay this problem on `device`, e.g.
+  // "rms_norm.fwd --device cpu --dtype bf16 --wdtype f32 --shape 3x5 --seed 7".
+  std::string cli_args(const std::string& device) const;
+};
+
+// What an output is, for the tolerance table.
+enum class OutputKind : std::uint8_t { y, dx, dw, stat };
+std::string_view to_string(OutputKind kind);
+
+struct Tolerance {
+  double atol = 0;
+  double rtol = 0;
+};
+// The one table: per output kind and the problem's dtype (x's). An f32 dweight of an f16
+// problem gets the f16 row: its terms carry f16 roundings (llama's x * rstd).
+Tolerance tolerance(OutputKind kind, DType dtype);
+
+struct OutputCheck {
+  std::string name;  // "dweight"
+  OutputKind kind = OutputKind::y;
+  DType dtype = DType::f32;  // the output's
+  Tolerance tol;             // tolerance(kind, the problem's dtype)
+  double err = 0;    // max |out - ref| / (atol + rtol |ref|); inf for NaN or a poisoned element
+  std::int64_t worst = -1;  // flat index of the worst element (-1: empty)
+  std::string at;           // its index, e.g. "3,17"
+  double got = 0;
+  double want = 0;
+};
+
+struct CheckReport {
+  std::vector<OutputCheck> outputs;
+  double err = 0;  // the largest
+  bool pass() const { return err <= 1.0; }
+  // "y err=0.31 rstd err=0.02" and, on failure, the worst element of each failing output.
+  std::string summary() const;
+};
+
+class Problem {
+ public:
+  // Makes the inputs (statistics of backward problems come from the reference forward on the
+  // same inputs, as a framework would pass them) and the outputs on `device`. Throws
+  // opreg::Error for a spec the op's check refuses (same messages as the entry points).
+  Problem(Registry& registry, const ProblemSpec& spec, Device device);
+  ~Problem();
+  Problem(const Problem&) = delete;
+  Problem& operator=(const Problem&) = delete;
+
+  const ProblemSpec& spec() const;
+  Device device() const;
+  // Sets every output element to NaN (a kernel that skips an element then fails the check).
+  void poison();
+  // Through the registry's choice (Registry::call).
+  DispatchResult run(const ExecContext* ctx = nullptr);
+  // One named variant (Registry::call_variant): rejected with its reason if its supports()
+  // refuses the problem.
+  Verdict run_variant(std::string_view variant, const ExecContext* ctx = nullptr);
+  // Waits for the device's work on `ctx`'s stream (or the default one).
+  void synchronize(const ExecContext* ctx = nullptr);
+  // Copies the outputs to the host and compares them with the reference.
+  CheckReport check();
+  // bytes_moved of this problem.
+  std::uint64_t bytes() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Op names known to the problem machinery ("rms_norm.fwd", ...), in tour order.
+std::vector<std::string> problem_ops();
+
+// Which ProblemSpec fields an op uses (eps also shapes a backward problem: its statistics come
+// from the forward). An unknown op is an opreg::Error (unsupported) listing the known ones.
+struct ProblemOptions {
+  bool wdtype = false;
+  bool groups = false;
+  bool eps = false;
+  bool offset = false;
+  bool casting = false;
+  bool in_place = false;
+};
+ProblemOptions problem_options(std::string_view op);
+
+}  // namespace opreg

@@ -1,0 +1,409 @@
+// The reference kernels. They define the ops' semantics (docs/ops.md), so they favour being
+// obviously right over being fast: every value goes through double, a row (or normalisation
+// set) is read in full before anything of it is written, and the only roundings are the ones
+// the op itself defines.
+#include "ops/reference/reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <numbers>
+#include <span>
+#include <utility>
+#include <vector>
+
+namespace opreg::reference {
+namespace {
+
+std::size_t at(std::int64_t i) { return static_cast<std::size_t>(i); }
+
+// Element access. The conversions are exactly dtype.h's; the typed paths only keep them from
+// dominating the run time on large problems (the reference runs on every conformance shape).
+
+// The value of each of the 65536 patterns of a 16-bit format, so that reading one is a lookup.
+template <class Format>
+const std::vector<double>& decoded() {
+  static const std::vector<double> table = [] {
+    std::vector<double> values(1u << 16);
+    for (std::size_t bits = 0; bits < values.size(); ++bits)
+      values[bits] = to_double(Format{static_cast<std::uint16_t>(bits)});
+    return values;
+  }();
+  return table;
+}
+
+void load_span(const Tensor& t, std::int64_t begin, std::span<double> out) {
+  const auto decode16 = [&](const std::vector<double>& table) {
+    const auto* bits = t.data_as<const std::uint16_t>() + begin;
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = table[bits[i]];
+  };
+  switch (t.dtype()) {
+    case DType::f32:
+      for (std::size_t i = 0; i < out.size(); ++i) out[i] = t.data_as<const float>()[at(begin) + i];
+      return;
+    case DType::f16:
+      return decode16(decoded<half>());
+    case DType::bf16:
+      return decode16(decoded<bfloat16>());
+    default:
+      for (std::size_t i = 0; i < out.size(); ++i) out[i] = load_as_double(t.data(), t.dtype(), at(begin) + i);
+  }
+}
+
+void store_span(const Tensor& t, std::int64_t begin, std::span<const double> values) {
+  const auto encode16 = [&](auto encode) {
+    auto* bits = t.data_as<std::uint16_t>() + begin;
+    for (std::size_t i = 0; i < values.size(); ++i) bits[i] = encode(values[i]).bits;
+  };
+  switch (t.dtype()) {
+    case DType::f32:
+      for (std::size_t i = 0; i < values.size(); ++i) t.data_as<float>()[at(begin) + i] = static_cast<float>(values[i]);
+      return;
+    case DType::f16:
+      return encode16(to_half);
+    case DType::bf16:
+      return encode16(to_bfloat16);
+    default:
+      for (std::size_t i = 0; i < values.size(); ++i) store_from_double(t.data(), t.dtype(), at(begin) + i, values[i]);
+  }
+}
+
+double load(const Tensor& t, std::int64_t i) { return load_as_double(t.data(), t.dtype(), at(i)); }
+void store(const Tensor& t, std::int64_t i, double value) { store_from_double(t.data(), t.dtype(), at(i), value); }
+
+std::vector<double> load_all(const Tensor& t) {
+  std::vector<double> out(at(t.numel()));
+  load_span(t, 0, out);
+  return out;
+}
+
+// round_x: what a kernel gets when it stores a value in `dtype` and reads it back.
+double round_to(DType dtype, double value) {
+  switch (dtype) {
+    case DType::f32:
+      return static_cast<float>(value);
+    case DType::f16:
+      return decoded<half>()[to_half(value).bits];
+    case DType::bf16:
+      return decoded<bfloat16>()[to_bfloat16(value).bits];
+    default: {
+      std::uint64_t cell = 0;
+      store_from_double(&cell, dtype, 0, value);
+      return load_as_double(&cell, dtype, 0);
+    }
+  }
+}
+
+// Element-wise ops go through bounded buffers rather than whole-tensor copies.
+inline constexpr std::int64_t kChunk = 4096;
+
+template <class Body>
+void for_each_chunk(std::int64_t n, Body&& body) {
+  for (std::int64_t begin = 0; begin < n; begin += kChunk) body(begin, std::min(kChunk, n - begin));
+}
+
+// 1 / sqrt(sum / count + eps); the mean of an empty set is 0.
+double inverse_std(double sum, std::int64_t count, double eps) {
+  const double mean = count == 0 ? 0.0 : sum / static_cast<double>(count);
+  return 1.0 / std::sqrt(mean + eps);
+}
+
+// Rows x hidden, computed from the extents rather than numel so that hidden = 0 still gives the
+// right row count.
+struct RowsHidden {
+  std::int64_t rows = 1;
+  std::int64_t hidden = 1;
+};
+RowsHidden rows_hidden(const Shape& shape) {
+  RowsHidden out;
+  if (shape.ndim() == 0) return out;
+  out.hidden = shape[shape.ndim() - 1];
+  for (int d = 0; d + 1 < shape.ndim(); ++d) out.rows *= shape[d];
+  return out;
+}
+
+// ---- rms_norm and fused_add_rms_norm
+
+// (offset + w) as the casting mode sees it: `none` rounds it to x's dtype.
+std::vector<double> rms_scale(const Tensor& weight, double offset, Casting casting, DType xdtype) {
+  std::vector<double> scale = load_all(weight);
+  for (double& v : scale) v = casting == Casting::none ? round_to(xdtype, offset + v) : offset + v;
+  return scale;
+}
+
+// x * rstd as the casting mode sees it: llama and none round it to x's dtype, gemma does not.
+double rms_xhat(double x, double rstd, Casting casting, DType xdtype) {
+  const double xhat = x * rstd;
+  return casting == Casting::gemma ? xhat : round_to(xdtype, xhat);
+}
+
+// The rms_norm backward, shared with fused_add_rms_norm, whose extra gradient `ds_out`
+// (undefined for rms_norm) adds to dx.
+void rms_bwd(const RmsNormBwdArgs& args, const Tensor& ds_out) {
+  const auto [rows, hidden] = rows_hidden(args.x.shape());
+  const DType xdtype = args.x.dtype();
+  const std::vector<double> scale = rms_scale(args.weight, args.offset, args.casting, xdtype);
+  std::vector<double> dweight(at(hidden), 0.0);
+  std::vector<double> x(at(hidden));
+  std::vector<double> dy(at(hidden));
+  std::vector<double> extra(ds_out.defined() ? at(hidden) : 0);
+  std::vector<double> dx(at(hidden));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int64_t begin = r * hidden;
+    load_span(args.x, begin, x);
+    load_span(args.dy, begin, dy);
+    if (ds_out.defined()) load_span(ds_out, begin, extra);
+    const double rstd = load(args.rstd, r);
+    double dot = 0.0;
+    for (std::size_t i = 0; i < x.size(); ++i) dot += dy[i] * scale[i] * x[i];
+    const double coeff = hidden == 0 ? 0.0 : rstd * rstd * rstd * dot / static_cast<double>(hidden);
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      dx[i] = rstd * dy[i] * scale[i] - coeff * x[i];
+      if (ds_out.defined()) dx[i] += extra[i];
+      dweight[i] += dy[i] * rms_xhat(x[i], rstd, args.casting, xdtype);
+    }
+    store_span(args.dx, begin, dx);
+  }
+  store_span(args.dweight, 0, dweight);
+}
+
+// ---- layer_norm and group_norm: one normalisation over contiguous sets of elements.
+//
+// Set k (k < sets) is the `size = channels * spread` elements starting at k * size; its
+// element j belongs to channel (k % per_item) * channels + j / spread, which indexes weight and
+// bias, and its statistics are mean[k], rstd[k]. layer_norm: a set is a row (per_item 1,
+// channels H, spread 1); group_norm: a set is (n, g) (per_item G, channels C / G, spread S).
+struct Sets {
+  std::int64_t sets = 0;
+  std::int64_t per_item = 1;
+  std::int64_t channels = 0;
+  std::int64_t spread = 1;
+  std::int64_t size() const { return channels * spread; }
+  std::int64_t channel(std::int64_t k, std::int64_t j) const { return (k % per_item) * channels + j / spread; }
+};
+
+Sets layer_sets(const Shape& shape) {
+  const auto [rows, hidden] = rows_hidden(shape);
+  return Sets{rows, 1, hidden, 1};
+}
+
+Sets group_sets(const Shape& shape, std::int64_t num_groups) {
+  std::int64_t spatial = 1;
+  for (int d = 2; d < shape.ndim(); ++d) spatial *= shape[d];
+  return Sets{shape[0] * num_groups, num_groups, shape[1] / num_groups, spatial};
+}
+
+void affine_norm_fwd(const Sets& sets, const Tensor& x_t, const Tensor& weight_t, const Tensor& bias_t,
+                     const Tensor& y_t, const Tensor& mean_t, const Tensor& rstd_t, double eps) {
+  const std::vector<double> weight = load_all(weight_t);
+  const std::vector<double> bias = load_all(bias_t);
+  const std::int64_t size = sets.size();
+  std::vector<double> x(at(size));
+  for (std::int64_t k = 0; k < sets.sets; ++k) {
+    load_span(x_t, k * size, x);
+    double sum = 0.0;
+    for (double v : x) sum += v;
+    const double mean = size == 0 ? 0.0 : sum / static_cast<double>(size);
+    double squares = 0.0;
+    for (double v : x) squares += (v - mean) * (v - mean);
+    const double rstd = inverse_std(squares, size, eps);
+    for (std::int64_t j = 0; j < size; ++j) {
+      const std::size_t c = at(sets.channel(k, j));
+      x[at(j)] = (x[at(j)] - mean) * rstd * weight[c] + bias[c];
+    }
+    store_span(y_t, k * size, x);
+    store(mean_t, k, mean);
+    store(rstd_t, k, rstd);
+  }
+}
+
+void affine_norm_bwd(const Sets& sets, const Tensor& dy_t, const Tensor& x_t, const Tensor& weight_t,
+                     const Tensor& mean_t, const Tensor& rstd_t, const Tensor& dx_t, const Tensor& dweight_t,
+                     const Tensor& dbias_t) {
+  const std::vector<double> weight = load_all(weight_t);
+  std::vector<double> dweight(weight.size(), 0.0);
+  std::vector<double> dbias(weight.size(), 0.0);
+  const std::int64_t size = sets.size();
+  std::vector<double> x(at(size));
+  std::vector<double> dy(at(size));
+  for (std::int64_t k = 0; k < sets.sets; ++k) {
+    load_span(x_t, k * size, x);
+    load_span(dy_t, k * size, dy);
+    const double mean = load(mean_t, k);
+    const double rstd = load(rstd_t, k);
+    double sum_xhat_g = 0.0;
+    double sum_g = 0.0;
+    for (std::int64_t j = 0; j < size; ++j) {
+      const std::size_t c = at(sets.channel(k, j));
+      const double xhat = (x[at(j)] - mean) * rstd;
+      const double g = weight[c] * dy[at(j)];
+      sum_xhat_g += xhat * g;
+      sum_g += g;
+      dweight[c] += dy[at(j)] * xhat;
+      dbias[c] += dy[at(j)];
+    }
+    const double c1 = size == 0 ? 0.0 : sum_xhat_g / static_cast<double>(size);
+    const double c2 = size == 0 ? 0.0 : sum_g / static_cast<double>(size);
+    // x becomes dx in place: element j is read just before it is overwritten.
+    for (std::int64_t j = 0; j < size; ++j) {
+      const std::size_t c = at(sets.channel(k, j));
+      const double xhat = (x[at(j)] - mean) * rstd;
+      const double g = weight[c] * dy[at(j)];
+      x[at(j)] = (g - (xhat * c1 + c2)) * rstd;
+    }
+    store_span(dx_t, k * size, x);
+  }
+  store_span(dweight_t, 0, dweight);
+  store_span(dbias_t, 0, dbias);
+}
+
+// ---- geglu and swiglu: c = act(a) * b, with one activation each.
+
+struct Activation {
+  double value = 0;
+  double slope = 0;  // d value / d a
+};
+
+Activation gelu_tanh(double a) {
+  constexpr double kSqrt2OverPi = std::numbers::sqrt2 * std::numbers::inv_sqrtpi;  // sqrt(2 / pi)
+  constexpr double kCubic = 0.044715;
+  const double t = std::tanh(kSqrt2OverPi * (a + kCubic * a * a * a));
+  const double value = 0.5 * a * (1.0 + t);
+  const double slope = 0.5 * (1.0 + t) + 0.5 * a * (1.0 - t * t) * kSqrt2OverPi * (1.0 + 3.0 * kCubic * a * a);
+  return {value, slope};
+}
+
+Activation silu(double a) {
+  const double sig = 1.0 / (1.0 + std::exp(-a));
+  return {a * sig, sig * (1.0 + a * (1.0 - sig))};
+}
+
+void glu_fwd(const GluFwdArgs& args, Activation (*act)(double)) {
+  std::vector<double> a(at(kChunk));
+  std::vector<double> b(at(kChunk));
+  for_each_chunk(args.a.numel(), [&](std::int64_t begin, std::int64_t count) {
+    const std::span<double> av(a.data(), at(count));
+    const std::span<double> bv(b.data(), at(count));
+    load_span(args.a, begin, av);
+    load_span(args.b, begin, bv);
+    for (std::size_t i = 0; i < av.size(); ++i) av[i] = act(av[i]).value * bv[i];
+    store_span(args.c, begin, av);
+  });
+}
+
+void glu_bwd(const GluBwdArgs& args, Activation (*act)(double)) {
+  std::vector<double> dc(at(kChunk));
+  std::vector<double> a(at(kChunk));
+  std::vector<double> b(at(kChunk));
+  for_each_chunk(args.a.numel(), [&](std::int64_t begin, std::int64_t count) {
+    const std::span<double> dcv(dc.data(), at(count));
+    const std::span<double> av(a.data(), at(count));
+    const std::span<double> bv(b.data(), at(count));
+    // da may be a and db may be b: the chunk is read in full before either is written.
+    load_span(args.dc, begin, dcv);
+    load_span(args.a, begin, av);
+    load_span(args.b, begin, bv);
+    for (std::size_t i = 0; i < av.size(); ++i) {
+      const Activation f = act(av[i]);
+      av[i] = dcv[i] * bv[i] * f.slope;
+      bv[i] = dcv[i] * f.value;
+    }
+    store_span(args.da, begin, av);
+    store_span(args.db, begin, bv);
+  });
+}
+
+// file and line pass through so that each variant's registration site names its own line.
+template <class Args>
+void add_ref(Registry& registry, const Op<Args>& op, void (*kernel)(const Args&), const char* file = __builtin_FILE(),
+             int line = __builtin_LINE()) {
+  VariantSpec<Args> spec;
+  spec.backend = "cpu";
+  spec.impl = "ref";
+  spec.priority = kPriority;
+  spec.run = [kernel](const Args& args, const KernelContext&) { kernel(args); };
+  registry.add_variant(op, std::move(spec), {}, file, line).release();
+}
+
+}  // namespace
+
+void rms_norm_fwd(const RmsNormFwdArgs& args) {
+  const auto [rows, hidden] = rows_hidden(args.x.shape());
+  const DType xdtype = args.x.dtype();
+  const std::vector<double> scale = rms_scale(args.weight, args.offset, args.casting, xdtype);
+  std::vector<double> x(at(hidden));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    load_span(args.x, r * hidden, x);
+    double squares = 0.0;
+    for (double v : x) squares += v * v;
+    const double rstd = inverse_std(squares, hidden, args.eps);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = rms_xhat(x[i], rstd, args.casting, xdtype) * scale[i];
+    store_span(args.y, r * hidden, x);
+    store(args.rstd, r, rstd);
+  }
+}
+
+void rms_norm_bwd(const RmsNormBwdArgs& args) { rms_bwd(args, Tensor{}); }
+
+void fused_add_rms_norm_fwd(const FusedAddRmsNormFwdArgs& args) {
+  std::vector<double> x(at(kChunk));
+  std::vector<double> residual(at(kChunk));
+  for_each_chunk(args.x.numel(), [&](std::int64_t begin, std::int64_t count) {
+    const std::span<double> xv(x.data(), at(count));
+    const std::span<double> rv(residual.data(), at(count));
+    load_span(args.x, begin, xv);
+    load_span(args.residual, begin, rv);
+    for (std::size_t i = 0; i < xv.size(); ++i) xv[i] += rv[i];
+    store_span(args.s, begin, xv);
+  });
+  // s now holds round_x(x + residual): the rest is rms_norm on it. Qualified, because argument-dependent
+  // lookup would also find the dispatching opreg::rms_norm_fwd.
+  reference::rms_norm_fwd(RmsNormFwdArgs{args.s, args.weight, args.y, args.rstd, args.eps, args.offset, args.casting});
+}
+
+void fused_add_rms_norm_bwd(const FusedAddRmsNormBwdArgs& args) {
+  rms_bwd(RmsNormBwdArgs{args.dy, args.s, args.weight, args.rstd, args.dx, args.dweight, args.offset, args.casting},
+          args.ds_out);
+}
+
+void layer_norm_fwd(const LayerNormFwdArgs& args) {
+  affine_norm_fwd(layer_sets(args.x.shape()), args.x, args.weight, args.bias, args.y, args.mean, args.rstd, args.eps);
+}
+
+void layer_norm_bwd(const LayerNormBwdArgs& args) {
+  affine_norm_bwd(layer_sets(args.x.shape()), args.dy, args.x, args.weight, args.mean, args.rstd, args.dx, args.dweight,
+                  args.dbias);
+}
+
+void group_norm_fwd(const GroupNormFwdArgs& args) {
+  affine_norm_fwd(group_sets(args.x.shape(), args.num_groups), args.x, args.weight, args.bias, args.y, args.mean,
+                  args.rstd, args.eps);
+}
+
+void group_norm_bwd(const GroupNormBwdArgs& args) {
+  affine_norm_bwd(group_sets(args.x.shape(), args.num_groups), args.dy, args.x, args.weight, args.mean, args.rstd,
+                  args.dx, args.dweight, args.dbias);
+}
+
+void geglu_fwd(const GegluFwdArgs& args) { glu_fwd(args, gelu_tanh); }
+void geglu_bwd(const GegluBwdArgs& args) { glu_bwd(args, gelu_tanh); }
+void swiglu_fwd(const SwigluFwdArgs& args) { glu_fwd(args, silu); }
+void swiglu_bwd(const SwigluBwdArgs& args) { glu_bwd(args, silu); }
+
+void register_variants(Registry& registry) {
+  add_ref(registry, rms_norm_fwd_op(), rms_norm_fwd);
+  add_ref(registry, rms_norm_bwd_op(), rms_norm_bwd);
+  add_ref(registry, fused_add_rms_norm_fwd_op(), fused_add_rms_norm_fwd);
+  add_ref(registry, fused_add_rms_norm_bwd_op(), fused_add_rms_norm_bwd);
+  add_ref(registry, layer_norm_fwd_op(), layer_norm_fwd);
+  add_ref(registry, layer_norm_bwd_op(), layer_norm_bwd);
+  add_ref(registry, group_norm_fwd_op(), group_norm_fwd);
+  add_ref(registry, group_norm_bwd_op(), group_norm_bwd);
+  add_ref(registry, geglu_fwd_op(), geglu_fwd);
+  add_ref(registry, geglu_bwd_op(), geglu_bwd);
+  add_ref(registry, swiglu_fwd_op(), swiglu_fwd);
+  add_ref(registry, swiglu_bwd_op(), swiglu_bwd);
+}
+
+}  // namespace opreg::reference

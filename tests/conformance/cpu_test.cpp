@@ -1,0 +1,39 @@
+// The cpu backend's instantiation of the conformance harness: the twelve reference variants
+// (the harness checking the oracle is fully written and matches itself on every shape) and the
+// fast rms_norm variants against the reference.
+#include "conformance/harness.h"
+
+namespace opreg::conformance {
+namespace {
+
+const std::vector<std::pair<DType, DType>> kAllPairs{{DType::f32, DType::f32}, {DType::f16, DType::f16},
+                                                     {DType::f16, DType::f32}, {DType::bf16, DType::bf16},
+                                                     {DType::bf16, DType::f32}};
+
+Grid reference_grid() {
+  Grid g;
+  g.variants = variants_of("cpu", "ref");
+  g.dtypes = {{DType::f32, DType::f32}, {DType::f16, DType::f32}, {DType::bf16, DType::bf16}};
+  g.shapes = standard_shapes();
+  g.group_shapes = standard_group_shapes();
+  g.seed = 11;
+  return g;
+}
+
+Grid fast_rms_norm_grid() {
+  Grid g;
+  g.variants = {"cpu.rms_norm.fwd.generic", "cpu.rms_norm.bwd.generic"};
+  g.dtypes = kAllPairs;
+  g.shapes = standard_shapes();
+  g.rms_modes = {{Casting::llama, 0.0}, {Casting::gemma, 1.0}, {Casting::none, 0.5}};
+  g.in_place_too = true;
+  g.seed = 7;
+  return g;
+}
+
+INSTANTIATE_TEST_SUITE_P(cpu_ref, ConformanceTest, ::testing::ValuesIn(expand(reference_grid(), "cpu")), case_name);
+INSTANTIATE_TEST_SUITE_P(cpu_generic, ConformanceTest, ::testing::ValuesIn(expand(fast_rms_norm_grid(), "cpu")),
+                         case_name);
+
+}  // namespace
+}  // namespace opreg::conformance

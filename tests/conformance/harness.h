@@ -1,0 +1,65 @@
+// The conformance harness: every kernel variant of every backend against the double-precision
+// reference, on seeded random inputs (never zeros), outputs poisoned before the run, with the
+// one tolerance table of src/ops/problem.h. A backend instantiates it with its own grid:
+//
+//   INSTANTIATE_TEST_SUITE_P(npu, ConformanceTest, ::testing::ValuesIn(expand(grid, "npu:0")), case_name);
+//
+// and labels the test program with its backend's ctest label. A failure prints the worst
+// element of each failing output and a one-line reproducer (`opreg run ...`).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ops/problem.h"
+
+namespace opreg::conformance {
+
+struct Case {
+  std::string variant;  // full name: cpu.rms_norm.fwd.generic
+  std::string device;   // cpu, npu:0, cuda:0
+  ProblemSpec spec;
+};
+
+// Shapes for group_norm come with their group count.
+struct GroupShape {
+  Shape shape;
+  std::int64_t groups = 1;
+};
+
+struct Grid {
+  std::vector<std::string> variants;                  // the op comes from each name
+  std::vector<std::pair<DType, DType>> dtypes{{DType::f32, DType::f32}};  // (x, weight); glu ops use x only
+  std::vector<Shape> shapes;                          // every op but group_norm
+  std::vector<GroupShape> group_shapes;               // group_norm
+  // rms_norm and fused_add_rms_norm: (casting, offset) pairs.
+  std::vector<std::pair<Casting, double>> rms_modes{{Casting::llama, 0.0}};
+  bool in_place_too = false;  // bwd ops: also run with dx = dy (glu: da = a, db = b)
+  std::uint64_t seed = 1;
+};
+
+// Every combination the grid names; dtype pairs with a weight dtype other than x's are skipped
+// for the glu ops (they have no weight).
+std::vector<Case> expand(const Grid& grid, const std::string& device);
+
+// A test name: variant, dtypes, shape and options, e.g.
+// cpu_rms_norm_fwd_generic__bf16_f32__127x4099__gemma_off1.
+std::string case_name(const ::testing::TestParamInfo<Case>& info);
+
+// The shapes every backend should cover: degenerate, not powers of two, rows longer than the
+// NPU's Unified Buffer (2x200003 f32 is 800 KB a row), a 4-D input, and zero-sized dims.
+std::vector<Shape> standard_shapes();
+std::vector<GroupShape> standard_group_shapes();
+
+// The variant names of `backend` for every op (active ones, as Registry::variants lists them).
+std::vector<std::string> variants_of(const std::string& backend, const std::string& impl = "");
+
+class ConformanceTest : public ::testing::TestWithParam<Case> {};
+
+// gtest prints a failing parameter with this: the variant and the reproducer arguments.
+void PrintTo(const Case& c, std::ostream* os);
+
+}  // namespace opreg::conformance
