@@ -431,10 +431,19 @@ Registration Registry::add_variant(const Op<Args>& op, VariantSpec<Args> spec, R
   }
   if (!spec.run) fail(ErrorKind::invalid_argument, "variant {}.{}.{}: no run function", v.backend, op.name(), v.impl);
   using Kernel = std::function<void(const Args&, const KernelContext&)>;
-  v.run = std::make_shared<const Kernel>(std::move(spec.run));
-  v.invoke = [](const void* run, const void* a, const KernelContext& c) {
-    (*static_cast<const Kernel*>(run))(*static_cast<const Args*>(a), c);
-  };
+  using Function = void (*)(const Args&, const KernelContext&);
+  if (const Function* f = spec.run.template target<Function>(); f != nullptr) {
+    // A plain function: called straight, without std::function's extra indirection.
+    v.run = std::make_shared<const Function>(*f);
+    v.invoke = [](const void* run, const void* a, const KernelContext& c) {
+      (*static_cast<const Function*>(run))(*static_cast<const Args*>(a), c);
+    };
+  } else {
+    v.run = std::make_shared<const Kernel>(std::move(spec.run));
+    v.invoke = [](const void* run, const void* a, const KernelContext& c) {
+      (*static_cast<const Kernel*>(run))(*static_cast<const Args*>(a), c);
+    };
+  }
   v.tunables = std::move(spec.tunables);
   v.user = spec.user;
   v.strided = spec.strided;

@@ -59,10 +59,18 @@ void bad_groups(const char* op, std::int64_t groups, std::int64_t channels) {
        "channel count (x's dim 1)", op, groups, channels);
 }
 
-void overlapping(const char* op, const char* out, const char* other, bool may_alias) {
+void check_overlap(const char* op, const Item& out, const Item& other, bool may_alias) {
+  const Tensor& o = *out.tensor;
+  const Tensor& t = *other.tensor;
+  if (o.device() != t.device()) return;
+  if (may_alias && o.data() == t.data() && o.dtype() == t.dtype() && o.shape() == t.shape() &&
+      std::equal(o.strides().begin(), o.strides().end(), t.strides().begin())) {
+    return;
+  }
   fail(ErrorKind::invalid_argument, "{}: output {} overlaps {}; outputs may not overlap other tensors of the call{}",
-       op, out, other, may_alias ? fmt::format(" ({} = {} is allowed only as the very same elements)", out, other)
-                                 : std::string());
+       op, out.name, other.name,
+       may_alias ? fmt::format(" ({} = {} is allowed only as the very same elements)", out.name, other.name)
+                 : std::string());
 }
 
 Span strided_span(const Tensor& t) {

@@ -21,7 +21,10 @@ namespace opreg::op_check {
 [[noreturn]] void bad_scalar(const char* op, const char* name, double value, const char* accepted);
 [[noreturn]] void bad_casting(const char* op, Casting casting);
 [[noreturn]] void bad_groups(const char* op, std::int64_t groups, std::int64_t channels);
-[[noreturn]] void overlapping(const char* op, const char* out, const char* other, bool may_alias);
+struct Item;
+// Two tensors whose spans meet: fine when `may_alias` and they are the very same elements, or
+// when they live on different devices (addresses of two devices say nothing); else an error.
+void check_overlap(const char* op, const Item& out, const Item& other, bool may_alias);
 
 inline bool is_activation_dtype(DType d) { return d == DType::f32 || d == DType::f16 || d == DType::bf16; }
 
@@ -107,28 +110,46 @@ inline Span span(const Tensor& t) {
   return strided_span(t);
 }
 
-struct Named {
+// One tensor of a call for the overlap rule; `alias`: the index of the input this output may be
+// exactly (its in-place form), -1 for none.
+struct Item {
   const char* name;
   const Tensor* tensor;
+  int alias = -1;
 };
 
-// `out` may not share a byte with any of `others`, except `alias` when it is exactly `out`'s
-// elements (the same address, shape, strides and dtype: the op's in-place form).
-inline void no_overlap(const char* op, const char* out_name, const Tensor& out, std::initializer_list<Named> others,
-                       const Tensor* alias = nullptr) {
-  const Span o = span(out);
-  if (o.lo == o.hi) return;
-  for (const Named& n : others) {
-    const Tensor& t = *n.tensor;
-    if (!t.defined() || t.device() != out.device()) continue;
-    const Span s = span(t);
-    if (s.lo >= o.hi || o.lo >= s.hi) continue;
-    if (&t == alias && t.data() == out.data() && t.dtype() == out.dtype() && t.shape() == out.shape()) {
-      bool same_strides = true;
-      for (int i = 0; i < t.ndim(); ++i) same_strides = same_strides && t.stride(i) == out.stride(i);
-      if (same_strides) continue;
+// No output (items from `first_output` on) may share a byte with any other tensor of the call,
+// except its `alias` when that is exactly the output's elements (same address, shape, strides,
+// dtype). Spans are computed once, so a call costs a few compares per pair.
+template <std::size_t N>
+inline void outputs_apart(const char* op, const Item (&items)[N], std::size_t first_output) {
+  // Contiguous tensors span [data, data + nbytes); undefined and empty ones span nothing and so
+  // meet nothing. Strided ones (rare: no built-in variant takes them yet) take the slow path.
+  // Addresses as integers: tensors of a call need not be parts of one object.
+  std::uintptr_t lo[N];
+  std::uintptr_t hi[N];
+  bool strided = false;
+  for (std::size_t i = 0; i < N; ++i) {
+    const Tensor& t = *items[i].tensor;
+    lo[i] = reinterpret_cast<std::uintptr_t>(t.data());
+    hi[i] = lo[i] + t.nbytes();
+    strided |= !t.is_contiguous();
+  }
+  if (strided) [[unlikely]] {
+    for (std::size_t i = 0; i < N; ++i) {
+      const Tensor& t = *items[i].tensor;
+      if (!t.defined()) continue;
+      const Span s = span(t);
+      lo[i] = reinterpret_cast<std::uintptr_t>(s.lo);
+      hi[i] = reinterpret_cast<std::uintptr_t>(s.hi);
     }
-    overlapping(op, out_name, n.name, &t == alias);
+  }
+  for (std::size_t o = first_output; o < N; ++o) {
+    for (std::size_t j = 0; j < o; ++j) {  // inputs, and the outputs before this one
+      if (lo[j] < hi[o] && lo[o] < hi[j]) [[unlikely]] {
+        check_overlap(op, items[o], items[j], static_cast<int>(j) == items[o].alias);
+      }
+    }
   }
 }
 

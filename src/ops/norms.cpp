@@ -23,8 +23,7 @@ void check_rms_fwd(const RmsNormFwdArgs& a) {
   c::eps(op, a.eps);
   c::offset(op, a.offset);
   c::casting(op, a.casting);
-  c::no_overlap(op, "y", a.y, {{"x", &a.x}, {"weight", &a.weight}, {"rstd", &a.rstd}});
-  c::no_overlap(op, "rstd", a.rstd, {{"x", &a.x}, {"weight", &a.weight}});
+  c::outputs_apart(op, {{"x", &a.x}, {"weight", &a.weight}, {"y", &a.y}, {"rstd", &a.rstd}}, 2);
 }
 void tensors_rms_fwd(RmsNormFwdArgs& a, TensorList& l) {
   l.add("x", a.x, Role::in);
@@ -43,9 +42,10 @@ void check_rms_bwd(const RmsNormBwdArgs& a) {
   c::like(op, "dweight", a.dweight, "weight", a.weight);
   c::offset(op, a.offset);
   c::casting(op, a.casting);
-  c::no_overlap(op, "dx", a.dx,
-                {{"dy", &a.dy}, {"x", &a.x}, {"weight", &a.weight}, {"rstd", &a.rstd}, {"dweight", &a.dweight}}, &a.dy);
-  c::no_overlap(op, "dweight", a.dweight, {{"dy", &a.dy}, {"x", &a.x}, {"weight", &a.weight}, {"rstd", &a.rstd}});
+  c::outputs_apart(op,
+                   {{"dy", &a.dy}, {"x", &a.x}, {"weight", &a.weight}, {"rstd", &a.rstd}, {"dx", &a.dx, 0},
+                    {"dweight", &a.dweight}},
+                   4);
 }
 void tensors_rms_bwd(RmsNormBwdArgs& a, TensorList& l) {
   l.add("dy", a.dy, Role::in);
@@ -69,10 +69,9 @@ void check_fused_fwd(const FusedAddRmsNormFwdArgs& a) {
   c::eps(op, a.eps);
   c::offset(op, a.offset);
   c::casting(op, a.casting);
-  c::no_overlap(op, "y", a.y,
-                {{"x", &a.x}, {"residual", &a.residual}, {"weight", &a.weight}, {"s", &a.s}, {"rstd", &a.rstd}});
-  c::no_overlap(op, "s", a.s, {{"x", &a.x}, {"residual", &a.residual}, {"weight", &a.weight}, {"rstd", &a.rstd}});
-  c::no_overlap(op, "rstd", a.rstd, {{"x", &a.x}, {"residual", &a.residual}, {"weight", &a.weight}});
+  c::outputs_apart(
+      op, {{"x", &a.x}, {"residual", &a.residual}, {"weight", &a.weight}, {"y", &a.y}, {"s", &a.s}, {"rstd", &a.rstd}},
+      3);
 }
 void tensors_fused_fwd(FusedAddRmsNormFwdArgs& a, TensorList& l) {
   l.add("x", a.x, Role::in);
@@ -94,12 +93,10 @@ void check_fused_bwd(const FusedAddRmsNormBwdArgs& a) {
   c::like(op, "dweight", a.dweight, "weight", a.weight);
   c::offset(op, a.offset);
   c::casting(op, a.casting);
-  c::no_overlap(op, "dx", a.dx,
-                {{"dy", &a.dy}, {"ds_out", &a.ds_out}, {"s", &a.s}, {"weight", &a.weight}, {"rstd", &a.rstd},
-                 {"dweight", &a.dweight}},
-                &a.dy);
-  c::no_overlap(op, "dweight", a.dweight,
-                {{"dy", &a.dy}, {"ds_out", &a.ds_out}, {"s", &a.s}, {"weight", &a.weight}, {"rstd", &a.rstd}});
+  c::outputs_apart(op,
+                   {{"dy", &a.dy}, {"ds_out", &a.ds_out}, {"s", &a.s}, {"weight", &a.weight}, {"rstd", &a.rstd},
+                    {"dx", &a.dx, 0}, {"dweight", &a.dweight}},
+                   5);
 }
 void tensors_fused_bwd(FusedAddRmsNormBwdArgs& a, TensorList& l) {
   l.add("dy", a.dy, Role::in);
@@ -122,10 +119,9 @@ void check_layer_fwd(const LayerNormFwdArgs& a) {
   c::row_stats(op, "mean", a.mean, a.x);
   c::row_stats(op, "rstd", a.rstd, a.x);
   c::eps(op, a.eps);
-  c::no_overlap(op, "y", a.y,
-                {{"x", &a.x}, {"weight", &a.weight}, {"bias", &a.bias}, {"mean", &a.mean}, {"rstd", &a.rstd}});
-  c::no_overlap(op, "mean", a.mean, {{"x", &a.x}, {"weight", &a.weight}, {"bias", &a.bias}, {"rstd", &a.rstd}});
-  c::no_overlap(op, "rstd", a.rstd, {{"x", &a.x}, {"weight", &a.weight}, {"bias", &a.bias}});
+  c::outputs_apart(
+      op, {{"x", &a.x}, {"weight", &a.weight}, {"bias", &a.bias}, {"y", &a.y}, {"mean", &a.mean}, {"rstd", &a.rstd}},
+      3);
 }
 void tensors_layer_fwd(LayerNormFwdArgs& a, TensorList& l) {
   l.add("x", a.x, Role::in);
@@ -146,13 +142,10 @@ void check_layer_bwd(const LayerNormBwdArgs& a) {
   c::like(op, "dx", a.dx, "x", a.x);
   c::like(op, "dweight", a.dweight, "weight", a.weight);
   c::like(op, "dbias", a.dbias, "weight", a.weight);
-  std::initializer_list<c::Named> inputs{
-      {"dy", &a.dy}, {"x", &a.x}, {"weight", &a.weight}, {"mean", &a.mean}, {"rstd", &a.rstd}};
-  c::no_overlap(op, "dx", a.dx, inputs, &a.dy);
-  c::no_overlap(op, "dx", a.dx, {{"dweight", &a.dweight}, {"dbias", &a.dbias}});
-  c::no_overlap(op, "dweight", a.dweight, inputs);
-  c::no_overlap(op, "dweight", a.dweight, {{"dbias", &a.dbias}});
-  c::no_overlap(op, "dbias", a.dbias, inputs);
+  c::outputs_apart(op,
+                   {{"dy", &a.dy}, {"x", &a.x}, {"weight", &a.weight}, {"mean", &a.mean}, {"rstd", &a.rstd},
+                    {"dx", &a.dx, 0}, {"dweight", &a.dweight}, {"dbias", &a.dbias}},
+                   5);
 }
 void tensors_layer_bwd(LayerNormBwdArgs& a, TensorList& l) {
   l.add("dy", a.dy, Role::in);
@@ -179,10 +172,9 @@ void check_group_fwd(const GroupNormFwdArgs& a) {
   c::group_stats(op, "mean", a.mean, a.x.size(0), a.num_groups);
   c::group_stats(op, "rstd", a.rstd, a.x.size(0), a.num_groups);
   c::eps(op, a.eps);
-  c::no_overlap(op, "y", a.y,
-                {{"x", &a.x}, {"weight", &a.weight}, {"bias", &a.bias}, {"mean", &a.mean}, {"rstd", &a.rstd}});
-  c::no_overlap(op, "mean", a.mean, {{"x", &a.x}, {"weight", &a.weight}, {"bias", &a.bias}, {"rstd", &a.rstd}});
-  c::no_overlap(op, "rstd", a.rstd, {{"x", &a.x}, {"weight", &a.weight}, {"bias", &a.bias}});
+  c::outputs_apart(
+      op, {{"x", &a.x}, {"weight", &a.weight}, {"bias", &a.bias}, {"y", &a.y}, {"mean", &a.mean}, {"rstd", &a.rstd}},
+      3);
 }
 void tensors_group_fwd(GroupNormFwdArgs& a, TensorList& l) {
   l.add("x", a.x, Role::in);
@@ -204,13 +196,10 @@ void check_group_bwd(const GroupNormBwdArgs& a) {
   c::like(op, "dx", a.dx, "x", a.x);
   c::like(op, "dweight", a.dweight, "weight", a.weight);
   c::like(op, "dbias", a.dbias, "weight", a.weight);
-  std::initializer_list<c::Named> inputs{
-      {"dy", &a.dy}, {"x", &a.x}, {"weight", &a.weight}, {"mean", &a.mean}, {"rstd", &a.rstd}};
-  c::no_overlap(op, "dx", a.dx, inputs, &a.dy);
-  c::no_overlap(op, "dx", a.dx, {{"dweight", &a.dweight}, {"dbias", &a.dbias}});
-  c::no_overlap(op, "dweight", a.dweight, inputs);
-  c::no_overlap(op, "dweight", a.dweight, {{"dbias", &a.dbias}});
-  c::no_overlap(op, "dbias", a.dbias, inputs);
+  c::outputs_apart(op,
+                   {{"dy", &a.dy}, {"x", &a.x}, {"weight", &a.weight}, {"mean", &a.mean}, {"rstd", &a.rstd},
+                    {"dx", &a.dx, 0}, {"dweight", &a.dweight}, {"dbias", &a.dbias}},
+                   5);
 }
 void tensors_group_bwd(GroupNormBwdArgs& a, TensorList& l) {
   l.add("dy", a.dy, Role::in);

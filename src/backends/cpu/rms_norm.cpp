@@ -161,14 +161,30 @@ inline void scale_chunk(const typename W::T* __restrict w, std::int64_t n, doubl
     const auto offset_f = static_cast<float>(offset);
     for (std::int64_t j = 0; j < n; ++j) out[j] = offset_f + W::load(w[j]);
   } else {
-    const auto offset_f = static_cast<float>(offset);
     if constexpr (std::is_same_v<X, F32>) {
       for (std::int64_t j = 0; j < n; ++j) out[j] = static_cast<float>(offset + static_cast<double>(W::load(w[j])));
-    } else if (static_cast<double>(offset_f) == offset) {
-      // The usual case (0, 1, 0.5, ...): the exact sum is offset_f + w, rounded to odd in f32.
-      for (std::int64_t j = 0; j < n; ++j) out[j] = round_x<X>(add_odd(offset_f, W::load(w[j])));
     } else {
-      for (std::int64_t j = 0; j < n; ++j) out[j] = round_x<X>(to_float_odd(offset + static_cast<double>(W::load(w[j]))));
+      // The usual case, an offset that is an f32 (0, 1, 0.5, ...) and weights within 2^28 of it:
+      // the double sum is exact (the two 24-bit mantissas span at most 53 bits), so add_odd in
+      // f32 gives what to_float_odd of the double sum would, in a loop that vectorises.
+      const auto offset_f = static_cast<float>(offset);
+      const float magnitude = std::fabs(offset_f);
+      const float low = magnitude * 0x1.0p-28f;
+      const float high = magnitude * 0x1.0p+28f;
+      int fast = static_cast<double>(offset_f) == offset;
+      if (fast != 0 && magnitude != 0.0f) {
+        for (std::int64_t j = 0; j < n; ++j) {
+          const float a = std::fabs(W::load(w[j]));
+          fast &= static_cast<int>((a == 0.0f) | ((a >= low) & (a <= high)));
+        }
+      }
+      if (fast != 0) {
+        for (std::int64_t j = 0; j < n; ++j) out[j] = round_x<X>(add_odd(offset_f, W::load(w[j])));
+      } else {
+        for (std::int64_t j = 0; j < n; ++j) {
+          out[j] = round_x<X>(to_float_odd(offset + static_cast<double>(W::load(w[j]))));
+        }
+      }
     }
   }
 }
