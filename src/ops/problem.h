@@ -24,6 +24,7 @@ struct ProblemSpec {
   double offset = 0.0;              // rms_norm, fused_add_rms_norm
   Casting casting = Casting::llama; // rms_norm, fused_add_rms_norm
   bool in_place = false;            // bwd: dx is dy (glu: da is a and db is b)
+  double tol_scale = 1.0;           // multiplies the tolerance table (0: equal to the reference)
   std::uint64_t seed = 1;
 
   // The `opreg run` arguments that replay this problem on `device`, e.g.

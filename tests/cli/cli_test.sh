@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The opreg command's contract: output, --help everywhere, exit codes 0/2/3, `opreg run`'s result line.
+# The opreg command's contract: output, --help everywhere, exit codes 0/1/2/3, `opreg run`'s result line.
 # usage: cli_test.sh path/to/opreg
 set -u
 opreg=$1
@@ -165,8 +165,13 @@ if "$opreg" devices | grep -q '^cuda .*unavailable'; then
 elif "$opreg" devices | grep -q '^cuda .*not built'; then
   expect 3 "device 'cuda'" -- "$opreg" run rms_norm.fwd --device cuda
 fi
-# Exit 1 (status=fail) needs a kernel that really computes a wrong result; the product has
-# none and gets no test-only switch for it, so it is not exercised here.
+# Exit 1: a real check failure. --tol-scale 0 demands equality with the double-precision
+# reference, which the f32-accumulating kernel does not reach (its rstd differs in the last bits).
+expect 1 'status=fail' -- "$opreg" run rms_norm.fwd --device cpu --dtype bf16 --shape 64x1000 --tol-scale 0
+expect 1 'check failed: .*rstd err=inf; rstd\[[0-9]+\] got=.* want=.*replay: opreg run rms_norm\.fwd .*--tol-scale 0' -- \
+  "$opreg" run rms_norm.fwd --device cpu --dtype bf16 --shape 64x1000 --tol-scale 0
+expect 0 'status=pass' -- "$opreg" run rms_norm.fwd --device cpu --dtype bf16 --shape 64x1000 --tol-scale 0.5
+expect 2 "invalid --tol-scale '-1'" -- "$opreg" run rms_norm.fwd --tol-scale -1
 
 echo "$passes passed, $failures failed"
 [[ $failures -eq 0 ]]

@@ -85,6 +85,8 @@ options (each takes one value, as `--opt V` or `--opt=V`; a repeated option: the
   --inplace         backward ops: the input gradient overwrites dy (glu: da is a, db is b)
   --seed N          input seed, 0 to 2^64-1 (default 1)
   --repeat K        runs to time, 1 to 100000 (default 3)
+  --tol-scale S     multiply the tolerance table by S (default 1; 0 demands equality with the
+                    reference, e.g. to see how far a variant is from it)
 An option the op does not use (--groups for rms_norm.fwd, ...) is an error.
 
 exit codes: 0 pass, 1 the check failed (the result line says status=fail and stderr has the
@@ -199,6 +201,7 @@ struct RunOptions {
   bool inplace = false;
   std::optional<std::uint64_t> seed;
   std::optional<std::int64_t> repeat;
+  std::optional<double> tol_scale;
 };
 
 [[noreturn]] void bad_value(std::string_view option, std::string_view value, std::string_view accepted) {
@@ -258,7 +261,8 @@ RunOptions parse_run_args(const std::vector<std::string_view>& args) {
       continue;
     }
     static constexpr std::string_view kValued[] = {"--device", "--dtype",  "--wdtype",  "--shape", "--groups",
-                                                   "--eps",    "--offset", "--casting", "--seed",  "--repeat"};
+                                                   "--eps",    "--offset", "--casting", "--seed",  "--repeat",
+                                                   "--tol-scale"};
     if (std::find(std::begin(kValued), std::end(kValued), name) == std::end(kValued)) {
       throw Usage{fmt::format("run: unknown option '{}'", name)};
     }
@@ -297,6 +301,8 @@ RunOptions parse_run_args(const std::vector<std::string_view>& args) {
       o.seed = parse_int<std::uint64_t>(name, value, 0, UINT64_MAX, "an integer from 0 to 2^64-1");
     } else if (name == "--repeat") {
       o.repeat = parse_int<std::int64_t>(name, value, 1, 100000, "an integer from 1 to 100000");
+    } else if (name == "--tol-scale") {
+      o.tol_scale = parse_number(name, value, 0.0, "a finite number >= 0 (1: the tolerance table; 0: exact)");
     }
   }
   if (!have_op) throw Usage{"run: no op given; usage: opreg run OP [options], e.g. opreg run rms_norm.fwd"};
@@ -355,6 +361,7 @@ int cmd_run(const std::vector<std::string_view>& args) {
   spec.casting = o.casting.value_or(opreg::Casting::llama);
   spec.in_place = o.inplace;
   spec.seed = o.seed.value_or(1);
+  spec.tol_scale = o.tol_scale.value_or(1.0);
   const std::int64_t repeat = o.repeat.value_or(3);
 
   auto& reg = opreg::default_registry();

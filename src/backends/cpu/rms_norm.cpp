@@ -321,6 +321,13 @@ void bwd_row(const typename X::T* dy, const typename X::T* __restrict x, const f
   const double dot = blocked_sum(h, [&](std::int64_t i) { return X::load(dy[i]) * scale[i] * X::load(x[i]); });
   const double r = rstd;
   const auto coeff = static_cast<float>(h == 0 ? 0.0 : r * r * r * dot / static_cast<double>(h));
+  // dweight sums dy * round_x(x * rstd) over rows, in the weight's dtype, which may be f32: one
+  // x * rstd rounded to f32 first and then to f16 lands on a tie and differs from the reference's
+  // single rounding by a whole f16 ulp in about one element in 2^13, far beyond an f32 dweight's
+  // tolerance. So the product is rounded once: rstd = hi + lo with 12 significant bits each makes
+  // x * hi and x * lo exact in f32 (x has at most 11), and add_odd rounds their sum to odd.
+  const float rstd_hi = std::bit_cast<float>(std::bit_cast<std::uint32_t>(rstd) & 0xFFFFF000u);
+  const float rstd_lo = rstd - rstd_hi;
   float out[kChunk];
   for (std::int64_t b = 0; b < h; b += kChunk) {
     const std::int64_t n = std::min(kChunk, h - b);
@@ -329,7 +336,13 @@ void bwd_row(const typename X::T* dy, const typename X::T* __restrict x, const f
       const float xv = X::load(x[b + j]);
       const float xhat = xv * rstd;
       out[j] = rstd * (g * scale[b + j]) - coeff * xv;
-      dw[b + j] += g * (C == Casting::gemma ? xhat : round_x<X>(xhat));
+      if constexpr (C == Casting::gemma) {
+        dw[b + j] += g * xhat;
+      } else if constexpr (std::is_same_v<X, F32>) {
+        dw[b + j] += g * xhat;  // round_x is the identity
+      } else {
+        dw[b + j] += g * round_x<X>(add_odd(xv * rstd_hi, xv * rstd_lo));
+      }
     }
     for (std::int64_t j = 0; j < n; ++j) dx[b + j] = X::store(out[j]);
   }
