@@ -31,13 +31,14 @@ void not_like(const char* op, const char* name, const Tensor& t, const char* ref
 }
 
 void bad_weight(const char* op, const char* name, const Tensor& w, std::int64_t length, const char* length_of,
-                DType x_dtype) {
+                const char* x_name, DType x_dtype) {
   if (w.ndim() != 1 || w.size(0) != length) {
     fail(ErrorKind::invalid_argument, "{}: {} has shape [{}]; accepted: 1-D of length {} ({})", op, name,
          w.shape().str(), length, length_of);
   }
-  fail(ErrorKind::invalid_argument, "{}: {} dtype {} with x dtype {} is not an accepted pair; accepted: {} {} or f32",
-       op, name, to_string(w.dtype()), to_string(x_dtype), name, to_string(x_dtype));
+  fail(ErrorKind::invalid_argument, "{}: {} dtype {} with {} dtype {} is not an accepted pair; accepted: {} {}", op,
+       name, to_string(w.dtype()), x_name, to_string(x_dtype), name,
+       x_dtype == DType::f32 ? std::string("f32") : fmt::format("{} or f32", to_string(x_dtype)));
 }
 
 void bad_stats(const char* op, const char* name, const Tensor& t, const Shape& want, const Shape* also) {

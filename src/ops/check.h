@@ -15,7 +15,7 @@ namespace opreg::op_check {
 [[noreturn]] void bad_rank(const char* op, const char* name, const Tensor& t, int min_rank, const char* layout);
 [[noreturn]] void not_like(const char* op, const char* name, const Tensor& t, const char* ref_name, const Tensor& ref);
 [[noreturn]] void bad_weight(const char* op, const char* name, const Tensor& w, std::int64_t length,
-                             const char* length_of, DType x_dtype);
+                             const char* length_of, const char* x_name, DType x_dtype);
 [[noreturn]] void bad_stats(const char* op, const char* name, const Tensor& t, const Shape& want,
                             const Shape* also);
 [[noreturn]] void bad_scalar(const char* op, const char* name, double value, const char* accepted);
@@ -42,12 +42,13 @@ inline void like(const char* op, const char* name, const Tensor& t, const char* 
   if (t.dtype() != ref.dtype() || !(t.shape() == ref.shape())) not_like(op, name, t, ref_name, ref);
 }
 
-// A 1-D tensor of `length` elements in x's dtype or f32.
+// A 1-D tensor of `length` elements in the activation's dtype or f32 (`x_name`: the activation,
+// x or s).
 inline void weight(const char* op, const char* name, const Tensor& w, std::int64_t length, const char* length_of,
-                   DType x_dtype) {
+                   const char* x_name, DType x_dtype) {
   if (!w.defined()) missing(op, name);
   if (w.ndim() != 1 || w.size(0) != length || (w.dtype() != x_dtype && w.dtype() != DType::f32)) {
-    bad_weight(op, name, w, length, length_of, x_dtype);
+    bad_weight(op, name, w, length, length_of, x_name, x_dtype);
   }
 }
 

@@ -17,7 +17,7 @@ void key_casting(Casting casting, ProblemKey& key) { key.add(static_cast<std::ui
 void check_rms_fwd(const RmsNormFwdArgs& a) {
   constexpr const char* op = "rms_norm.fwd";
   c::activation(op, "x", a.x);
-  c::weight(op, "weight", a.weight, hidden(a.x), "x's last dim", a.x.dtype());
+  c::weight(op, "weight", a.weight, hidden(a.x), "x's last dim", "x", a.x.dtype());
   c::like(op, "y", a.y, "x", a.x);
   c::row_stats(op, "rstd", a.rstd, a.x);
   c::eps(op, a.eps);
@@ -36,7 +36,7 @@ void check_rms_bwd(const RmsNormBwdArgs& a) {
   constexpr const char* op = "rms_norm.bwd";
   c::activation(op, "x", a.x);
   c::like(op, "dy", a.dy, "x", a.x);
-  c::weight(op, "weight", a.weight, hidden(a.x), "x's last dim", a.x.dtype());
+  c::weight(op, "weight", a.weight, hidden(a.x), "x's last dim", "x", a.x.dtype());
   c::row_stats(op, "rstd", a.rstd, a.x);
   c::like(op, "dx", a.dx, "x", a.x);
   c::like(op, "dweight", a.dweight, "weight", a.weight);
@@ -62,7 +62,7 @@ void check_fused_fwd(const FusedAddRmsNormFwdArgs& a) {
   constexpr const char* op = "fused_add_rms_norm.fwd";
   c::activation(op, "x", a.x);
   c::like(op, "residual", a.residual, "x", a.x);
-  c::weight(op, "weight", a.weight, hidden(a.x), "x's last dim", a.x.dtype());
+  c::weight(op, "weight", a.weight, hidden(a.x), "x's last dim", "x", a.x.dtype());
   c::like(op, "y", a.y, "x", a.x);
   c::like(op, "s", a.s, "x", a.x);
   c::row_stats(op, "rstd", a.rstd, a.x);
@@ -87,7 +87,7 @@ void check_fused_bwd(const FusedAddRmsNormBwdArgs& a) {
   c::activation(op, "s", a.s);
   c::like(op, "dy", a.dy, "s", a.s);
   c::like(op, "ds_out", a.ds_out, "s", a.s);
-  c::weight(op, "weight", a.weight, hidden(a.s), "s's last dim", a.s.dtype());
+  c::weight(op, "weight", a.weight, hidden(a.s), "s's last dim", "s", a.s.dtype());
   c::row_stats(op, "rstd", a.rstd, a.s);
   c::like(op, "dx", a.dx, "s", a.s);
   c::like(op, "dweight", a.dweight, "weight", a.weight);
@@ -113,7 +113,7 @@ void tensors_fused_bwd(FusedAddRmsNormBwdArgs& a, TensorList& l) {
 void check_layer_fwd(const LayerNormFwdArgs& a) {
   constexpr const char* op = "layer_norm.fwd";
   c::activation(op, "x", a.x);
-  c::weight(op, "weight", a.weight, hidden(a.x), "x's last dim", a.x.dtype());
+  c::weight(op, "weight", a.weight, hidden(a.x), "x's last dim", "x", a.x.dtype());
   c::like(op, "bias", a.bias, "weight", a.weight);
   c::like(op, "y", a.y, "x", a.x);
   c::row_stats(op, "mean", a.mean, a.x);
@@ -136,7 +136,7 @@ void check_layer_bwd(const LayerNormBwdArgs& a) {
   constexpr const char* op = "layer_norm.bwd";
   c::activation(op, "x", a.x);
   c::like(op, "dy", a.dy, "x", a.x);
-  c::weight(op, "weight", a.weight, hidden(a.x), "x's last dim", a.x.dtype());
+  c::weight(op, "weight", a.weight, hidden(a.x), "x's last dim", "x", a.x.dtype());
   c::row_stats(op, "mean", a.mean, a.x);
   c::row_stats(op, "rstd", a.rstd, a.x);
   c::like(op, "dx", a.dx, "x", a.x);
@@ -166,7 +166,7 @@ void check_group_fwd(const GroupNormFwdArgs& a) {
   constexpr const char* op = "group_norm.fwd";
   c::activation(op, "x", a.x, 2, kGroupLayout);
   c::groups(op, a.num_groups, a.x.size(1));
-  c::weight(op, "weight", a.weight, a.x.size(1), "x's channel dim", a.x.dtype());
+  c::weight(op, "weight", a.weight, a.x.size(1), "x's channel dim", "x", a.x.dtype());
   c::like(op, "bias", a.bias, "weight", a.weight);
   c::like(op, "y", a.y, "x", a.x);
   c::group_stats(op, "mean", a.mean, a.x.size(0), a.num_groups);
@@ -190,7 +190,7 @@ void check_group_bwd(const GroupNormBwdArgs& a) {
   c::activation(op, "x", a.x, 2, kGroupLayout);
   c::groups(op, a.num_groups, a.x.size(1));
   c::like(op, "dy", a.dy, "x", a.x);
-  c::weight(op, "weight", a.weight, a.x.size(1), "x's channel dim", a.x.dtype());
+  c::weight(op, "weight", a.weight, a.x.size(1), "x's channel dim", "x", a.x.dtype());
   c::group_stats(op, "mean", a.mean, a.x.size(0), a.num_groups);
   c::group_stats(op, "rstd", a.rstd, a.x.size(0), a.num_groups);
   c::like(op, "dx", a.dx, "x", a.x);

@@ -272,7 +272,10 @@ TEST(ReferenceBackward, LayerNormMatchesFiniteDifferences) {
 }
 
 TEST(ReferenceBackward, GroupNormMatchesFiniteDifferences) {
-  for (const auto& [shape, groups] : {std::pair{Shape{2, 6, 5}, std::int64_t{3}}, std::pair{Shape{3, 4}, std::int64_t{2}}}) {
+  for (const auto& [shape_, groups_] :
+       {std::pair{Shape{2, 6, 5}, std::int64_t{3}}, std::pair{Shape{3, 4}, std::int64_t{2}}}) {
+    const Shape shape = shape_;  // lambdas below capture these (clang 14 cannot capture bindings)
+    const std::int64_t groups = groups_;
     SCOPED_TRACE(shape.str());
     const Shape params{shape[1]};
     const Shape stats{shape[0], groups};

@@ -27,28 +27,36 @@
 namespace opreg::cpu {
 namespace {
 
+// Everything the row loops call is forced inline, so that it is compiled again inside each
+// instruction-set copy of those loops (see "Instruction sets" below): a call would run the
+// baseline copy.
+#define OPREG_RMS_INLINE [[gnu::always_inline]] inline
+
 // ---- Element types: storage type plus bit-exact conversions to and from f32 (the same results
 // as opreg::to_half / to_bfloat16 on the f32 value, NaN payloads included), written without
 // branches so that loops calling them vectorise.
 
 struct F32 {
   using T = float;
-  static float load(float v) { return v; }
-  static float store(float v) { return v; }
+  OPREG_RMS_INLINE static float load(float v) { return v; }
+  OPREG_RMS_INLINE static float store(float v) { return v; }
 };
 
 struct BF16 {
   using T = std::uint16_t;
   // bf16 is the top half of an f32.
-  static float load(std::uint16_t h) { return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16); }
+  OPREG_RMS_INLINE static float load(std::uint16_t h) {
+    return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16);
+  }
   // Round to nearest even by adding 0x7FFF plus the lowest kept bit: the carry does the rest,
   // including rounding the largest finite values up to infinity. A NaN keeps its sign and top
   // payload bits and is made quiet, as opreg::to_bfloat16 does (the add could turn it into inf).
-  static std::uint16_t store(float f) {
+  OPREG_RMS_INLINE static std::uint16_t store(float f) {
     const auto w = std::bit_cast<std::uint32_t>(f);
     const std::uint32_t rounded = (w + 0x7FFFu + ((w >> 16) & 1u)) >> 16;
     const std::uint32_t nan = (w >> 16) | 0x40u;
-    return static_cast<std::uint16_t>((w & 0x7FFFFFFFu) > 0x7F800000u ? nan : rounded);
+    // Signed comparisons throughout these converters: SSE2 has no unsigned ones.
+    return static_cast<std::uint16_t>(static_cast<std::int32_t>(w & 0x7FFFFFFFu) > 0x7F800000 ? nan : rounded);
   }
 };
 
@@ -57,7 +65,7 @@ struct BF16 {
 // unit do the rebias and the rounding by scaling with powers of two.
 struct F16 {
   using T = std::uint16_t;
-  static float load(std::uint16_t h) {
+  OPREG_RMS_INLINE static float load(std::uint16_t h) {
     const std::uint32_t w = static_cast<std::uint32_t>(h) << 16;
     const std::uint32_t sign = w & 0x80000000u;
     const std::uint32_t two_w = w + w;  // exponent and mantissa, sign shifted out
@@ -71,15 +79,15 @@ struct F16 {
     // A mask rather than ?:, which GCC turns back into a branch around the float arithmetic (it
     // may not speculate float operations under the default -ftrapping-math) and then cannot
     // vectorise.
-    const std::uint32_t is_subnormal = 0u - static_cast<std::uint32_t>(two_w < (1u << 27));
+    const std::uint32_t is_subnormal = 0u - static_cast<std::uint32_t>((h & 0x7C00u) == 0);
     const std::uint32_t magnitude = (std::bit_cast<std::uint32_t>(subnormal) & is_subnormal) |
                                     (std::bit_cast<std::uint32_t>(normal) & ~is_subnormal);
     return std::bit_cast<float>(sign | magnitude);
   }
-  static std::uint16_t store(float f) {
+  OPREG_RMS_INLINE static std::uint16_t store(float f) {
     const auto w = std::bit_cast<std::uint32_t>(f);
     const std::uint32_t sign = w & 0x80000000u;
-    const std::uint32_t shl1_w = w + w;
+    const auto magnitude = static_cast<std::int32_t>(w & 0x7FFFFFFFu);
     // Overflow: scaling up by 2^112 sends everything at or above 2^16 to infinity, then the
     // scale back down keeps smaller values exact.
     float base = (std::fabs(f) * 0x1.0p+112f) * 0x1.0p-110f;
@@ -87,21 +95,21 @@ struct F16 {
     // exponent -14 for subnormals) leaves exactly f16's precision in the f32 sum's mantissa, so
     // the f32 add rounds to nearest even where f16 would, and the sum's low bits hold the
     // f16 exponent and mantissa.
-    std::uint32_t bias = shl1_w & 0xFF000000u;
-    bias = bias < 0x71000000u ? 0x71000000u : bias;
-    base = std::bit_cast<float>((bias >> 1) + 0x07800000u) + base;
+    std::int32_t bias = magnitude & 0x7F800000;  // 2^e
+    bias = bias < 0x38800000 ? 0x38800000 : bias;  // at least 2^-14
+    base = std::bit_cast<float>(static_cast<std::uint32_t>(bias) + 0x07800000u) + base;  // 2^(e+15) + 4|f|
     const auto bits = std::bit_cast<std::uint32_t>(base);
     const std::uint32_t nonsign = ((bits >> 13) & 0x00007C00u) + (bits & 0x00000FFFu);
     // NaN: quiet, with the top payload bits, as opreg::to_half keeps them.
     const std::uint32_t nan = 0x7E00u | ((w >> 13) & 0x3FFu);
-    const std::uint32_t is_nan = 0u - static_cast<std::uint32_t>(shl1_w > 0xFF000000u);  // a mask: see load()
+    const std::uint32_t is_nan = 0u - static_cast<std::uint32_t>(magnitude > 0x7F800000);  // a mask: see load()
     return static_cast<std::uint16_t>((sign >> 16) | (nan & is_nan) | (nonsign & ~is_nan));
   }
 };
 
 // round_x: what storing a value in X and reading it back gives.
 template <class X>
-inline float round_x(float v) {
+OPREG_RMS_INLINE float round_x(float v) {
   if constexpr (std::is_same_v<X, F32>) {
     return v;
   } else {
@@ -113,7 +121,7 @@ inline float round_x(float v) {
 // Rounding that result to a format with at least two fewer mantissa bits (f16, bf16) gives the
 // same answer as rounding the double directly, which a plain double -> f32 -> f16 chain does
 // not (a value just off a tie lands on the tie, then ties to even).
-inline float to_float_odd(double d) {
+OPREG_RMS_INLINE float to_float_odd(double d) {
   const float f = static_cast<float>(d);
   const double back = static_cast<double>(f);
   const auto bits = std::bit_cast<std::uint32_t>(f);
@@ -125,7 +133,7 @@ inline float to_float_odd(double d) {
 // lanes): the f32 sum plus its exact error (Knuth's two-sum, exact without FMA contraction, which
 // this file turns off) says whether and which way the sum was rounded. An overflowed sum keeps
 // its infinity (its error is NaN), which rounds to the same infinity in f16 and bf16.
-inline float add_odd(float a, float b) {
+OPREG_RMS_INLINE float add_odd(float a, float b) {
   const float s = a + b;
   const float bb = s - a;
   const float err = (a - (s - bb)) + (b - bb);
@@ -156,7 +164,8 @@ constexpr std::int64_t kChunk = 256;
 // round-to-odd for the 16-bit types) reproduces it bit for bit. llama and gemma keep it
 // unrounded, so f32 is as good as the f32 arithmetic it feeds.
 template <class X, class W, Casting C>
-inline void scale_chunk(const typename W::T* __restrict w, std::int64_t n, double offset, float* __restrict out) {
+OPREG_RMS_INLINE void scale_chunk(const typename W::T* __restrict w, std::int64_t n, double offset,
+                                  float* __restrict out) {
   if constexpr (C != Casting::none) {
     const auto offset_f = static_cast<float>(offset);
     for (std::int64_t j = 0; j < n; ++j) out[j] = offset_f + W::load(w[j]);
@@ -192,7 +201,7 @@ inline void scale_chunk(const typename W::T* __restrict w, std::int64_t n, doubl
 // sum over i < n of term(i), in kLanes f32 lanes per block of kBlock, blocks summed in double.
 // The order is fixed by n alone, so the result does not depend on threads or alignment.
 template <class Term>
-inline double blocked_sum(std::int64_t n, Term term) {
+OPREG_RMS_INLINE double blocked_sum(std::int64_t n, Term term) {
   double total = 0.0;
   for (std::int64_t b = 0; b < n; b += kBlock) {
     const std::int64_t e = std::min(n, b + kBlock);
@@ -209,6 +218,23 @@ inline double blocked_sum(std::int64_t n, Term term) {
   }
   return total;
 }
+
+// The terms of the two row sums, as functors rather than lambdas so they can be forced inline.
+template <class X>
+struct SquareTerm {
+  const typename X::T* __restrict x;
+  OPREG_RMS_INLINE float operator()(std::int64_t i) const {
+    const float v = X::load(x[i]);
+    return v * v;
+  }
+};
+template <class X>
+struct DotTerm {
+  const typename X::T* dy;
+  const float* __restrict scale;
+  const typename X::T* __restrict x;
+  OPREG_RMS_INLINE float operator()(std::int64_t i) const { return X::load(dy[i]) * scale[i] * X::load(x[i]); }
+};
 
 // Rows x hidden from the extents (not numel), as the reference does, so hidden = 0 keeps the
 // row count and a 0-d tensor is one row of one element.
@@ -239,36 +265,134 @@ int team_size([[maybe_unused]] const KernelContext& ctx, [[maybe_unused]] std::i
 #endif
 }
 
-// f32 scratch from the backend's cached workspace (no allocation in a steady state). A context
-// without a backend (a kernel called directly, outside a registry) gets its own buffer.
+// Scratch from the backend's cached workspace (no allocation in a steady state; blocks are at
+// least 64-byte aligned). A context without a backend (a kernel called directly, outside a
+// registry) gets its own buffer.
 class Scratch {
  public:
-  Scratch(const KernelContext& ctx, std::size_t floats) {
+  Scratch(const KernelContext& ctx, std::size_t bytes) {
     if (ctx.backend != nullptr) {
-      lease_ = ctx.backend->workspace(ctx.device.index).acquire(floats * sizeof(float), ctx.stream);
-      data_ = static_cast<float*>(lease_.data());
+      lease_ = ctx.backend->workspace(ctx.device.index).acquire(bytes, ctx.stream);
+      data_ = lease_.data();
     } else {
-      own_.resize(floats);
+      own_.resize((bytes + sizeof(double) - 1) / sizeof(double));
       data_ = own_.data();
     }
   }
-  float* data() const { return data_; }
+  void* data() const { return data_; }
 
  private:
   Workspace::Lease lease_;
-  std::vector<float> own_;
-  float* data_ = nullptr;
+  std::vector<double> own_;
+  void* data_ = nullptr;
 };
+
+// ---- Instruction sets
+//
+// The library is built for the baseline of its target (SSE2 on x86-64), where a vector holds 4
+// floats and the 16-bit conversions have no unsigned compares, min/max or 32 -> 16-bit packs to
+// work with. The row loops are therefore compiled three times, for the baseline, AVX2 and
+// AVX-512, and the host's best is picked once from cpuid. The copies compute the same values
+// bit for bit: every sum has the fixed kLanes-accumulator structure of the source, whatever the
+// vector width, and -ffp-contract=off (CMakeLists.txt) keeps FMA out of the AVX copies.
+
+// Thread t of `members` takes a contiguous share of the rows (what schedule(static) would give).
+struct Share {
+  std::int64_t begin = 0;
+  std::int64_t end = 0;
+};
+inline Share share_of(std::int64_t rows, int t, int members) {
+  const std::int64_t base = rows / members;
+  const std::int64_t extra = rows % members;
+  const std::int64_t begin = base * t + std::min<std::int64_t>(t, extra);
+  return {begin, begin + base + (t < extra ? 1 : 0)};
+}
+
+// A job is one thread's share of the row loop: job(t, members). Runners compile it for one
+// instruction set; everything it calls is inline, so the whole loop nest is in that copy.
+template <class Job>
+void run_baseline(const Job& job, int t, int members) {
+  job(t, members);
+}
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define OPREG_RMS_X86 1
+template <class Job>
+__attribute__((target("avx2"))) void run_avx2(const Job& job, int t, int members) {
+  job(t, members);
+}
+template <class Job>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void run_avx512(const Job& job, int t, int members) {
+  job(t, members);
+}
+#endif
+
+enum class Isa : std::uint8_t { baseline, avx2, avx512 };
+
+Isa host_isa() {
+  static const Isa isa = [] {
+#ifdef OPREG_RMS_X86
+    // Also checks that the OS saves the wider registers (XCR0), not only the cpuid bits.
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
+      return Isa::avx512;
+    }
+    if (__builtin_cpu_supports("avx2")) return Isa::avx2;
+#endif
+    return Isa::baseline;
+  }();
+  return isa;
+}
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::avx512:
+      return "avx512";
+    case Isa::avx2:
+      return "avx2";
+    case Isa::baseline:
+      break;
+  }
+  return "baseline";
+}
+
+template <class Job>
+using Runner = void (*)(const Job&, int, int);
+
+template <class Job>
+Runner<Job> runner(Isa isa) {
+#ifdef OPREG_RMS_X86
+  if (isa == Isa::avx512) return &run_avx512<Job>;
+  if (isa == Isa::avx2) return &run_avx2<Job>;
+#endif
+  static_cast<void>(isa);
+  return &run_baseline<Job>;
+}
+
+// Runs job(t, members) on a team of `team` threads, or on the calling thread for a team of one
+// (no OpenMP region at all: small problems must not pay for one).
+template <class Job>
+void run_team(const Job& job, int team) {
+  const Runner<Job> run = runner<Job>(host_isa());
+  if (team <= 1) {
+    run(job, 0, 1);
+    return;
+  }
+#ifdef _OPENMP
+  // The team may be smaller than asked (nested parallelism, thread limits): shares go by the
+  // actual team size.
+#pragma omp parallel num_threads(team)
+  run(job, omp_get_thread_num(), omp_get_num_threads());
+#endif
+}
 
 // ---- Forward
 
 template <class X, class W, Casting C>
-void fwd_row(const typename X::T* __restrict x, const typename W::T* __restrict w, typename X::T* __restrict y,
-             float* __restrict rstd_out, std::int64_t h, double eps, double offset) {
-  const double squares = blocked_sum(h, [x](std::int64_t i) {
-    const float v = X::load(x[i]);
-    return v * v;
-  });
+OPREG_RMS_INLINE void fwd_row(const typename X::T* __restrict x, const typename W::T* __restrict w,
+                              typename X::T* __restrict y, float* __restrict rstd_out, std::int64_t h, double eps,
+                              double offset) {
+  const double squares = blocked_sum(h, SquareTerm<X>{x});
   const double mean = h == 0 ? 0.0 : squares / static_cast<double>(h);
   const auto rstd = static_cast<float>(1.0 / std::sqrt(mean + eps));
   *rstd_out = rstd;
@@ -284,28 +408,31 @@ void fwd_row(const typename X::T* __restrict x, const typename W::T* __restrict 
 }
 
 template <class X, class W, Casting C>
+struct FwdJob {
+  const typename X::T* x;
+  const typename W::T* w;
+  typename X::T* y;
+  float* rstd;
+  std::int64_t rows;
+  std::int64_t h;
+  double eps;
+  double offset;
+  OPREG_RMS_INLINE void operator()(int t, int members) const {
+    const Share share = share_of(rows, t, members);
+    for (std::int64_t r = share.begin; r < share.end; ++r) {
+      fwd_row<X, W, C>(x + r * h, w, y + r * h, rstd + r, h, eps, offset);
+    }
+  }
+};
+
+template <class X, class W, Casting C>
 struct Fwd {
   static void run(const RmsNormFwdArgs& a, const KernelContext& ctx) {
-    // Plain variables, not a structured binding: lambdas and OpenMP regions use them (clang 14
-    // cannot capture bindings).
     const RowsHidden shape = rows_hidden(a.x.shape());
-    const std::int64_t rows = shape.rows;
-    const std::int64_t h = shape.hidden;
-    const auto* x = a.x.data_as<const typename X::T>();
-    const auto* w = a.weight.data_as<const typename W::T>();
-    auto* y = a.y.data_as<typename X::T>();
-    auto* rstd = a.rstd.data_as<float>();
-    const double eps = a.eps;
-    const double offset = a.offset;
-    const int team = team_size(ctx, rows, rows * h);
-    if (team <= 1) {
-      for (std::int64_t r = 0; r < rows; ++r) fwd_row<X, W, C>(x + r * h, w, y + r * h, rstd + r, h, eps, offset);
-      return;
-    }
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(team) schedule(static)
-    for (std::int64_t r = 0; r < rows; ++r) fwd_row<X, W, C>(x + r * h, w, y + r * h, rstd + r, h, eps, offset);
-#endif
+    const FwdJob<X, W, C> job{a.x.data_as<const typename X::T>(), a.weight.data_as<const typename W::T>(),
+                              a.y.data_as<typename X::T>(), a.rstd.data_as<float>(), shape.rows, shape.hidden,
+                              a.eps, a.offset};
+    run_team(job, team_size(ctx, shape.rows, shape.rows * shape.hidden));
   }
 };
 
@@ -316,9 +443,10 @@ struct Fwd {
 // dx may be the same memory. The row's dot is complete before any dx is written, and each chunk
 // of dx is written only after the chunk's dy was read into registers and `out`.
 template <class X, Casting C>
-void bwd_row(const typename X::T* dy, const typename X::T* __restrict x, const float* __restrict scale,
-             float rstd, typename X::T* dx, float* __restrict dw, std::int64_t h) {
-  const double dot = blocked_sum(h, [&](std::int64_t i) { return X::load(dy[i]) * scale[i] * X::load(x[i]); });
+OPREG_RMS_INLINE void bwd_row(const typename X::T* dy, const typename X::T* __restrict x,
+                              const float* __restrict scale, float rstd, typename X::T* dx, float* __restrict dw,
+                              std::int64_t h) {
+  const double dot = blocked_sum(h, DotTerm<X>{dy, scale, x});
   const double r = rstd;
   const auto coeff = static_cast<float>(h == 0 ? 0.0 : r * r * r * dot / static_cast<double>(h));
   // dweight sums dy * round_x(x * rstd) over rows, in the weight's dtype, which may be f32: one
@@ -348,70 +476,117 @@ void bwd_row(const typename X::T* dy, const typename X::T* __restrict x, const f
   }
 }
 
-// Columns [begin, end) of dweight: the partials of threads 0 .. team-1 added in that order.
+// Rows of one thread's share between folds of its f32 dweight block into its f64 total: the f32
+// chain stays 32 terms long however many rows there are (4096 rows summed in one f32 chain
+// already miss an f32 dweight's tolerance), and the fold is one pass over H every 32 rows.
+constexpr std::int64_t kRowBlock = 32;
+
+// total += block, block = 0 (one thread's partials, h columns).
+OPREG_RMS_INLINE void fold(float* __restrict block, double* __restrict total, std::int64_t h) {
+  for (std::int64_t i = 0; i < h; ++i) total[i] += static_cast<double>(block[i]);
+  std::fill(block, block + h, 0.0f);
+}
+
+// A double rounded once to W (through round-to-odd for the 16-bit types, see to_float_odd).
 template <class W>
-void reduce_columns(const float* __restrict partials, int team, std::int64_t stride,
+inline typename W::T round_to_weight(double v) {
+  if constexpr (std::is_same_v<W, F32>) {
+    return static_cast<float>(v);
+  } else {
+    return W::store(to_float_odd(v));
+  }
+}
+
+// Columns [begin, end) of dweight: the totals of threads 0 .. members-1 added in that order.
+template <class W>
+void reduce_columns(const double* __restrict totals, int members, std::int64_t stride,
                     typename W::T* __restrict dweight, std::int64_t begin, std::int64_t end) {
-  float acc[kChunk];
+  double acc[kChunk];
   const std::int64_t n = end - begin;
-  for (std::int64_t j = 0; j < n; ++j) acc[j] = partials[begin + j];
-  for (int t = 1; t < team; ++t) {
-    const float* p = partials + static_cast<std::int64_t>(t) * stride + begin;
+  for (std::int64_t j = 0; j < n; ++j) acc[j] = totals[begin + j];
+  for (int t = 1; t < members; ++t) {
+    const double* p = totals + static_cast<std::int64_t>(t) * stride + begin;
     for (std::int64_t j = 0; j < n; ++j) acc[j] += p[j];
   }
-  for (std::int64_t j = 0; j < n; ++j) dweight[begin + j] = W::store(acc[j]);
+  for (std::int64_t j = 0; j < n; ++j) dweight[begin + j] = round_to_weight<W>(acc[j]);
 }
+
+// One thread's rows of the backward: dx, and dweight partials in its own f32 block and f64
+// total (which rows share a block, and hence dweight's bits, depend on the team size only).
+template <class X, Casting C>
+struct BwdJob {
+  const typename X::T* dy;
+  const typename X::T* x;
+  const float* scaled;
+  const float* rstd;
+  typename X::T* dx;
+  std::int64_t rows;
+  std::int64_t h;
+  std::size_t stride;
+  float* blocks;
+  double* totals;
+  OPREG_RMS_INLINE void operator()(int t, int members) const {
+    const Share share = share_of(rows, t, members);
+    float* block = blocks + stride * static_cast<std::size_t>(t);
+    double* total = totals + stride * static_cast<std::size_t>(t);
+    std::fill(block, block + h, 0.0f);
+    std::fill(total, total + h, 0.0);
+    for (std::int64_t r = share.begin; r < share.end; ++r) {
+      bwd_row<X, C>(dy + r * h, x + r * h, scaled, rstd[r], dx + r * h, block, h);
+      if ((r - share.begin + 1) % kRowBlock == 0 || r + 1 == share.end) fold(block, total, h);
+    }
+  }
+};
 
 template <class X, class W, Casting C>
 struct Bwd {
   static void run(const RmsNormBwdArgs& a, const KernelContext& ctx) {
+    // Plain variables, not a structured binding: lambdas use them (clang 14 cannot capture one).
     const RowsHidden shape = rows_hidden(a.x.shape());
     const std::int64_t rows = shape.rows;
     const std::int64_t h = shape.hidden;
-    const auto* dy = a.dy.data_as<const typename X::T>();
-    const auto* x = a.x.data_as<const typename X::T>();
     const auto* w = a.weight.data_as<const typename W::T>();
-    const auto* rstd = a.rstd.data_as<const float>();
-    auto* dx = a.dx.data_as<typename X::T>();
     auto* dweight = a.dweight.data_as<typename W::T>();
     const int team = team_size(ctx, rows, rows * h);
-    // Scratch: (offset + w) once per call, then one dweight partial per thread, each padded to a
-    // 64-byte multiple so threads never share a cache line.
-    const std::int64_t stride = (h + 15) / 16 * 16;
-    Scratch scratch(ctx, static_cast<std::size_t>(stride) * static_cast<std::size_t>(team + 1));
-    float* scaled = scratch.data();
-    float* partials = scaled + stride;
+    // Scratch, each array padded to a 64-byte multiple so threads never share a cache line:
+    // (offset + w) once per call (f32, h), then per thread an f32 block and an f64 total of
+    // dweight (h each).
+    const auto stride = static_cast<std::size_t>((h + 15) / 16 * 16);
+    const auto members_max = static_cast<std::size_t>(team);
+    Scratch scratch(ctx, stride * sizeof(float) * (1 + members_max) + stride * sizeof(double) * members_max);
+    auto* scaled = static_cast<float*>(scratch.data());
+    float* blocks = scaled + stride;
+    auto* totals = reinterpret_cast<double*>(blocks + stride * members_max);
     const std::int64_t column_chunks = (h + kChunk - 1) / kChunk;
     const double offset = a.offset;
     auto fill_scale = [&](std::int64_t c) {
       scale_chunk<X, W, C>(w + c * kChunk, std::min(kChunk, h - c * kChunk), offset, scaled + c * kChunk);
     };
-    auto row = [&](std::int64_t r, float* dw) {
-      bwd_row<X, C>(dy + r * h, x + r * h, scaled, rstd[r], dx + r * h, dw, h);
-    };
     auto reduce = [&](std::int64_t c, int members) {
-      reduce_columns<W>(partials, members, stride, dweight, c * kChunk, std::min(h, (c + 1) * kChunk));
+      reduce_columns<W>(totals, members, static_cast<std::int64_t>(stride), dweight, c * kChunk,
+                        std::min(h, (c + 1) * kChunk));
     };
+    const BwdJob<X, C> job{a.dy.data_as<const typename X::T>(), a.x.data_as<const typename X::T>(), scaled,
+                           a.rstd.data_as<const float>(), a.dx.data_as<typename X::T>(), rows, h, stride, blocks,
+                           totals};
     if (team <= 1) {
       for (std::int64_t c = 0; c < column_chunks; ++c) fill_scale(c);
-      std::fill(partials, partials + h, 0.0f);
-      for (std::int64_t r = 0; r < rows; ++r) row(r, partials);
+      run_team(job, 1);
       for (std::int64_t c = 0; c < column_chunks; ++c) reduce(c, 1);
       return;
     }
 #ifdef _OPENMP
+    const Runner<BwdJob<X, C>> run = runner<BwdJob<X, C>>(host_isa());
 #pragma omp parallel num_threads(team)
     {
-      // The team may be smaller than asked (nested parallelism, thread limits): partials are
-      // indexed and summed by the actual thread number, all of them written by their owner.
+      // As in run_team: shares and partials go by the actual team size; every partial is
+      // written by its owner.
       const int members = omp_get_num_threads();
-      float* mine = partials + static_cast<std::int64_t>(omp_get_thread_num()) * stride;
 #pragma omp for schedule(static)
       for (std::int64_t c = 0; c < column_chunks; ++c) fill_scale(c);
       // (the loop's implicit barrier: `scaled` is complete before any row reads it)
-      std::fill(mine, mine + h, 0.0f);
-#pragma omp for schedule(static)
-      for (std::int64_t r = 0; r < rows; ++r) row(r, mine);
+      run(job, omp_get_thread_num(), members);
+#pragma omp barrier
 #pragma omp for schedule(static)
       for (std::int64_t c = 0; c < column_chunks; ++c) reduce(c, members);
     }
@@ -456,9 +631,11 @@ std::vector<Tunable> tunables() {
   std::string threads = "1 (built without OpenMP)";
 #endif
   return {{"threads", std::move(threads)},
+          {"isa", fmt::format("{} (the best of avx512, avx2, baseline this cpu has)", isa_name(host_isa()))},
           {"serial_below", fmt::format("{} elements (rows x hidden)", kSerialBelow)},
           {"lanes", fmt::format("{} f32 accumulators per row sum, blocks of {} summed in double", kLanes, kBlock)},
-          {"dweight", "an f32 partial per thread, summed in thread order"}};
+          {"dweight",
+           fmt::format("per thread: f32 over {} rows, folded into f64; threads summed in order", kRowBlock)}};
 }
 
 }  // namespace

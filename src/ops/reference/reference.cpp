@@ -278,7 +278,7 @@ void affine_norm_bwd(const Sets& sets, const Tensor& dy_t, const Tensor& x_t, co
     }
     const double c1 = size == 0 ? 0.0 : sum_xhat_g / static_cast<double>(size);
     const double c2 = size == 0 ? 0.0 : sum_g / static_cast<double>(size);
-    // x becomes dx in place: element j is read just before it is overwritten.
+    // The x buffer is reused for dx: element j is read just before it is overwritten.
     for (std::int64_t j = 0; j < size; ++j) {
       const std::size_t c = at(sets.channel(k, j));
       const double xhat = (x[at(j)] - mean) * rstd;
