@@ -1,7 +1,8 @@
 // The price of the front door on a real op: rms_norm.fwd on a 1x8 f32 problem, the cpu
 // backend's chosen variant called directly with prepared arguments (BM_DirectCall) against the
 // same call through the public entry point opreg::rms_norm_fwd, checks included (BM_Dispatch).
-// The difference of the two medians is the registry's overhead per call.
+// The difference of the two medians is the front door's overhead per call; BM_CheckOnly shows
+// how much of it is the op's argument check.
 #include <benchmark/benchmark.h>
 
 #include "backends/cpu/rms_norm.h"
@@ -37,6 +38,18 @@ void BM_DirectCall(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_DirectCall);
+
+// The op's argument check alone (what BM_Dispatch pays for validation): shapes, dtype pairs,
+// scalars and the overlap rule.
+void BM_CheckOnly(benchmark::State& state) {
+  Problem1x8 p;
+  const auto& def = rms_norm_fwd_op().def();
+  for (auto _ : state) {
+    def.check(def, &p.args);
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_CheckOnly);
 
 void BM_Dispatch(benchmark::State& state) {
   Problem1x8 p;

@@ -50,7 +50,8 @@ struct BF16 {
   }
   // Round to nearest even by adding 0x7FFF plus the lowest kept bit: the carry does the rest,
   // including rounding the largest finite values up to infinity. A NaN keeps its sign and top
-  // payload bits and is made quiet, as opreg::to_bfloat16 does (the add could turn it into inf).
+  // payload bits and is made quiet, as opreg::to_bfloat16 does (the add could carry it into an
+  // infinity).
   OPREG_RMS_INLINE static std::uint16_t store(float f) {
     const auto w = std::bit_cast<std::uint32_t>(f);
     const std::uint32_t rounded = (w + 0x7FFFu + ((w >> 16) & 1u)) >> 16;
@@ -60,9 +61,10 @@ struct BF16 {
   }
 };
 
-// IEEE binary16 in software (the baseline x86-64 and aarch64 targets have no conversion
-// instruction we can assume). The method is the one of Maratyszcza's FP16 library: let the f32
-// unit do the rebias and the rounding by scaling with powers of two.
+// IEEE binary16 in software: x86-64's baseline has no conversion instruction (F16C is an
+// extension), and one portable method is easier to prove exact (every f32 has been checked
+// against opreg::to_half). The method is the one of Maratyszcza's FP16 library: let the f32 unit
+// do the rebias and the rounding by scaling with powers of two.
 struct F16 {
   using T = std::uint16_t;
   OPREG_RMS_INLINE static float load(std::uint16_t h) {
@@ -145,8 +147,8 @@ OPREG_RMS_INLINE float add_odd(float a, float b) {
 
 // ---- Tuning constants (also listed as the variants' tunables).
 
-// Independent f32 accumulators of a row sum: enough for two AVX-512 or four AVX2 registers, so
-// the adds pipeline instead of waiting on each other.
+// Independent f32 accumulators of a row sum (one AVX-512, two AVX2 or four SSE registers), so
+// the adds vectorise without reassociation and pipeline instead of waiting on each other.
 constexpr int kLanes = 16;
 // Elements summed in f32 before the block's total joins the row total in double: a lane then
 // adds at most 64 terms, so a row of 200003 elements is as accurate as a row of 1024.
@@ -156,7 +158,8 @@ constexpr std::int64_t kBlock = 1024;
 constexpr std::int64_t kSerialBelow = 32768;
 // Each thread of a team gets at least this much work (unused without OpenMP).
 [[maybe_unused]] constexpr std::int64_t kMinPerThread = 16384;
-// Backward: elements of a row computed into a local buffer before dx is written (dx may be dy).
+// Columns handled together: (offset + w) is computed a chunk at a time, and the backward
+// computes a chunk of dx into a local buffer before writing it (dx may be dy).
 constexpr std::int64_t kChunk = 256;
 
 // (offset + w) for n <= kChunk columns, as the casting mode defines it. For `none` the reference
@@ -391,15 +394,20 @@ void run_team(const Job& job, int team) {
 template <class X, class W, Casting C>
 OPREG_RMS_INLINE void fwd_row(const typename X::T* __restrict x, const typename W::T* __restrict w,
                               typename X::T* __restrict y, float* __restrict rstd_out, std::int64_t h, double eps,
-                              double offset) {
+                              double offset, const float* __restrict scaled) {
   const double squares = blocked_sum(h, SquareTerm<X>{x});
   const double mean = h == 0 ? 0.0 : squares / static_cast<double>(h);
   const auto rstd = static_cast<float>(1.0 / std::sqrt(mean + eps));
   *rstd_out = rstd;
-  float scale[kChunk];
+  float local[kChunk];
   for (std::int64_t b = 0; b < h; b += kChunk) {
     const std::int64_t n = std::min(kChunk, h - b);
-    scale_chunk<X, W, C>(w + b, n, offset, scale);
+    const float* scale = local;
+    if (scaled != nullptr) {
+      scale = scaled + b;
+    } else {
+      scale_chunk<X, W, C>(w + b, n, offset, local);
+    }
     for (std::int64_t j = 0; j < n; ++j) {
       const float xhat = X::load(x[b + j]) * rstd;
       y[b + j] = X::store(C == Casting::gemma ? xhat * scale[j] : round_x<X>(xhat) * scale[j]);
@@ -417,10 +425,11 @@ struct FwdJob {
   std::int64_t h;
   double eps;
   double offset;
+  const float* scaled;  // (offset + w) for all h columns, or nullptr: each row computes its own
   OPREG_RMS_INLINE void operator()(int t, int members) const {
     const Share share = share_of(rows, t, members);
     for (std::int64_t r = share.begin; r < share.end; ++r) {
-      fwd_row<X, W, C>(x + r * h, w, y + r * h, rstd + r, h, eps, offset);
+      fwd_row<X, W, C>(x + r * h, w, y + r * h, rstd + r, h, eps, offset, scaled);
     }
   }
 };
@@ -429,10 +438,25 @@ template <class X, class W, Casting C>
 struct Fwd {
   static void run(const RmsNormFwdArgs& a, const KernelContext& ctx) {
     const RowsHidden shape = rows_hidden(a.x.shape());
-    const FwdJob<X, W, C> job{a.x.data_as<const typename X::T>(), a.weight.data_as<const typename W::T>(),
-                              a.y.data_as<typename X::T>(), a.rstd.data_as<float>(), shape.rows, shape.hidden,
-                              a.eps, a.offset};
-    run_team(job, team_size(ctx, shape.rows, shape.rows * shape.hidden));
+    const std::int64_t h = shape.hidden;
+    const auto* w = a.weight.data_as<const typename W::T>();
+    FwdJob<X, W, C> job{a.x.data_as<const typename X::T>(), w, a.y.data_as<typename X::T>(), a.rstd.data_as<float>(),
+                        shape.rows, h, a.eps, a.offset, nullptr};
+    if (shape.rows * h < kSerialBelow) {
+      // Small problems (the dispatch benchmark's 1x8 among them) run on this thread and touch no
+      // workspace: each row computes (offset + w) chunk by chunk as it goes.
+      run_team(job, 1);
+      return;
+    }
+    // Large ones compute (offset + w) once instead of once per row (`none` rounds it through
+    // round-to-odd, a dozen operations per column).
+    Scratch scratch(ctx, static_cast<std::size_t>(h) * sizeof(float));
+    auto* scaled = static_cast<float*>(scratch.data());
+    for (std::int64_t b = 0; b < h; b += kChunk) {
+      scale_chunk<X, W, C>(w + b, std::min(kChunk, h - b), a.offset, scaled + b);
+    }
+    job.scaled = scaled;
+    run_team(job, team_size(ctx, shape.rows, shape.rows * h));
   }
 };
 
