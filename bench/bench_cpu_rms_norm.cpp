@@ -79,10 +79,9 @@ BENCHMARK(BM_MemcpyPeer)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 // Large rows x moderate hidden (a training batch), an odd shape that divides nothing evenly, and
 // two very long rows (only two rows to share among threads).
-#define OPREG_RMS_BENCH(dir, dtype, rows, hidden)                                                       \
-  BENCHMARK_CAPTURE(run_rms, dir##_##dtype##_##rows##x##hidden, Direction::dir, Shape{rows, hidden}, \
-                    DType::dtype)                                                                        \
-      ->UseRealTime()                                                                                    \
+#define OPREG_RMS_BENCH(dir, dtype, rows, hidden)                                                                  \
+  BENCHMARK_CAPTURE(run_rms, dir##_##dtype##_##rows##x##hidden, Direction::dir, Shape{rows, hidden}, DType::dtype) \
+      ->UseRealTime()                                                                                              \
       ->Unit(benchmark::kMicrosecond)
 
 OPREG_RMS_BENCH(fwd, f32, 4096, 4096);

@@ -7,8 +7,9 @@
 // with branch-free integer code, and no loop stores through a pointer that may alias its loads.
 //
 // Rounding follows the reference (src/ops/reference) exactly in *where* values are rounded to
-// x's dtype; the arithmetic in between is f32, except the few per-row and per-column scalars that
-// cost nothing to do in double (the row sums across blocks, rstd, (offset + w) for `none`).
+// x's dtype; the arithmetic in between is f32, except what costs little to do in double: the row
+// sums across blocks, rstd, (offset + w) for `none`, and dweight's sums across row blocks and
+// threads.
 #include "backends/cpu/rms_norm.h"
 
 #include <algorithm>
@@ -97,9 +98,10 @@ struct F16 {
     // exponent -14 for subnormals) leaves exactly f16's precision in the f32 sum's mantissa, so
     // the f32 add rounds to nearest even where f16 would, and the sum's low bits hold the
     // f16 exponent and mantissa.
-    std::int32_t bias = magnitude & 0x7F800000;  // 2^e
-    bias = bias < 0x38800000 ? 0x38800000 : bias;  // at least 2^-14
-    base = std::bit_cast<float>(static_cast<std::uint32_t>(bias) + 0x07800000u) + base;  // 2^(e+15) + 4|f|
+    // bias: 2^e, at least 2^-14; then base = 2^(e+15) + 4|f|.
+    std::int32_t bias = magnitude & 0x7F800000;
+    bias = bias < 0x38800000 ? 0x38800000 : bias;
+    base = std::bit_cast<float>(static_cast<std::uint32_t>(bias) + 0x07800000u) + base;
     const auto bits = std::bit_cast<std::uint32_t>(base);
     const std::uint32_t nonsign = ((bits >> 13) & 0x00007C00u) + (bits & 0x00000FFFu);
     // NaN: quiet, with the top payload bits, as opreg::to_half keeps them.
@@ -156,8 +158,8 @@ constexpr std::int64_t kBlock = 1024;
 // Problems smaller than this (rows x hidden) run on the calling thread: starting an OpenMP team
 // costs microseconds, more than the whole problem.
 constexpr std::int64_t kSerialBelow = 32768;
-// Each thread of a team gets at least this much work (unused without OpenMP).
-[[maybe_unused]] constexpr std::int64_t kMinPerThread = 16384;
+// Each thread of a team gets at least this much work.
+constexpr std::int64_t kMinPerThread = 16384;
 // Columns handled together: (offset + w) is computed a chunk at a time, and the backward
 // computes a chunk of dx into a local buffer before writing it (dx may be dy).
 constexpr std::int64_t kChunk = 256;
@@ -299,20 +301,22 @@ class Scratch {
 // bit for bit: every sum has the fixed kLanes-accumulator structure of the source, whatever the
 // vector width, and -ffp-contract=off (CMakeLists.txt) keeps FMA out of the AVX copies.
 
-// Thread t of `members` takes a contiguous share of the rows (what schedule(static) would give).
+// Thread t of `members` takes a contiguous share of `count` items, rows or column chunks (what
+// schedule(static) would give).
 struct Share {
   std::int64_t begin = 0;
   std::int64_t end = 0;
 };
-inline Share share_of(std::int64_t rows, int t, int members) {
-  const std::int64_t base = rows / members;
-  const std::int64_t extra = rows % members;
+inline Share share_of(std::int64_t count, int t, int members) {
+  const std::int64_t base = count / members;
+  const std::int64_t extra = count % members;
   const std::int64_t begin = base * t + std::min<std::int64_t>(t, extra);
   return {begin, begin + base + (t < extra ? 1 : 0)};
 }
 
-// A job is one thread's share of the row loop: job(t, members). Runners compile it for one
-// instruction set; everything it calls is inline, so the whole loop nest is in that copy.
+// A job is one thread's share of a phase (the row loop, or a pass over the columns):
+// job(t, members). Runners compile it for one instruction set; everything it calls is inline,
+// so the whole loop nest is in that copy.
 template <class Job>
 void run_baseline(const Job& job, int t, int members) {
   job(t, members);
@@ -336,8 +340,8 @@ Isa host_isa() {
 #ifdef OPREG_RMS_X86
     // Also checks that the OS saves the wider registers (XCR0), not only the cpuid bits.
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512dq")) {
       return Isa::avx512;
     }
     if (__builtin_cpu_supports("avx2")) return Isa::avx2;
@@ -372,25 +376,57 @@ Runner<Job> runner(Isa isa) {
   return &run_baseline<Job>;
 }
 
-// Runs job(t, members) on a team of `team` threads, or on the calling thread for a team of one
-// (no OpenMP region at all: small problems must not pay for one).
-template <class Job>
-void run_team(const Job& job, int team) {
-  const Runner<Job> run = runner<Job>(host_isa());
+#ifdef _OPENMP
+// A barrier of the innermost enclosing team (an orphaned directive: run_phases calls it).
+void team_barrier() {
+#pragma omp barrier
+}
+#endif
+
+// Runs the jobs one after the other, each as job(t, members) on every thread of a team of
+// `team`, with a barrier between two jobs; a team of one is the calling thread, with no OpenMP
+// region at all (small problems must not pay for one).
+template <class... Jobs>
+void run_phases(int team, const Jobs&... jobs) {
+  const Isa isa = host_isa();
   if (team <= 1) {
-    run(job, 0, 1);
+    (runner<Jobs>(isa)(jobs, 0, 1), ...);
     return;
   }
 #ifdef _OPENMP
-  // The team may be smaller than asked (nested parallelism, thread limits): shares go by the
-  // actual team size.
 #pragma omp parallel num_threads(team)
-  run(job, omp_get_thread_num(), omp_get_num_threads());
+  {
+    // The team may be smaller than asked (nested parallelism, thread limits): shares, and the
+    // backward's partials, go by the actual team size.
+    const int t = omp_get_thread_num();
+    const int members = omp_get_num_threads();
+    int phase = 0;
+    ((phase++ == 0 ? void() : team_barrier(), runner<Jobs>(isa)(jobs, t, members)), ...);
+  }
 #endif
 }
 
+// (offset + w) for all h columns into `out`, a share of the column chunks per thread.
+template <class X, class W, Casting C>
+struct ScaleJob {
+  const typename W::T* w;
+  std::int64_t h;
+  double offset;
+  float* out;
+  OPREG_RMS_INLINE void operator()(int t, int members) const {
+    const Share share = share_of((h + kChunk - 1) / kChunk, t, members);
+    for (std::int64_t c = share.begin; c < share.end; ++c) {
+      scale_chunk<X, W, C>(w + c * kChunk, std::min(kChunk, h - c * kChunk), offset, out + c * kChunk);
+    }
+  }
+};
+
 // ---- Forward
 
+// One row: rstd, then y. round_x(x * rstd) rounds the f32 product, which can differ from the
+// reference's single rounding by one ulp of x's dtype at a tie; y's own rounding is that coarse,
+// and the reference's product uses the double rstd that no f32 rstd reproduces anyway (the
+// backward, where an f32 dweight would see it, rounds once).
 template <class X, class W, Casting C>
 OPREG_RMS_INLINE void fwd_row(const typename X::T* __restrict x, const typename W::T* __restrict w,
                               typename X::T* __restrict y, float* __restrict rstd_out, std::int64_t h, double eps,
@@ -440,23 +476,28 @@ struct Fwd {
     const RowsHidden shape = rows_hidden(a.x.shape());
     const std::int64_t h = shape.hidden;
     const auto* w = a.weight.data_as<const typename W::T>();
-    FwdJob<X, W, C> job{a.x.data_as<const typename X::T>(), w, a.y.data_as<typename X::T>(), a.rstd.data_as<float>(),
-                        shape.rows, h, a.eps, a.offset, nullptr};
+    FwdJob<X, W, C> job{};
+    job.x = a.x.data_as<const typename X::T>();
+    job.w = w;
+    job.y = a.y.data_as<typename X::T>();
+    job.rstd = a.rstd.data_as<float>();
+    job.rows = shape.rows;
+    job.h = h;
+    job.eps = a.eps;
+    job.offset = a.offset;
+    job.scaled = nullptr;
     if (shape.rows * h < kSerialBelow) {
       // Small problems (the dispatch benchmark's 1x8 among them) run on this thread and touch no
       // workspace: each row computes (offset + w) chunk by chunk as it goes.
-      run_team(job, 1);
+      run_phases(1, job);
       return;
     }
-    // Large ones compute (offset + w) once instead of once per row (`none` rounds it through
-    // round-to-odd, a dozen operations per column).
+    // Large ones compute (offset + w) once, shared by the team, instead of once per row (`none`
+    // rounds it through round-to-odd, a dozen operations per column).
     Scratch scratch(ctx, static_cast<std::size_t>(h) * sizeof(float));
     auto* scaled = static_cast<float*>(scratch.data());
-    for (std::int64_t b = 0; b < h; b += kChunk) {
-      scale_chunk<X, W, C>(w + b, std::min(kChunk, h - b), a.offset, scaled + b);
-    }
     job.scaled = scaled;
-    run_team(job, team_size(ctx, shape.rows, shape.rows * h));
+    run_phases(team_size(ctx, shape.rows, shape.rows * h), ScaleJob<X, W, C>{w, h, a.offset, scaled}, job);
   }
 };
 
@@ -466,10 +507,9 @@ struct Fwd {
 // row's share of dweight (dy * xhat) added to this thread's partial `dw`. dy is not restrict:
 // dx may be the same memory. The row's dot is complete before any dx is written, and each chunk
 // of dx is written only after the chunk's dy was read into registers and `out`.
-template <class X, Casting C>
-OPREG_RMS_INLINE void bwd_row(const typename X::T* dy, const typename X::T* __restrict x,
-                              const float* __restrict scale, float rstd, typename X::T* dx, float* __restrict dw,
-                              std::int64_t h) {
+template <class X, Casting C, bool kFirst>
+OPREG_RMS_INLINE void bwd_row(const typename X::T* dy, const typename X::T* __restrict x, const float* __restrict scale,
+                              float rstd, typename X::T* dx, float* __restrict dw, std::int64_t h) {
   const double dot = blocked_sum(h, DotTerm<X>{dy, scale, x});
   const double r = rstd;
   const auto coeff = static_cast<float>(h == 0 ? 0.0 : r * r * r * dot / static_cast<double>(h));
@@ -488,13 +528,14 @@ OPREG_RMS_INLINE void bwd_row(const typename X::T* dy, const typename X::T* __re
       const float xv = X::load(x[b + j]);
       const float xhat = xv * rstd;
       out[j] = rstd * (g * scale[b + j]) - coeff * xv;
-      if constexpr (C == Casting::gemma) {
-        dw[b + j] += g * xhat;
-      } else if constexpr (std::is_same_v<X, F32>) {
-        dw[b + j] += g * xhat;  // round_x is the identity
+      float term;
+      if constexpr (C == Casting::gemma || std::is_same_v<X, F32>) {
+        term = g * xhat;  // (for f32, round_x is the identity)
       } else {
-        dw[b + j] += g * round_x<X>(add_odd(xv * rstd_hi, xv * rstd_lo));
+        term = g * round_x<X>(add_odd(xv * rstd_hi, xv * rstd_lo));
       }
+      // The first row of a block sets it: no pass to zero the block beforehand.
+      dw[b + j] = kFirst ? term : dw[b + j] + term;
     }
     for (std::int64_t j = 0; j < n; ++j) dx[b + j] = X::store(out[j]);
   }
@@ -505,34 +546,38 @@ OPREG_RMS_INLINE void bwd_row(const typename X::T* dy, const typename X::T* __re
 // already miss an f32 dweight's tolerance), and the fold is one pass over H every 32 rows.
 constexpr std::int64_t kRowBlock = 32;
 
-// total += block, block = 0 (one thread's partials, h columns).
-OPREG_RMS_INLINE void fold(float* __restrict block, double* __restrict total, std::int64_t h) {
-  for (std::int64_t i = 0; i < h; ++i) total[i] += static_cast<double>(block[i]);
-  std::fill(block, block + h, 0.0f);
+// total += block (total = block for the first), one thread's partials over h columns.
+template <bool kFirst>
+OPREG_RMS_INLINE void fold(const float* __restrict block, double* __restrict total, std::int64_t h) {
+  for (std::int64_t i = 0; i < h; ++i) total[i] = (kFirst ? 0.0 : total[i]) + static_cast<double>(block[i]);
 }
 
-// A double rounded once to W (through round-to-odd for the 16-bit types, see to_float_odd).
-template <class W>
-inline typename W::T round_to_weight(double v) {
-  if constexpr (std::is_same_v<W, F32>) {
-    return static_cast<float>(v);
-  } else {
-    return W::store(to_float_odd(v));
-  }
-}
+// Whether each thread's share of the rows fits in one block: then the f32 blocks are the
+// partials, and folding them into f64 totals would only add scratch traffic (a thread of a
+// two-row problem would move its 200003-column partials three more times) for the same values.
+inline bool one_block_each(std::int64_t rows, int members) { return (rows + members - 1) / members <= kRowBlock; }
 
-// Columns [begin, end) of dweight: the totals of threads 0 .. members-1 added in that order.
-template <class W>
-void reduce_columns(const double* __restrict totals, int members, std::int64_t stride,
-                    typename W::T* __restrict dweight, std::int64_t begin, std::int64_t end) {
+// Columns [begin, end) of dweight (at most kChunk): the partials (f32 blocks or f64 totals) of
+// threads 0 .. members-1 added in that order in double, rounded once to W (through round-to-odd
+// for the 16-bit types, see to_float_odd; two loops, as SSE2 cannot vectorise double and 16-bit
+// lanes in one).
+template <class W, class P>
+OPREG_RMS_INLINE void reduce_columns(const P* __restrict partials, int members, std::size_t stride,
+                                     typename W::T* __restrict dweight, std::int64_t begin, std::int64_t end) {
   double acc[kChunk];
   const std::int64_t n = end - begin;
-  for (std::int64_t j = 0; j < n; ++j) acc[j] = totals[begin + j];
+  for (std::int64_t j = 0; j < n; ++j) acc[j] = static_cast<double>(partials[begin + j]);
   for (int t = 1; t < members; ++t) {
-    const double* p = totals + static_cast<std::int64_t>(t) * stride + begin;
-    for (std::int64_t j = 0; j < n; ++j) acc[j] += p[j];
+    const P* p = partials + stride * static_cast<std::size_t>(t) + static_cast<std::size_t>(begin);
+    for (std::int64_t j = 0; j < n; ++j) acc[j] += static_cast<double>(p[j]);
   }
-  for (std::int64_t j = 0; j < n; ++j) dweight[begin + j] = round_to_weight<W>(acc[j]);
+  if constexpr (std::is_same_v<W, F32>) {
+    for (std::int64_t j = 0; j < n; ++j) dweight[begin + j] = static_cast<float>(acc[j]);
+  } else {
+    float odd[kChunk];
+    for (std::int64_t j = 0; j < n; ++j) odd[j] = to_float_odd(acc[j]);
+    for (std::int64_t j = 0; j < n; ++j) dweight[begin + j] = W::store(odd[j]);
+  }
 }
 
 // One thread's rows of the backward: dx, and dweight partials in its own f32 block and f64
@@ -553,11 +598,52 @@ struct BwdJob {
     const Share share = share_of(rows, t, members);
     float* block = blocks + stride * static_cast<std::size_t>(t);
     double* total = totals + stride * static_cast<std::size_t>(t);
-    std::fill(block, block + h, 0.0f);
-    std::fill(total, total + h, 0.0);
-    for (std::int64_t r = share.begin; r < share.end; ++r) {
-      bwd_row<X, C>(dy + r * h, x + r * h, scaled, rstd[r], dx + r * h, block, h);
-      if ((r - share.begin + 1) % kRowBlock == 0 || r + 1 == share.end) fold(block, total, h);
+    const bool direct = one_block_each(rows, members);
+    // Neither partial is zeroed first (with few rows a thread, that would be most of the
+    // scratch traffic): a block's first row and the first fold assign instead of adding.
+    if (share.begin == share.end) {  // rows = 0: dweight = 0
+      if (direct) {
+        std::fill(block, block + h, 0.0f);
+      } else {
+        std::fill(total, total + h, 0.0);
+      }
+      return;
+    }
+    for (std::int64_t first = share.begin; first < share.end; first += kRowBlock) {
+      const std::int64_t end = std::min(share.end, first + kRowBlock);
+      bwd_row<X, C, true>(dy + first * h, x + first * h, scaled, rstd[first], dx + first * h, block, h);
+      for (std::int64_t r = first + 1; r < end; ++r) {
+        bwd_row<X, C, false>(dy + r * h, x + r * h, scaled, rstd[r], dx + r * h, block, h);
+      }
+      if (direct) break;  // the only block
+      if (first == share.begin) {
+        fold<true>(block, total, h);
+      } else {
+        fold<false>(block, total, h);
+      }
+    }
+  }
+};
+
+// dweight from the threads' partials, a share of the column chunks per thread.
+template <class W>
+struct ReduceJob {
+  const float* blocks;
+  const double* totals;
+  std::size_t stride;
+  typename W::T* dweight;
+  std::int64_t rows;
+  std::int64_t h;
+  OPREG_RMS_INLINE void operator()(int t, int members) const {
+    const Share share = share_of((h + kChunk - 1) / kChunk, t, members);
+    const bool direct = one_block_each(rows, members);
+    for (std::int64_t c = share.begin; c < share.end; ++c) {
+      const std::int64_t end = std::min(h, (c + 1) * kChunk);
+      if (direct) {
+        reduce_columns<W>(blocks, members, stride, dweight, c * kChunk, end);
+      } else {
+        reduce_columns<W>(totals, members, stride, dweight, c * kChunk, end);
+      }
     }
   }
 };
@@ -565,12 +651,9 @@ struct BwdJob {
 template <class X, class W, Casting C>
 struct Bwd {
   static void run(const RmsNormBwdArgs& a, const KernelContext& ctx) {
-    // Plain variables, not a structured binding: lambdas use them (clang 14 cannot capture one).
     const RowsHidden shape = rows_hidden(a.x.shape());
     const std::int64_t rows = shape.rows;
     const std::int64_t h = shape.hidden;
-    const auto* w = a.weight.data_as<const typename W::T>();
-    auto* dweight = a.dweight.data_as<typename W::T>();
     const int team = team_size(ctx, rows, rows * h);
     // Scratch, each array padded to a 64-byte multiple so threads never share a cache line:
     // (offset + w) once per call (f32, h), then per thread an f32 block and an f64 total of
@@ -581,40 +664,21 @@ struct Bwd {
     auto* scaled = static_cast<float*>(scratch.data());
     float* blocks = scaled + stride;
     auto* totals = reinterpret_cast<double*>(blocks + stride * members_max);
-    const std::int64_t column_chunks = (h + kChunk - 1) / kChunk;
-    const double offset = a.offset;
-    auto fill_scale = [&](std::int64_t c) {
-      scale_chunk<X, W, C>(w + c * kChunk, std::min(kChunk, h - c * kChunk), offset, scaled + c * kChunk);
-    };
-    auto reduce = [&](std::int64_t c, int members) {
-      reduce_columns<W>(totals, members, static_cast<std::int64_t>(stride), dweight, c * kChunk,
-                        std::min(h, (c + 1) * kChunk));
-    };
-    const BwdJob<X, C> job{a.dy.data_as<const typename X::T>(), a.x.data_as<const typename X::T>(), scaled,
-                           a.rstd.data_as<const float>(), a.dx.data_as<typename X::T>(), rows, h, stride, blocks,
-                           totals};
-    if (team <= 1) {
-      for (std::int64_t c = 0; c < column_chunks; ++c) fill_scale(c);
-      run_team(job, 1);
-      for (std::int64_t c = 0; c < column_chunks; ++c) reduce(c, 1);
-      return;
-    }
-#ifdef _OPENMP
-    const Runner<BwdJob<X, C>> run = runner<BwdJob<X, C>>(host_isa());
-#pragma omp parallel num_threads(team)
-    {
-      // As in run_team: shares and partials go by the actual team size; every partial is
-      // written by its owner.
-      const int members = omp_get_num_threads();
-#pragma omp for schedule(static)
-      for (std::int64_t c = 0; c < column_chunks; ++c) fill_scale(c);
-      // (the loop's implicit barrier: `scaled` is complete before any row reads it)
-      run(job, omp_get_thread_num(), members);
-#pragma omp barrier
-#pragma omp for schedule(static)
-      for (std::int64_t c = 0; c < column_chunks; ++c) reduce(c, members);
-    }
-#endif
+    // Three phases, each waiting for the one before: (offset + w); the rows (dx, and each
+    // thread's dweight partials); dweight from the partials.
+    const ScaleJob<X, W, C> scale{a.weight.data_as<const typename W::T>(), h, a.offset, scaled};
+    const BwdJob<X, C> rows_job{a.dy.data_as<const typename X::T>(),
+                                a.x.data_as<const typename X::T>(),
+                                scaled,
+                                a.rstd.data_as<const float>(),
+                                a.dx.data_as<typename X::T>(),
+                                rows,
+                                h,
+                                stride,
+                                blocks,
+                                totals};
+    const ReduceJob<W> reduce{blocks, totals, stride, a.dweight.data_as<typename W::T>(), rows, h};
+    run_phases(team, scale, rows_job, reduce);
   }
 };
 
@@ -647,19 +711,20 @@ void by_dtype(const Args& a, const KernelContext& ctx, const char* variant) {
   fail(ErrorKind::internal, "{}: no kernel for x {} with weight {}", variant, to_string(xd), to_string(wd));
 }
 
+// name=value pairs for `opreg ops` and verbose logs, short and true: where the thread count
+// comes from, the constants above, and the instruction set the row loops run with here.
 std::vector<Tunable> tunables() {
 #ifdef _OPENMP
-  std::string threads =
-      fmt::format("OPREG_NUM_THREADS, else omp_get_max_threads(); at most rows and one per {} elements", kMinPerThread);
+  std::string threads = "OPREG_NUM_THREADS";
 #else
-  std::string threads = "1 (built without OpenMP)";
+  std::string threads = "1";
 #endif
   return {{"threads", std::move(threads)},
-          {"isa", fmt::format("{} (the best of avx512, avx2, baseline this cpu has)", isa_name(host_isa()))},
-          {"serial_below", fmt::format("{} elements (rows x hidden)", kSerialBelow)},
-          {"lanes", fmt::format("{} f32 accumulators per row sum, blocks of {} summed in double", kLanes, kBlock)},
-          {"dweight",
-           fmt::format("per thread: f32 over {} rows, folded into f64; threads summed in order", kRowBlock)}};
+          {"serial_below", std::to_string(kSerialBelow)},
+          {"min_per_thread", std::to_string(kMinPerThread)},
+          {"lanes", std::to_string(kLanes)},
+          {"row_block", std::to_string(kRowBlock)},
+          {"isa", isa_name(host_isa())}};
 }
 
 }  // namespace
