@@ -34,6 +34,20 @@ Casting parse_casting(std::string_view text);  // "llama" | "gemma" | "none"
 enum class Direction : std::uint8_t { fwd, bwd };
 std::string_view to_string(Direction direction);
 
+// How a row op sees its input: hidden = the last extent, rows = the product of the others
+// (from the extents, not numel, so hidden = 0 keeps the row count; a 0-d shape is 1 x 1).
+struct RowsHidden {
+  std::int64_t rows = 1;
+  std::int64_t hidden = 1;
+};
+inline RowsHidden rows_hidden(const Shape& shape) {
+  RowsHidden out;
+  if (shape.ndim() == 0) return out;
+  out.hidden = shape[shape.ndim() - 1];
+  for (int d = 0; d + 1 < shape.ndim(); ++d) out.rows *= shape[d];
+  return out;
+}
+
 // ---- rms_norm: y = x * rstd * (offset + w), rstd = 1 / sqrt(mean(x^2) + eps) per row
 struct RmsNormFwdArgs {
   Tensor x;       // (..., H)
@@ -177,7 +191,7 @@ struct NormOut {
   Tensor y;
   Tensor mean;  // undefined for rms_norm and fused_add_rms_norm
   Tensor rstd;
-  Tensor s;     // fused_add_rms_norm only: the new residual
+  Tensor s;  // fused_add_rms_norm only: the new residual
 };
 struct NormGrads {
   Tensor dx;

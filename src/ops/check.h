@@ -16,8 +16,7 @@ namespace opreg::op_check {
 [[noreturn]] void not_like(const char* op, const char* name, const Tensor& t, const char* ref_name, const Tensor& ref);
 [[noreturn]] void bad_weight(const char* op, const char* name, const Tensor& w, std::int64_t length,
                              const char* length_of, const char* x_name, DType x_dtype);
-[[noreturn]] void bad_stats(const char* op, const char* name, const Tensor& t, const Shape& want,
-                            const Shape* also);
+[[noreturn]] void bad_stats(const char* op, const char* name, const Tensor& t, const Shape& want, const Shape* also);
 [[noreturn]] void bad_scalar(const char* op, const char* name, double value, const char* accepted);
 [[noreturn]] void bad_casting(const char* op, Casting casting);
 [[noreturn]] void bad_groups(const char* op, std::int64_t groups, std::int64_t channels);
@@ -60,19 +59,15 @@ inline void row_stats(const char* op, const char* name, const Tensor& t, const T
   bool ok = t.dtype() == DType::f32;
   if (ok) {
     if (ts.ndim() == 1 && xs.ndim() != 2) {
-      std::int64_t rows = 1;
-      for (int i = 0; i + 1 < xs.ndim(); ++i) rows *= xs[i];  // x's numel fits, so this does too
-      ok = ts[0] == rows;
+      ok = ts[0] == rows_hidden(xs).rows;  // x's numel fits, so this product does too
     } else {
       ok = ts.ndim() == xs.ndim() - 1;
       for (int i = 0; ok && i < ts.ndim(); ++i) ok = ts[i] == xs[i];
     }
   }
   if (!ok) {
-    std::int64_t rows = 1;
     Shape leading(std::span<const std::int64_t>(xs.dims().data(), static_cast<std::size_t>(xs.ndim() - 1)));
-    for (auto d : leading.dims()) rows *= d;
-    const Shape flat{rows};
+    const Shape flat{rows_hidden(xs).rows};
     bad_stats(op, name, t, flat, leading == flat ? nullptr : &leading);
   }
 }

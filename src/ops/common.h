@@ -17,9 +17,7 @@ inline void input(const char* op, const char* name, const Tensor& t, int min_ran
 inline Tensor like(const Tensor& t) { return Tensor::empty(t.shape(), t.dtype(), t.device()); }
 
 inline Tensor row_stats(const Tensor& x) {
-  std::int64_t rows = 1;
-  for (int i = 0; i + 1 < x.ndim(); ++i) rows *= x.size(i);
-  return Tensor::empty(Shape{rows}, DType::f32, x.device());
+  return Tensor::empty(Shape{rows_hidden(x.shape()).rows}, DType::f32, x.device());
 }
 
 inline Tensor group_stats(const Tensor& x, std::int64_t groups) {

@@ -56,10 +56,8 @@ std::uint64_t bytes_moved(std::string_view op, Direction direction, const Shape&
   // Per-row ops: `act` activation-sized tensors, `par` weight-sized ones, `stats` row statistics.
   auto per_row = [&](std::uint64_t act, std::uint64_t par, std::uint64_t stats) {
     if (shape.ndim() < 1) fail(ErrorKind::invalid_argument, "bytes_moved({}): shape has no dims", op);
-    const auto h = static_cast<std::uint64_t>(shape[shape.ndim() - 1]);
-    std::uint64_t rows = 1;
-    for (int i = 0; i + 1 < shape.ndim(); ++i) rows *= static_cast<std::uint64_t>(shape[i]);
-    return act * n * sx + par * h * sw + stats * rows * kStat;
+    const auto [rows, h] = rows_hidden(shape);
+    return act * n * sx + par * static_cast<std::uint64_t>(h) * sw + stats * static_cast<std::uint64_t>(rows) * kStat;
   };
   if (op == "rms_norm") return fwd ? per_row(2, 1, 1) : per_row(3, 2, 1);
   if (op == "fused_add_rms_norm") return fwd ? per_row(4, 1, 1) : per_row(4, 2, 1);

@@ -59,33 +59,14 @@ std::string index_str(const Shape& shape, std::int64_t flat) {
 
 // ---- The typed part: which op, which reference, which scalars, how backward inputs are made.
 
-void set_scalars(RmsNormFwdArgs& a, const ProblemSpec& s) {
-  a.eps = s.eps;
-  a.offset = s.offset;
-  a.casting = s.casting;
+// The spec's scalars that the op's struct has fields for.
+template <class Args>
+void set_scalars(Args& a, const ProblemSpec& s) {
+  if constexpr (requires { a.eps; }) a.eps = s.eps;
+  if constexpr (requires { a.offset; }) a.offset = s.offset;
+  if constexpr (requires { a.casting; }) a.casting = s.casting;
+  if constexpr (requires { a.num_groups; }) a.num_groups = s.groups;
 }
-void set_scalars(RmsNormBwdArgs& a, const ProblemSpec& s) {
-  a.offset = s.offset;
-  a.casting = s.casting;
-}
-void set_scalars(FusedAddRmsNormFwdArgs& a, const ProblemSpec& s) {
-  a.eps = s.eps;
-  a.offset = s.offset;
-  a.casting = s.casting;
-}
-void set_scalars(FusedAddRmsNormBwdArgs& a, const ProblemSpec& s) {
-  a.offset = s.offset;
-  a.casting = s.casting;
-}
-void set_scalars(LayerNormFwdArgs& a, const ProblemSpec& s) { a.eps = s.eps; }
-void set_scalars(LayerNormBwdArgs&, const ProblemSpec&) {}
-void set_scalars(GroupNormFwdArgs& a, const ProblemSpec& s) {
-  a.num_groups = s.groups;
-  a.eps = s.eps;
-}
-void set_scalars(GroupNormBwdArgs& a, const ProblemSpec& s) { a.num_groups = s.groups; }
-void set_scalars(GluFwdArgs&, const ProblemSpec&) {}
-void set_scalars(GluBwdArgs&, const ProblemSpec&) {}
 
 // Statistics a backward consumes come from the reference forward on the same inputs.
 Tensor host_like(const Tensor& t, Registry& reg) { return Tensor::empty(t.shape(), t.dtype(), Device{}, reg); }
@@ -169,12 +150,7 @@ class TypedProblem final : public ImplBase {
            shape.ndim(), grouped ? "(N, C, spatial...) with at least 2 dims" : "at least 1 dim");
     }
     const std::int64_t params = grouped ? shape[1] : shape[shape.ndim() - 1];
-    Shape stats = grouped ? Shape{shape[0], s.groups} : Shape{};
-    if (!grouped) {
-      std::int64_t rows = 1;
-      for (int i = 0; i + 1 < shape.ndim(); ++i) rows *= shape[i];
-      stats = Shape{rows};
-    }
+    const Shape stats = grouped ? Shape{shape[0], s.groups} : Shape{rows_hidden(shape).rows};
     TensorList hl;
     op_.def().tensors(op_.def(), &host_, hl);
     for (int i = 0; i < hl.size(); ++i) {

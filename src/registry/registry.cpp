@@ -984,6 +984,17 @@ inline CallSite locate(const Registry& r, const detail::OpDef& op, const TensorL
   return site;
 }
 
+// The op's check, the tensors' device (which must exist and be available) and the first
+// non-contiguous tensor: what choose() and call_variant() establish before looking at variants.
+CallSite checked_site(const Registry& r, const detail::OpDef& op, const void* args) {
+  op.check(op, args);
+  TensorList list;
+  op.tensors(op, const_cast<void*>(args), list);
+  const CallSite site = locate(r, op, list);
+  r.check_device(site.device);
+  return site;
+}
+
 inline KernelContext kernel_context(Registry& r, const State& s, const BackendRecord& be, Device device,
                                     const VariantEntry& v, const ExecContext* ctx) {
   const std::size_t index = static_cast<std::size_t>(device.index);
@@ -1124,12 +1135,8 @@ DispatchResult Registry::dispatch(const detail::OpDef& op, const void* args, con
 }
 
 const VariantInfo* Registry::choose_erased(const detail::OpDef& op, const void* args, std::string* why) const {
-  op.check(op, args);
-  TensorList list;
-  op.tensors(op, const_cast<void*>(args), list);
-  const CallSite site = locate(*this, op, list);
+  const CallSite site = checked_site(*this, op, args);
   const Device device = site.device;
-  check_device(device);
   const State& s = core_->state();
   const BackendTable* bt = table_for(s, op, device);
   if (bt == nullptr) {
@@ -1146,12 +1153,8 @@ const VariantInfo* Registry::choose_erased(const detail::OpDef& op, const void* 
 
 Verdict Registry::call_variant_erased(const detail::OpDef& op, std::string_view name, const void* args,
                                       const ExecContext* ctx) {
-  op.check(op, args);
-  TensorList list;
-  op.tensors(op, const_cast<void*>(args), list);
-  const CallSite site = locate(*this, op, list);
+  const CallSite site = checked_site(*this, op, args);
   const Device device = site.device;
-  check_device(device);
   const State& s = core_->state();
   const auto& ot = s.ops[static_cast<std::size_t>(op.id)];
   // Disabled backends and variants are still callable by name: OPREG_DISABLE shapes the choice.

@@ -241,20 +241,6 @@ struct DotTerm {
   OPREG_RMS_INLINE float operator()(std::int64_t i) const { return X::load(dy[i]) * scale[i] * X::load(x[i]); }
 };
 
-// Rows x hidden from the extents (not numel), as the reference does, so hidden = 0 keeps the
-// row count and a 0-d tensor is one row of one element.
-struct RowsHidden {
-  std::int64_t rows = 1;
-  std::int64_t hidden = 1;
-};
-RowsHidden rows_hidden(const Shape& shape) {
-  RowsHidden out;
-  if (shape.ndim() == 0) return out;
-  out.hidden = shape[shape.ndim() - 1];
-  for (int d = 0; d + 1 < shape.ndim(); ++d) out.rows *= shape[d];
-  return out;
-}
-
 // Threads for a problem: 1 below kSerialBelow elements or without OpenMP; otherwise the
 // context's count (0: OpenMP's default), no more than rows and no more than kMinPerThread
 // allows. A function of the problem and the count only, so dweight is reproducible.

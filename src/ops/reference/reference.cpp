@@ -142,20 +142,6 @@ double inverse_std(double sum, std::int64_t count, double eps) {
   return 1.0 / std::sqrt(mean + eps);
 }
 
-// Rows x hidden, computed from the extents rather than numel so that hidden = 0 still gives the
-// right row count.
-struct RowsHidden {
-  std::int64_t rows = 1;
-  std::int64_t hidden = 1;
-};
-RowsHidden rows_hidden(const Shape& shape) {
-  RowsHidden out;
-  if (shape.ndim() == 0) return out;
-  out.hidden = shape[shape.ndim() - 1];
-  for (int d = 0; d + 1 < shape.ndim(); ++d) out.rows *= shape[d];
-  return out;
-}
-
 // ---- rms_norm and fused_add_rms_norm
 
 // (offset + w) as the casting mode sees it: `none` rounds it to x's dtype.
