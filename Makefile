@@ -22,7 +22,7 @@ deps:
 	@scripts/install-deps.sh
 
 configure: deps
-	@cmake -S . -B $(BUILD) $(CMAKE_ARGS) >/dev/null
+	@cmake -S . -B $(BUILD) -DOPREG_WERROR=ON $(CMAKE_ARGS) >/dev/null
 
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
@@ -34,14 +34,14 @@ test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 asan: deps
-	@cmake -S . -B build-asan $(CLANG) -DOPREG_SANITIZE=address,undefined -DOPREG_WITH_CUDA=OFF \
+	@cmake -S . -B build-asan $(CLANG) -DOPREG_WERROR=ON -DOPREG_SANITIZE=address,undefined -DOPREG_WITH_CUDA=OFF \
 	  -DOPREG_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug >/dev/null
 	@cmake --build build-asan -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir build-asan --output-on-failure -j $(JOBS)
 
 tsan: deps
-	@cmake -S . -B build-tsan $(CLANG) -DOPREG_SANITIZE=thread -DOPREG_WITH_OPENMP=OFF -DOPREG_WITH_CUDA=OFF \
+	@cmake -S . -B build-tsan $(CLANG) -DOPREG_WERROR=ON -DOPREG_SANITIZE=thread -DOPREG_WITH_OPENMP=OFF -DOPREG_WITH_CUDA=OFF \
 	  -DOPREG_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug >/dev/null
 	@cmake --build build-tsan -j $(JOBS)
 	TSAN_OPTIONS=halt_on_error=1:allocator_may_return_null=1 ctest --test-dir build-tsan --output-on-failure -L registry -j $(JOBS)

@@ -4,6 +4,7 @@
 
 #include "backends/builtin.h"
 #include "opreg/registry.h"
+#include "registry/fail.h"
 
 namespace {
 

@@ -32,8 +32,8 @@ struct AxpyArgs {
 
 void axpy_check(const AxpyArgs& args) {
   if (!(args.x.shape() == args.y.shape())) {
-    opreg::fail(opreg::ErrorKind::invalid_argument, "axpy.fwd: y has shape {} but x has {}", args.y.shape().str(),
-                args.x.shape().str());
+    throw opreg::Error(opreg::ErrorKind::invalid_argument,
+                       "axpy.fwd: y has shape " + args.y.shape().str() + " but x has " + args.x.shape().str());
   }
 }
 

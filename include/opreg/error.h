@@ -1,12 +1,9 @@
 // opreg::Error: the one exception type of the library.
 #pragma once
 
-#include <fmt/format.h>
-
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <utility>
 
 namespace opreg {
 
@@ -27,11 +24,5 @@ class Error : public std::runtime_error {
  private:
   ErrorKind kind_;
 };
-
-// Throws opreg::Error with a fmt-built message.
-template <class... A>
-[[noreturn]] void fail(ErrorKind kind, fmt::format_string<A...> format, A&&... args) {
-  throw Error(kind, fmt::format(format, std::forward<A>(args)...));
-}
 
 }  // namespace opreg

@@ -404,7 +404,7 @@ struct TypedOpDef final : OpDef {
 template <class Args>
 Op<Args>::Op(OpSpec<Args> spec) {
   if (spec.check == nullptr || spec.tensors == nullptr) {
-    fail(ErrorKind::internal, "op '{}': OpSpec needs a check and a tensors function", spec.name);
+    throw Error(ErrorKind::internal, "op '" + spec.name + "': OpSpec needs a check and a tensors function");
   }
   auto def = std::make_unique<detail::TypedOpDef<Args>>();
   def->name = spec.name;
@@ -429,7 +429,10 @@ Registration Registry::add_variant(const Op<Args>& op, VariantSpec<Args> spec, R
       return f(*static_cast<const Args*>(a), p);
     };
   }
-  if (!spec.run) fail(ErrorKind::invalid_argument, "variant {}.{}.{}: no run function", v.backend, op.name(), v.impl);
+  if (!spec.run) {
+    throw Error(ErrorKind::invalid_argument,
+                "variant " + v.backend + "." + std::string(op.name()) + "." + v.impl + ": no run function");
+  }
   using Kernel = std::function<void(const Args&, const KernelContext&)>;
   using Function = void (*)(const Args&, const KernelContext&);
   if (const Function* f = spec.run.template target<Function>(); f != nullptr) {

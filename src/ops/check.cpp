@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "registry/fail.h"
+
 namespace opreg::op_check {
 namespace {
 

@@ -4,6 +4,7 @@
 #include <array>
 
 #include "opreg/ops.h"
+#include "registry/fail.h"
 
 namespace opreg {
 

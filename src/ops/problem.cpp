@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "ops/reference/reference.h"
+#include "registry/fail.h"
 
 namespace opreg {
 namespace {

@@ -7,6 +7,7 @@
 
 #include "opreg/registry.h"
 #include "registry/names.h"
+#include "registry/fail.h"
 
 extern char** environ;
 

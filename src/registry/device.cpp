@@ -8,6 +8,7 @@
 #include <new>
 
 #include "opreg/error.h"
+#include "registry/fail.h"
 
 namespace opreg {
 

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "opreg/error.h"
+#include "registry/fail.h"
 
 namespace opreg {
 namespace {

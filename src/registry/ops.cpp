@@ -3,6 +3,7 @@
 
 #include "opreg/registry.h"
 #include "registry/names.h"
+#include "registry/fail.h"
 
 namespace opreg {
 namespace {

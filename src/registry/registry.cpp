@@ -17,6 +17,7 @@
 #include "backends/builtin.h"
 #include "opreg/registry.h"
 #include "registry/names.h"
+#include "registry/fail.h"
 
 namespace opreg {
 namespace detail {

@@ -8,6 +8,7 @@
 
 #include "opreg/error.h"
 #include "opreg/registry.h"
+#include "registry/fail.h"
 
 namespace opreg {
 

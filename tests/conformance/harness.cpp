@@ -2,6 +2,7 @@
 #include "conformance/harness.h"
 
 #include <fmt/format.h>
+#include "registry/fail.h"
 
 namespace opreg::conformance {
 namespace {

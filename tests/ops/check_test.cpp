@@ -22,6 +22,7 @@
 #include "opreg/ops.h"
 #include "support/host_backend.h"
 #include "support/throws_error.h"
+#include "registry/fail.h"
 
 namespace opreg::testing {
 namespace {

@@ -19,6 +19,7 @@
 #include "support/host_backend.h"
 #include "support/throws_error.h"
 #include "support/test_op.h"
+#include "registry/fail.h"
 
 namespace {
 

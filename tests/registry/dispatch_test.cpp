@@ -10,6 +10,7 @@
 #include "support/host_backend.h"
 #include "support/test_op.h"
 #include "support/throws_error.h"
+#include "registry/fail.h"
 
 namespace opreg::testing {
 namespace {

@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 
 #include "opreg/registry.h"
+#include "registry/fail.h"
 
 namespace opreg::testing {
 

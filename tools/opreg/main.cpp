@@ -20,6 +20,7 @@
 #include "opreg/ops.h"
 #include "opreg/registry.h"
 #include "ops/problem.h"
+#include "registry/fail.h"
 
 namespace {
 

@@ -21,6 +21,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "registry/fail.h"
+
 #ifdef _OPENMP
 #include <omp.h>
 #endif

@@ -6,6 +6,7 @@
 #include "backends/builtin.h"
 #include "backends/cuda_like/gpu_vendor.h"
 #include "opreg/registry.h"
+#include "registry/fail.h"
 
 namespace opreg {
 namespace {

@@ -7,6 +7,7 @@
 
 #include "backends/builtin.h"
 #include "opreg/registry.h"
+#include "registry/fail.h"
 
 namespace opreg {
 namespace {
