@@ -6,8 +6,9 @@
 #include <cstring>
 
 #include "opreg/registry.h"
-#include "registry/names.h"
+#include "registry/env.h"
 #include "registry/fail.h"
+#include "registry/names.h"
 
 extern char** environ;
 
@@ -20,12 +21,7 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-// An unset or empty variable reads as absent.
-std::optional<std::string> get(const char* name) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || trim(v).empty()) return std::nullopt;
-  return std::string(trim(v));
-}
+std::optional<std::string> get(const char* name) { return env_value(name); }
 
 std::vector<std::string> comma_list(const char* var, const std::string& value, std::string_view what) {
   std::vector<std::string> out;
@@ -50,6 +46,12 @@ int small_int(const char* var, const std::string& value, int lo, int hi, std::st
 }
 
 }  // namespace
+
+std::optional<std::string> env_value(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || trim(v).empty()) return std::nullopt;
+  return std::string(trim(v));
+}
 
 const std::vector<std::string>& Config::variables() {
   static const std::vector<std::string> vars = {
