@@ -122,6 +122,10 @@ class Backend : public std::enable_shared_from_this<Backend> {
                     std::size_t pattern_bytes, void* stream) = 0;
   virtual void synchronize(int index, void* stream) = 0;
   virtual void* default_stream(int /*index*/) { return nullptr; }
+  // The DLPack device type (DLDeviceType's value) of this backend's memory, for DLPack import and
+  // export and plugin tensors: kDLCPU = 1, kDLCUDA = 2, kDLOpenCL = 4; the default is kDLExtDev
+  // (12), a device DLPack has no type for.
+  virtual int dlpack_device_type() const { return 12; }
 
   // The cached scratch allocator of device `index`.
   Workspace& workspace(int index);
