@@ -19,6 +19,7 @@
 
 #include "opreg/ops.h"
 #include "opreg/registry.h"
+#include "opreg/version.h"
 #include "ops/problem.h"
 #include "registry/fail.h"
 
@@ -42,6 +43,7 @@ commands:
   ops       every op and, per backend, its variants in choice order
   run       run one op on a device, check it against the reference, time it
   help      this text; `opreg <command> --help` for one command
+  --version the library's version
 
 environment: OPREG_DEVICE, OPREG_BACKEND_ORDER, OPREG_DISABLE, OPREG_FORCE_VARIANT,
 OPREG_FALLBACK, OPREG_VERBOSE, OPREG_NUM_THREADS (see docs/env.md)
@@ -439,6 +441,11 @@ int run(int argc, char** argv) {
   args.erase(args.begin());
   if (command == "help" || command == "--help" || command == "-h") {
     std::fputs(kMainHelp, stdout);
+    return kExitOk;
+  }
+  if (command == "--version" || command == "version") {
+    if (!args.empty()) throw Usage{fmt::format("--version takes no arguments (got '{}')", args[0])};
+    fmt::print("opreg {}\n", opreg::library_version());
     return kExitOk;
   }
   if (command == "devices") return cmd_devices(args);
