@@ -90,6 +90,9 @@ options (each takes one value, as `--opt V` or `--opt=V`; a repeated option: the
   --offset O        rms_norm, fused_add_rms_norm: y = x * rstd * (O + w) (default 0)
   --casting C       rms_norm, fused_add_rms_norm: llama, gemma, none (default llama)
   --inplace         backward ops: the input gradient overwrites dy (glu: da is a, db is b)
+  --values V        the activation inputs: random (default: uniform in [-2, 2], away from 0),
+                    large (magnitudes near the top of the dtype), equal (one value per row or
+                    group), special (NaN and infinities in the first rows)
   --seed N          input seed, 0 to 2^64-1 (default 1)
   --repeat K        runs to time, 1 to 100000 (default 3)
   --tol-scale S     multiply the tolerance table by S (default 1; 0 demands equality with the
@@ -214,6 +217,7 @@ struct RunOptions {
   bool no_weight = false;
   bool no_bias = false;
   std::optional<std::uint64_t> seed;
+  std::optional<opreg::Values> values;
   std::optional<std::int64_t> repeat;
   std::optional<double> tol_scale;
 };
@@ -276,7 +280,7 @@ RunOptions parse_run_args(const std::vector<std::string_view>& args) {
     }
     static constexpr std::string_view kValued[] = {"--device", "--dtype",  "--wdtype",  "--shape", "--groups",
                                                    "--eps",    "--offset", "--casting", "--seed",  "--repeat",
-                                                   "--tol-scale"};
+                                                   "--tol-scale", "--values"};
     if (std::find(std::begin(kValued), std::end(kValued), name) == std::end(kValued)) {
       throw Usage{fmt::format("run: unknown option '{}'", name)};
     }
@@ -311,6 +315,12 @@ RunOptions parse_run_args(const std::vector<std::string_view>& args) {
       o.casting = pick<opreg::Casting>(
           name, value,
           {{"llama", opreg::Casting::llama}, {"gemma", opreg::Casting::gemma}, {"none", opreg::Casting::none}});
+    } else if (name == "--values") {
+      o.values = pick<opreg::Values>(name, value,
+                                     {{"random", opreg::Values::random},
+                                      {"large", opreg::Values::large},
+                                      {"equal", opreg::Values::equal},
+                                      {"special", opreg::Values::special}});
     } else if (name == "--seed") {
       o.seed = parse_int<std::uint64_t>(name, value, 0, UINT64_MAX, "an integer from 0 to 2^64-1");
     } else if (name == "--repeat") {
@@ -384,6 +394,7 @@ int cmd_run(const std::vector<std::string_view>& args) {
   spec.casting = o.casting.value_or(opreg::Casting::llama);
   spec.in_place = o.inplace;
   spec.seed = o.seed.value_or(1);
+  spec.values = o.values.value_or(opreg::Values::random);
   spec.tol_scale = o.tol_scale.value_or(1.0);
   const std::int64_t repeat = o.repeat.value_or(3);
 
