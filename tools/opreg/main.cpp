@@ -7,6 +7,7 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -35,6 +36,31 @@ constexpr int kExitUnsupported = 3;
 struct Usage {
   std::string message;
 };
+
+// Errors are one line: control characters in a message (a value the user typed, echoed back)
+// are shown escaped (\n, \t, \x01), so the line cannot be split or spoofed.
+std::string one_line(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (u < 0x20 || u == 0x7F) {
+      out += fmt::format("\\x{:02x}", u);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+void print_error(std::string_view line) { std::fprintf(stderr, "opreg: %s\n", one_line(line).c_str()); }
+
 
 constexpr const char* kMainHelp = R"(usage: opreg <command> [options]
 
@@ -74,7 +100,7 @@ double-precision reference and prints one line:
 err is max |out - ref| / (atol + rtol |ref|) over every output (pass: err <= 1); time_us is the
 median of the K runs (each: run + synchronize); gbps is the op's ideal bytes moved / time_us.
 
-options (each takes one value, as `--opt V` or `--opt=V`; a repeated option: the last wins):
+options (each takes one value, as `--opt V` or `--opt=V`, and may be given once):
   --device D        cpu, cuda:1, npu, ... (default: the device inference picks, see `opreg devices`)
   --dtype T         x's dtype: f32, f16, bf16 (default f32)
   --wdtype W        weight and bias dtype: same (as --dtype) or f32 (default same; norms only)
@@ -259,6 +285,15 @@ double parse_number(std::string_view option, std::string_view text, double lo, s
 RunOptions parse_run_args(const std::vector<std::string_view>& args) {
   RunOptions o;
   bool have_op = false;
+  // Each option once: a second value would silently replace the first, and a bad first value
+  // would never be looked at.
+  std::vector<std::pair<std::string_view, std::string_view>> seen;  // option, its argument
+  auto once = [&](std::string_view name, std::string_view arg) {
+    for (const auto& [option, first] : seen) {
+      if (option == name) throw Usage{fmt::format("run: {} is given twice ('{}' and '{}')", name, first, arg)};
+    }
+    seen.emplace_back(name, arg);
+  };
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string_view arg = args[i];
     if (!arg.starts_with("-")) {
@@ -275,6 +310,7 @@ RunOptions parse_run_args(const std::vector<std::string_view>& args) {
     }
     if (name == "--inplace" || name == "--no-weight" || name == "--no-bias") {
       if (inline_value) throw Usage{fmt::format("run: {} takes no value (got '{}')", name, arg)};
+      once(name, arg);
       (name == "--inplace" ? o.inplace : name == "--no-weight" ? o.no_weight : o.no_bias) = true;
       continue;
     }
@@ -291,6 +327,7 @@ RunOptions parse_run_args(const std::vector<std::string_view>& args) {
       if (i + 1 == args.size()) throw Usage{fmt::format("run: {} needs a value", name)};
       value = args[++i];
     }
+    once(name, value);
     if (name == "--device") {
       if (value.empty()) bad_value(name, value, "a device such as cpu, cuda:0, npu (see `opreg devices`)");
       o.device = std::string(value);
@@ -399,6 +436,9 @@ int cmd_run(const std::vector<std::string_view>& args) {
   const std::int64_t repeat = o.repeat.value_or(3);
 
   auto& reg = opreg::default_registry();
+  // OPREG_DEVICE is checked even when --device overrides it (a malformed or unknown name is an
+  // error; an unavailable device is not, since it is not used): a bad value is never dropped.
+  if (const std::string env = reg.config().device; o.device && !env.empty()) reg.parse_device(env);
   const opreg::Device device = o.device ? reg.parse_device(*o.device) : reg.infer_device().device;
   reg.check_device(device);
 
@@ -438,10 +478,8 @@ int cmd_run(const std::vector<std::string_view>& args) {
   std::fflush(stdout);
   if (report.pass()) return kExitOk;
 
-  std::string summary = report.summary();
-  std::replace(summary.begin(), summary.end(), '\n', ' ');  // errors are one line
-  std::fprintf(stderr, "opreg: run: check failed: %s; replay: opreg run %s\n", summary.c_str(),
-               spec.cli_args(reg.device_name(device)).c_str());
+  print_error(fmt::format("run: check failed: {}; replay: opreg run {}", report.summary(),
+                          spec.cli_args(reg.device_name(device))));
   return kExitCheckFailed;
 }
 
@@ -467,19 +505,31 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
+// What a command wrote must have reached stdout: a full disk or a closed pipe is an error, not a
+// silent success with the result line lost.
+int flushed(int code) {
+  // errno still holds the failed write's reason when an earlier write (a full buffer) failed.
+  if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0) {
+    print_error(fmt::format("error: cannot write to standard output: {}",
+                            errno != 0 ? std::strerror(errno) : "write error"));
+    return code == kExitOk ? kExitCheckFailed : code;
+  }
+  return code;
+}
+
 int main(int argc, char** argv) {
   try {
-    return run(argc, argv);
+    return flushed(run(argc, argv));
   } catch (const Usage& u) {
     // A command's own usage error points at that command's help, where its options are.
     std::string see = "opreg --help";
     for (const char* cmd : {"devices", "ops", "run"}) {
       if (u.message.starts_with(std::string(cmd) + ": ")) see = fmt::format("opreg {} --help", cmd);
     }
-    std::fprintf(stderr, "opreg: %s (see `%s`)\n", u.message.c_str(), see.c_str());
+    print_error(fmt::format("{} (see `{}`)", u.message, see));
     return kExitUsage;
   } catch (const opreg::Error& e) {
-    std::fprintf(stderr, "opreg: error: %s\n", e.what());
+    print_error(fmt::format("error: {}", e.what()));
     switch (e.kind()) {
       case ErrorKind::invalid_argument:
         return kExitUsage;
@@ -491,7 +541,7 @@ int main(int argc, char** argv) {
     }
     return kExitCheckFailed;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "opreg: internal error: %s\n", e.what());
+    print_error(fmt::format("internal error: {}", e.what()));
     return kExitCheckFailed;
   }
 }
