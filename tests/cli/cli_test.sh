@@ -194,6 +194,13 @@ expect 2 "invalid device 'nonsense'" -- env OPREG_DEVICE=nonsense "$opreg" run r
 expect 3 "^opreg: error: op 'nosuch\.fwd.nX' is not defined" -- "$opreg" run $'nosuch.fwd\nX'
 lines=$("$opreg" run $'nosuch.fwd\nX' 2>&1 | wc -l)
 if [[ $lines -ne 1 ]]; then echo "FAIL: an error spans $lines lines"; failures=$((failures + 1)); fi
+# Sizes are overflow-checked with zero extents too (2^64 rows of nothing is not a problem to run).
+expect 2 'shape \[4294967296x4294967296x0\]: the product of its extents' -- \
+  "$opreg" run rms_norm.fwd --shape 4294967296x4294967296x0
+expect 2 'group_norm\.fwd: num_groups = 1099511627776 with 6 channels' -- \
+  "$opreg" run group_norm.fwd --device cpu --shape 2x6x4 --groups 1099511627776
+expect 2 'group_norm\.fwd: num_groups = 9223372036854775807 with 6 channels' -- \
+  "$opreg" run group_norm.fwd --device cpu --shape 2x6x4 --groups 9223372036854775807
 # An output that cannot be written is an error (exit 1), not a silent success.
 if [[ -w /dev/full ]]; then
   expect 1 'cannot write to standard output' -- sh -c "\"$opreg\" run rms_norm.fwd --device cpu --shape 2x3 >/dev/full"
