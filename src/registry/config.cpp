@@ -1,14 +1,18 @@
-// OPREG_* environment variables: syntax checks here; names are checked against a registry
-// when a configuration is applied (Registry::set_config).
+// Configuration: the OPREG_* environment variables read and their syntax checked
+// (Config::from_env), then names checked against a registry's registrations and applied
+// (Registry::set_config, reload_config).
 #include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <set>
 
 #include "opreg/registry.h"
 #include "registry/env.h"
 #include "registry/fail.h"
 #include "registry/names.h"
+#include "registry/state.h"
 
 extern char** environ;
 
@@ -104,6 +108,149 @@ Config Config::from_env(std::vector<std::string>* unknown) {
     }
   }
   return c;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Applying a configuration to a registry: names checked against its registrations.
+
+using detail::backend_names;
+using detail::join;
+using detail::RegistryCore;
+using detail::State;
+using detail::VariantEntry;
+
+bool Registry::is_disabled(const VariantInfo& v) const {
+  const auto& d = core_->state().config.disable;
+  return std::find(d.begin(), d.end(), v.name) != d.end() || std::find(d.begin(), d.end(), v.backend) != d.end();
+}
+
+bool Registry::is_forced(const VariantInfo& v) const {
+  const auto& f = core_->state().config.force_variants;
+  return std::find(f.begin(), f.end(), v.name) != f.end();
+}
+
+std::vector<std::string> RegistryCore::validate(const Config& c) const {
+  std::vector<std::string> pending;
+  const std::vector<std::string> registered = backend_names(backends);
+  auto is_backend = [&](const std::string& n) {
+    return std::find(registered.begin(), registered.end(), n) != registered.end();
+  };
+  // A name of a backend that is not registered yet is kept: custom backends register after the
+  // environment is first read, and such names are resolved (or refused) where they are used.
+  if (!c.device.empty()) {
+    const auto parts = names::split(c.device, ':');
+    if (is_backend(std::string(parts[0])) || parts.size() > 2 || !names::is_word(parts[0])) {
+      try {
+        parse_device_in(state(), c.device);
+      } catch (const Error& e) {
+        fail(e.kind(), "OPREG_DEVICE='{}': {}", c.device, e.what());
+      }
+    } else if (std::none_of(absent.begin(), absent.end(), [&](const auto& a) { return a.first == parts[0]; })) {
+      pending.push_back(fmt::format("OPREG_DEVICE={}", c.device));  // a built-in not built is refused when used
+    }
+  }
+  if (c.verbose < 0 || c.verbose > 2) {
+    fail(ErrorKind::invalid_argument, "OPREG_VERBOSE={}: expected 0, 1 or 2", c.verbose);
+  }
+  if (c.num_threads < 0 || c.num_threads > 4096) {
+    fail(ErrorKind::invalid_argument, "OPREG_NUM_THREADS={}: expected 1 to 4096 (0 in a Config: the machine's cores)",
+         c.num_threads);
+  }
+  std::set<std::string> seen;
+  for (const auto& n : c.backend_order) {
+    if (!names::is_word(n)) {
+      fail(ErrorKind::invalid_argument, "OPREG_BACKEND_ORDER: '{}' is not a backend name; registered backends are {}",
+           n, join(registered));
+    }
+    if (!seen.insert(n).second) fail(ErrorKind::invalid_argument, "OPREG_BACKEND_ORDER: '{}' is listed twice", n);
+    if (!is_backend(n)) pending.push_back(fmt::format("OPREG_BACKEND_ORDER entry {}", n));
+  }
+  for (const auto& n : c.disable) {
+    if (n == kCpuBackendName) {
+      fail(ErrorKind::invalid_argument, "OPREG_DISABLE: the cpu backend cannot be disabled (it is the fallback "
+           "target); disable its variants by name instead");
+    }
+    const std::string prefix(names::split(n, '.')[0]);
+    const bool ok = names::is_word(n) || (names::is_variant_name(n) && (!is_backend(prefix) || active_variant(n)));
+    if (!ok) {
+      fail(ErrorKind::invalid_argument, "OPREG_DISABLE: '{}' is neither a backend name ({}) nor a registered variant "
+           "(see `opreg ops`)", n, join(registered));
+    }
+    if (!is_backend(prefix)) pending.push_back(fmt::format("OPREG_DISABLE entry {}", n));
+  }
+  std::map<std::pair<int, std::string>, std::string> forced_for;
+  for (const auto& n : c.force_variants) {
+    const VariantEntry* v = active_variant(n);
+    if (v == nullptr && (!names::is_variant_name(n) || is_backend(std::string(names::split(n, '.')[0])))) {
+      fail(ErrorKind::invalid_argument, "OPREG_FORCE_VARIANT: unknown variant '{}' (see `opreg ops` for the "
+           "registered variants)", n);
+    }
+    if (std::find(c.disable.begin(), c.disable.end(), n) != c.disable.end()) {
+      fail(ErrorKind::invalid_argument, "variant '{}' is both forced (OPREG_FORCE_VARIANT) and disabled "
+           "(OPREG_DISABLE)", n);
+    }
+    if (v == nullptr) {  // its backend is not registered yet
+      pending.push_back(fmt::format("OPREG_FORCE_VARIANT entry {}", n));
+      continue;
+    }
+    auto [it, fresh] = forced_for.emplace(std::make_pair(v->op->id, v->info.backend), n);
+    if (!fresh) {
+      fail(ErrorKind::invalid_argument, "OPREG_FORCE_VARIANT: '{}' and '{}' are both forced for {} on {}; force one",
+           it->second, n, v->info.op, v->info.backend);
+    }
+  }
+  return pending;
+}
+
+void Registry::set_config(const Config& config) {
+  std::unique_lock lock(core_->mutex);
+  const std::vector<std::string> pending = core_->validate(config);
+  Config previous = std::exchange(core_->config, config);
+  try {
+    core_->publish(-1);
+  } catch (...) {
+    core_->config = std::move(previous);
+    throw;
+  }
+  {
+    std::lock_guard seen_lock(core_->seen_mutex);
+    core_->seen.clear();
+  }
+  for (auto& per_op : core_->warned) {
+    for (auto& flag : per_op) flag.store(false, std::memory_order_relaxed);
+  }
+  lock.unlock();
+  for (const auto& what : pending) {
+    core_->log(fmt::format("opreg: warning: {} names a backend that is not registered (yet); it takes effect "
+                           "when one of that name registers", what));
+  }
+}
+
+void Registry::reload_config() {
+  std::vector<std::string> unknown;
+  Config c = Config::from_env(&unknown);
+  set_config(c);
+  const State& s = core_->state();
+  for (const auto& name : unknown) {
+    bool backend_var = false;
+    std::vector<std::string> known = Config::variables();
+    for (const auto& b : s.backends) {
+      if (!b) continue;
+      known.insert(known.end(), b->env_vars.begin(), b->env_vars.end());
+      backend_var = backend_var || std::find(b->env_vars.begin(), b->env_vars.end(), name) != b->env_vars.end();
+    }
+    if (!backend_var) {
+      core_->log(fmt::format("opreg: warning: {} is not a variable this opreg reads (known: {}); it has no effect",
+                             name, join(known)));
+    }
+  }
+}
+
+Config Registry::config() const { return core_->state().config; }
+
+void Registry::set_log_sink(Function<void(std::string_view)> sink) {
+  std::lock_guard lock(core_->log_mutex);
+  core_->sink = std::move(sink);
 }
 
 }  // namespace opreg

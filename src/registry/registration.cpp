@@ -1,0 +1,248 @@
+// Registration: backends and variants go in, RAII handles come out, and the rules a backend or
+// plugin author must know are checked here, in one place:
+// - backend names are [a-z][a-z0-9_]* and unique; "cpu" gets id 0, others the lowest free id
+//   from 1 (at most kMaxBackends), never an id whose previous backend still has live tensors;
+// - probe() and properties() are read once, at registration; a probe that throws makes the
+//   backend unavailable with the message as reason, except an invalid_argument (a bad setting);
+// - variant names are <backend>.<op>.<fwd|bwd>.<impl>, the backend registered first; `ref` is
+//   the cpu reference's; a name taken is an error naming both sites unless the registration
+//   says it overrides (the override shadows; unregistering it restores the original);
+// - a handle unregisters when destroyed; release() keeps the registration for the registry's
+//   lifetime; handles may outlive their registry.
+#include <algorithm>
+
+#include "opreg/registry.h"
+#include "registry/fail.h"
+#include "registry/names.h"
+#include "registry/state.h"
+
+namespace opreg {
+
+using detail::BackendRecord;
+using detail::join;
+using detail::RegistryCore;
+using detail::State;
+using detail::VariantEntry;
+
+std::string VariantInfo::tunables_str() const {
+  std::string out;
+  for (const auto& t : tunables) {
+    if (!out.empty()) out += ' ';
+    out += t.name + "=" + t.value;
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Registration handles.
+
+Registration& Registration::operator=(Registration&& other) noexcept {
+  if (this != &other) {
+    reset();
+    core_ = std::move(other.core_);
+    kind_ = other.kind_;
+    token_ = other.token_;
+    backend_id_ = other.backend_id_;
+    other.core_.reset();
+    other.kind_ = Kind::none;
+  }
+  return *this;
+}
+
+void Registration::reset() {
+  if (auto core = core_.lock()) {
+    try {
+      core->unregister(kind_, token_);
+    } catch (...) {
+      // Only an allocation failure while republishing can get here; a destructor must not
+      // throw, and the registration stays in the table, which is safe.
+    }
+  }
+  core_.reset();
+  kind_ = Kind::none;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Registry.
+
+Registry::Registry() : core_(std::make_shared<RegistryCore>()) {
+  std::lock_guard lock(core_->mutex);
+  core_->publish(-1);
+}
+
+Registry::~Registry() = default;
+
+Registration Registry::add_backend(std::shared_ptr<Backend> backend, const char* file, int line) {
+  if (!backend) fail(ErrorKind::invalid_argument, "add_backend: null backend");
+  auto rec = std::make_shared<BackendRecord>();
+  rec->name = backend->name();
+  rec->site = fmt::format("{}:{}", file, line);
+  if (!names::is_word(rec->name)) {
+    fail(ErrorKind::invalid_argument, "backend name '{}' is malformed: expected lower case letters, digits and '_', "
+         "starting with a letter", rec->name);
+  }
+  rec->priority = backend->inference_priority();
+  rec->default_fallback = backend->default_fallback();
+  rec->env_vars = backend->env_vars();
+  try {
+    rec->availability = backend->probe();
+  } catch (const Error& e) {
+    if (e.kind() == ErrorKind::invalid_argument) throw;  // a bad setting (env value): never hidden
+    rec->availability = {false, 0, fmt::format("probe failed: {}", e.what())};
+  } catch (const std::exception& e) {
+    rec->availability = {false, 0, fmt::format("probe failed: {}", e.what())};
+  }
+  if (!rec->availability.available) rec->availability.device_count = 0;
+  try {
+    for (int i = 0; i < rec->availability.device_count; ++i) {
+      rec->props.push_back(backend->properties(i));
+      rec->default_streams.push_back(backend->default_stream(i));
+    }
+  } catch (const std::exception& e) {
+    rec->availability = {false, 0, fmt::format("reading device properties failed: {}", e.what())};
+    rec->props.clear();
+    rec->default_streams.clear();
+  }
+  rec->backend = std::move(backend);
+
+  std::lock_guard lock(core_->mutex);
+  auto& slots = core_->backends;
+  for (const auto& b : slots) {
+    if (b && b->name == rec->name) {
+      fail(ErrorKind::invalid_argument, "backend '{}' is already registered at {} (again at {})", rec->name, b->site,
+           rec->site);
+    }
+  }
+  int id = -1;
+  if (rec->name == kCpuBackendName) {
+    id = kCpuBackendId;
+  } else {
+    for (int i = 1; i < kMaxBackends && id < 0; ++i) {
+      const auto& previous = core_->previous_holder[static_cast<std::size_t>(i)];
+      if (!slots[static_cast<std::size_t>(i)] && (!previous || previous->live_tensors() == 0)) id = i;
+    }
+  }
+  if (id < 0) {
+    fail(ErrorKind::unsupported, "cannot register backend '{}': all {} backend ids are taken ({}), or held by live "
+         "tensors of unregistered backends", rec->name, kMaxBackends, join(backend_names(slots)));
+  }
+  rec->id = static_cast<BackendId>(id);
+  rec->token = core_->next_token++;
+  const std::uint64_t token = rec->token;
+  slots[static_cast<std::size_t>(id)] = std::move(rec);
+  try {
+    core_->publish(-1);
+  } catch (...) {
+    slots[static_cast<std::size_t>(id)].reset();
+    throw;
+  }
+  core_->previous_holder[static_cast<std::size_t>(id)].reset();
+  Registration handle;  // made last: if anything above throws, there is nothing to undo twice
+  handle.core_ = core_;
+  handle.kind_ = Registration::Kind::backend;
+  handle.token_ = token;
+  handle.backend_id_ = static_cast<BackendId>(id);
+  return handle;
+}
+
+Registration Registry::add_variant_erased(detail::ErasedVariant v, RegisterOptions options, const char* file,
+                                          int line) {
+  auto e = std::make_shared<VariantEntry>();
+  e->op = v.op;
+  e->info.backend = std::move(v.backend);
+  e->info.op = v.op->name;
+  e->info.impl = std::move(v.impl);
+  e->info.name = fmt::format("{}.{}.{}", e->info.backend, e->info.op, e->info.impl);
+  e->info.priority = v.priority;
+  e->info.tunables = std::move(v.tunables);
+  e->info.site = fmt::format("{}:{}", file, line);
+  e->info.has_supports = static_cast<bool>(v.supports);
+  e->info.strided = v.strided;
+  e->supports = std::move(v.supports);
+  e->run = std::move(v.run);
+  e->invoke = v.invoke;
+  e->user = v.user;
+  if (!names::is_variant_name(e->info.name)) {
+    fail(ErrorKind::invalid_argument, "variant name '{}' is malformed: expected <backend>.<op>.<direction>.<impl> "
+         "with lower case letters, digits and '_' (e.g. npu.rms_norm.fwd.chunked)", e->info.name);
+  }
+  if (e->info.impl == "ref" && e->info.backend != kCpuBackendName) {
+    fail(ErrorKind::invalid_argument, "variant '{}': the impl name 'ref' is reserved for the cpu reference kernels",
+         e->info.name);
+  }
+
+  std::lock_guard lock(core_->mutex);
+  const std::vector<std::string> known = backend_names(core_->backends);
+  if (std::find(known.begin(), known.end(), e->info.backend) == known.end()) {
+    fail(ErrorKind::invalid_argument, "variant '{}': backend '{}' is not registered (registered: {})", e->info.name,
+         e->info.backend, join(known));
+  }
+  auto& stack = core_->variants[e->info.name];
+  if (!stack.empty() && !options.override_existing) {
+    fail(ErrorKind::invalid_argument, "variant '{}' is already registered at {} (again at {}); register with "
+         "RegisterOptions{{.override_existing = true}} to replace it", e->info.name, stack.back()->info.site,
+         e->info.site);
+  }
+  e->info.is_override = !stack.empty();
+  e->token = core_->next_token++;
+  e->order = stack.empty() ? e->token : stack.back()->order;
+  const std::uint64_t token = e->token;
+  const int op_id = e->op->id;
+  core_->every_entry.push_back(e);
+  stack.push_back(std::move(e));
+  try {
+    core_->publish(op_id);
+  } catch (...) {
+    stack.pop_back();
+    throw;
+  }
+  Registration handle;  // made last: if anything above throws, there is nothing to undo twice
+  handle.core_ = core_;
+  handle.kind_ = Registration::Kind::variant;
+  handle.token_ = token;
+  return handle;
+}
+
+std::optional<BackendId> Registry::find_backend(std::string_view name) const {
+  for (const auto& b : core_->state().backends) {
+    if (b && b->name == name) return b->id;
+  }
+  return std::nullopt;
+}
+
+Backend& Registry::backend(BackendId id) const {
+  const auto& s = core_->state();
+  if (id >= kMaxBackends || !s.backends[id]) fail(ErrorKind::device, "no backend has id {}", static_cast<int>(id));
+  return *s.backends[id]->backend;
+}
+
+std::vector<BackendInfo> Registry::backends() const {
+  const State& s = core_->state();
+  std::vector<BackendInfo> out;
+  for (const auto& b : s.backends) {
+    if (!b) continue;
+    out.push_back({b->id, b->name, b->priority, s.fallback[b->id], s.disabled[b->id], b->availability, b->props,
+                   b->site});
+  }
+  return out;
+}
+
+const DeviceProps& Registry::device_props(Device device) const {
+  check_device(device);
+  return core_->state().backends[device.backend]->props[static_cast<std::size_t>(device.index)];
+}
+std::vector<VariantInfo> Registry::variants(std::string_view op_name) const {
+  const State& s = core_->state();
+  std::vector<VariantInfo> out;
+  for (const auto* op : all_ops()) {
+    if (op->name != op_name || !s.ops[static_cast<std::size_t>(op->id)]) continue;
+    for (const auto& bt : s.ops[static_cast<std::size_t>(op->id)]->backends) {
+      if (!bt) continue;
+      for (const auto* v : bt->order) out.push_back(v->info);
+      for (const auto* v : bt->disabled) out.push_back(v->info);
+    }
+  }
+  return out;
+}
+
+}  // namespace opreg

@@ -1,0 +1,127 @@
+// The published state: building a State from the registrations and configuration, publishing
+// it, and taking registrations out again (see state.h for the concurrency model).
+#include "registry/state.h"
+
+#include <algorithm>
+
+#include "registry/fail.h"
+
+namespace opreg::detail {
+
+void RegistryCore::publish(int op_id) {
+  auto s = std::make_unique<State>();
+  if (const State* old = current.load(std::memory_order_relaxed)) s->ops = old->ops;
+  s->backends = backends;
+  s->absent = absent;
+  s->config = config;
+  for (const auto& b : backends) {
+    if (!b) continue;
+    s->fallback[b->id] = config.fallback.value_or(b->default_fallback);
+    s->disabled[b->id] = std::find(config.disable.begin(), config.disable.end(), b->name) != config.disable.end();
+  }
+  std::set<int> ops;
+  if (op_id >= 0) {
+    ops.insert(op_id);
+  } else {
+    for (int i = 0; i < kMaxOps; ++i) {
+      if (s->ops[static_cast<std::size_t>(i)]) ops.insert(i);
+    }
+    for (const auto& [name, stack] : variants) {
+      if (!stack.empty()) ops.insert(stack.back()->op->id);
+    }
+  }
+  for (int id : ops) s->ops[static_cast<std::size_t>(id)] = build_op_table(id, *s);
+  // Retire first: if that allocation throws, nothing was published and `s` just goes away.
+  retired.push_back(std::move(s));
+  current.store(retired.back().get(), std::memory_order_release);
+}
+
+std::shared_ptr<const OpTable> RegistryCore::build_op_table(int op_id, const State& s) const {
+  auto table = std::make_shared<OpTable>();
+  bool any = false;
+  for (const auto& [name, stack] : variants) {
+    if (stack.empty() || stack.back()->op->id != op_id) continue;
+    const VariantEntry* v = stack.back().get();
+    BackendId id = 0;
+    bool found = false;
+    for (const auto& b : s.backends) {
+      if (b && b->name == v->info.backend) {
+        id = b->id;
+        found = true;
+      }
+    }
+    if (!found) continue;  // its backend was unregistered; it comes back if the backend does
+    auto& bt = table->backends[id];
+    if (!bt) bt = std::make_unique<BackendTable>();
+    any = true;
+    const auto& cfg = s.config;
+    if (std::find(cfg.disable.begin(), cfg.disable.end(), v->info.name) != cfg.disable.end()) {
+      bt->disabled.push_back(v);
+    } else {
+      bt->order.push_back(v);
+      if (std::find(cfg.force_variants.begin(), cfg.force_variants.end(), v->info.name) != cfg.force_variants.end()) {
+        bt->forced = v;
+      }
+    }
+  }
+  if (!any) return nullptr;
+  for (auto& bt : table->backends) {
+    if (!bt) continue;
+    std::stable_sort(bt->order.begin(), bt->order.end(), [](const VariantEntry* a, const VariantEntry* b) {
+      return a->info.priority != b->info.priority ? a->info.priority > b->info.priority : a->order < b->order;
+    });
+    // The choice needs no cache when it cannot depend on the problem; at OPREG_VERBOSE >= 1 the
+    // cache path is kept so that the first dispatch of each problem is logged.
+    if (s.config.verbose == 0) {
+      if (bt->forced != nullptr) {
+        bt->fast = bt->forced;
+      } else if (!bt->order.empty() && !bt->order.front()->supports) {
+        bt->fast = bt->order.front();
+      }
+    }
+  }
+  return table;
+}
+
+void RegistryCore::unregister(Registration::Kind kind, std::uint64_t token) {
+  std::lock_guard lock(mutex);
+  if (kind == Registration::Kind::backend) {
+    for (auto& b : backends) {
+      if (b && b->token == token) {
+        previous_holder[b->id] = b->backend;
+        b.reset();
+      }
+    }
+    publish(-1);
+    return;
+  }
+  for (auto& [name, stack] : variants) {
+    for (auto it = stack.begin(); it != stack.end(); ++it) {
+      if ((*it)->token == token) {
+        const int op_id = (*it)->op->id;
+        stack.erase(it);
+        publish(op_id);
+        return;
+      }
+    }
+  }
+}
+
+std::string join(const std::vector<std::string>& items, std::string_view sep) {
+  std::string out;
+  for (const auto& s : items) {
+    if (!out.empty()) out += sep;
+    out += s;
+  }
+  return out;
+}
+
+std::vector<std::string> backend_names(const std::array<std::shared_ptr<const BackendRecord>, kMaxBackends>& slots) {
+  std::vector<std::string> out;
+  for (const auto& b : slots) {
+    if (b) out.push_back(b->name);
+  }
+  return out;
+}
+
+}  // namespace opreg::detail
