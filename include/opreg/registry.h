@@ -140,7 +140,8 @@ struct VariantInfo {
   std::string impl;     // chunked
   int priority = 0;     // higher first
   std::vector<Tunable> tunables;
-  std::string site;     // file:line of the registration
+  std::string site;     // file:line of the registration; a plugin's path for a plugin's variant
+  std::string plugin;   // the path of the plugin that registered it; empty when registered in process
   bool is_override = false;
   bool has_supports = false;
   bool strided = false;  // accepts non-contiguous tensors
@@ -193,6 +194,7 @@ struct ErasedVariant {
   std::vector<Tunable> tunables;
   void* user = nullptr;
   bool strided = false;
+  std::string plugin;  // set by the plugin loader
 };
 }  // namespace detail
 

@@ -120,12 +120,14 @@ using detail::State;
 using detail::VariantEntry;
 
 bool Registry::is_disabled(const VariantInfo& v) const {
-  const auto& d = core_->state().config.disable;
+  const detail::StateRef ref(*core_);
+  const auto& d = ref->config.disable;
   return std::find(d.begin(), d.end(), v.name) != d.end() || std::find(d.begin(), d.end(), v.backend) != d.end();
 }
 
 bool Registry::is_forced(const VariantInfo& v) const {
-  const auto& f = core_->state().config.force_variants;
+  const detail::StateRef ref(*core_);
+  const auto& f = ref->config.force_variants;
   return std::find(f.begin(), f.end(), v.name) != f.end();
 }
 
@@ -141,7 +143,7 @@ std::vector<std::string> RegistryCore::validate(const Config& c) const {
     const auto parts = names::split(c.device, ':');
     if (is_backend(std::string(parts[0])) || parts.size() > 2 || !names::is_word(parts[0])) {
       try {
-        parse_device_in(state(), c.device);
+        parse_device_in(*published, c.device);
       } catch (const Error& e) {
         fail(e.kind(), "OPREG_DEVICE='{}': {}", c.device, e.what());
       }
@@ -193,17 +195,17 @@ std::vector<std::string> RegistryCore::validate(const Config& c) const {
       pending.push_back(fmt::format("OPREG_FORCE_VARIANT entry {}", n));
       continue;
     }
-    auto [it, fresh] = forced_for.emplace(std::make_pair(v->op->id, v->info.backend), n);
+    auto [it, fresh] = forced_for.emplace(std::make_pair(v->op->id, v->info->backend), n);
     if (!fresh) {
       fail(ErrorKind::invalid_argument, "OPREG_FORCE_VARIANT: '{}' and '{}' are both forced for {} on {}; force one",
-           it->second, n, v->info.op, v->info.backend);
+           it->second, n, v->info->op, v->info->backend);
     }
   }
   return pending;
 }
 
 void Registry::set_config(const Config& config) {
-  std::unique_lock lock(core_->mutex);
+  detail::WriteLock lock(*core_);
   const std::vector<std::string> pending = core_->validate(config);
   Config previous = std::exchange(core_->config, config);
   try {
@@ -230,7 +232,8 @@ void Registry::reload_config() {
   std::vector<std::string> unknown;
   Config c = Config::from_env(&unknown);
   set_config(c);
-  const State& s = core_->state();
+  const detail::StateRef ref(*core_);
+  const State& s = *ref;
   for (const auto& name : unknown) {
     bool backend_var = false;
     std::vector<std::string> known = Config::variables();
@@ -246,7 +249,7 @@ void Registry::reload_config() {
   }
 }
 
-Config Registry::config() const { return core_->state().config; }
+Config Registry::config() const { return detail::StateRef(*core_)->config; }
 
 void Registry::set_log_sink(Function<void(std::string_view)> sink) {
   std::lock_guard lock(core_->log_mutex);

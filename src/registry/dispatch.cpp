@@ -105,10 +105,10 @@ struct Choice {
 // `strided` never see it, forced or not, since they would read the wrong elements.
 Choice walk(const BackendTable& bt, const void* args, const DeviceProps& props, const char* strided) {
   Choice c;
-  for (const auto* v : bt.disabled) c.rejected.push_back(fmt::format("{}: disabled by OPREG_DISABLE", v->info.name));
+  for (const auto* v : bt.disabled) c.rejected.push_back(fmt::format("{}: disabled by OPREG_DISABLE", v->info->name));
   auto refuses_strides = [&](const VariantEntry* v) {
-    if (strided == nullptr || v->info.strided) return false;
-    c.rejected.push_back(fmt::format("{}: needs contiguous tensors ({} is not contiguous)", v->info.name, strided));
+    if (strided == nullptr || v->info->strided) return false;
+    c.rejected.push_back(fmt::format("{}: needs contiguous tensors ({} is not contiguous)", v->info->name, strided));
     return true;
   };
   if (bt.forced != nullptr) {
@@ -122,7 +122,7 @@ Choice walk(const BackendTable& bt, const void* args, const DeviceProps& props, 
     if (v->supports) {
       Verdict verdict = v->supports(args, props);
       if (!verdict.ok) {
-        c.rejected.push_back(fmt::format("{}: {}", v->info.name, verdict.reason));
+        c.rejected.push_back(fmt::format("{}: {}", v->info->name, verdict.reason));
         continue;
       }
     }
@@ -196,7 +196,7 @@ inline KernelContext kernel_context(Registry& r, const State& s, const BackendRe
   kc.device = device;
   kc.props = &be.props[index];
   kc.stream = ctx != nullptr && ctx->stream != nullptr ? ctx->stream : be.default_streams[index];
-  kc.variant = &v.info;
+  kc.variant = v.info;
   kc.user = v.user;
   kc.threads = s.config.num_threads;
   return kc;
@@ -236,7 +236,7 @@ namespace {
       first_time = core.seen.insert(std::move(seen_key)).second;
     }
     if (first_time) {
-      const VariantInfo& info = c.variant->info;
+      const VariantInfo& info = *c.variant->info;
       std::string line = fmt::format("opreg: dispatch {} on {} -> {}", op.name, reg.device_label(device), info.name);
       if (!info.tunables.empty()) line += fmt::format(" [{}]", info.tunables_str());
       line += fmt::format(" ({}) for {}", c.how, describe_tensors(reg, list));
@@ -299,7 +299,8 @@ DispatchResult Registry::dispatch(const detail::OpDef& op, const void* args, con
   const CallSite site = locate(*this, op, list);
   const Device device = site.device;
 
-  const State& s = core_->state();
+  const detail::StateRef ref(*core_);
+  const State& s = *ref;
   const BackendRecord* be = device.backend < kMaxBackends ? s.backends[device.backend].get() : nullptr;
   if (be == nullptr || device.index < 0 || static_cast<std::size_t>(device.index) >= be->props.size()) [[unlikely]] {
     check_device(device);  // throws the precise reason
@@ -323,13 +324,14 @@ DispatchResult Registry::dispatch(const detail::OpDef& op, const void* args, con
     return fall_back(*this, *core_, s, op, args, ctx, device, list, site.strided, *be, bt);
   }
   v->invoke(v->run.get(), args, kernel_context(*this, s, *be, device, *v, ctx));
-  return {&v->info, false};
+  return {v->info, false};
 }
 
 const VariantInfo* Registry::choose_erased(const detail::OpDef& op, const void* args, std::string* why) const {
   const CallSite site = checked_site(*this, op, args);
   const Device device = site.device;
-  const State& s = core_->state();
+  const detail::StateRef ref(*core_);
+  const State& s = *ref;
   const BackendTable* bt = table_for(s, op, device);
   if (bt == nullptr) {
     if (why != nullptr) *why = s.disabled[device.backend] ? "backend disabled by OPREG_DISABLE" : "no variant registered";
@@ -340,14 +342,15 @@ const VariantInfo* Registry::choose_erased(const detail::OpDef& op, const void* 
     *why = c.how;
     for (const auto& r : c.rejected) *why += (why->empty() ? "" : "; ") + ("rejected " + r);
   }
-  return c.variant != nullptr ? &c.variant->info : nullptr;
+  return c.variant != nullptr ? c.variant->info : nullptr;
 }
 
 Verdict Registry::call_variant_erased(const detail::OpDef& op, std::string_view name, const void* args,
                                       const ExecContext* ctx) {
   const CallSite site = checked_site(*this, op, args);
   const Device device = site.device;
-  const State& s = core_->state();
+  const detail::StateRef ref(*core_);
+  const State& s = *ref;
   const auto& ot = s.ops[static_cast<std::size_t>(op.id)];
   // Disabled backends and variants are still callable by name: OPREG_DISABLE shapes the choice.
   const VariantEntry* v = nullptr;
@@ -358,12 +361,12 @@ Verdict Registry::call_variant_erased(const detail::OpDef& op, std::string_view 
     if (!bt) continue;
     for (const auto* list_of : {&bt->order, &bt->disabled}) {
       for (const auto* e : *list_of) {
-        if (b == device.backend) here.push_back(e->info.name);
-        if (e->info.name != name) continue;
+        if (b == device.backend) here.push_back(e->info->name);
+        if (e->info->name != name) continue;
         if (b == device.backend) {
           v = e;
         } else {
-          elsewhere = e->info.backend;
+          elsewhere = e->info->backend;
         }
       }
     }
@@ -376,7 +379,7 @@ Verdict Registry::call_variant_erased(const detail::OpDef& op, std::string_view 
     fail(ErrorKind::invalid_argument, "{}: no variant named '{}' on {} (registered there: {})", op.name, name,
          device_label(device), here.empty() ? std::string("none") : join(here));
   }
-  if (site.strided != nullptr && !v->info.strided) {
+  if (site.strided != nullptr && !v->info->strided) {
     return Verdict::reject(fmt::format("needs contiguous tensors ({} is not contiguous)", site.strided));
   }
   const BackendRecord& be = *s.backends[device.backend];

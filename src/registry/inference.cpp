@@ -16,7 +16,8 @@ using detail::parse_device_in;
 using detail::State;
 
 std::string Registry::device_name(Device device) const {
-  const auto& s = core_->state();
+  const detail::StateRef ref(*core_);
+  const State& s = *ref;
   if (device.backend >= kMaxBackends || !s.backends[device.backend]) {
     return fmt::format("backend#{}:{}", static_cast<int>(device.backend), device.index);
   }
@@ -77,12 +78,15 @@ Device parse_device_in(const State& s, std::string_view text) {
 
 }  // namespace detail
 
-Device Registry::parse_device(std::string_view text) const { return parse_device_in(core_->state(), text); }
+Device Registry::parse_device(std::string_view text) const {
+  return parse_device_in(*detail::StateRef(*core_), text);
+}
 
 // For log lines and errors: an emulated device says so wherever it is shown.
 std::string Registry::device_label(Device device) const {
   std::string name = device_name(device);
-  const State& s = core_->state();
+  const detail::StateRef ref(*core_);
+  const State& s = *ref;
   const BackendRecord* b = device.backend < kMaxBackends ? s.backends[device.backend].get() : nullptr;
   if (b != nullptr && device.index >= 0 && static_cast<std::size_t>(device.index) < b->props.size() &&
       b->props[static_cast<std::size_t>(device.index)].emulated) {
@@ -92,15 +96,18 @@ std::string Registry::device_label(Device device) const {
 }
 
 void Registry::declare_absent_backend(std::string name, std::string why) {
-  std::lock_guard lock(core_->mutex);
+  detail::WriteLock lock(*core_);
   core_->absent.emplace_back(std::move(name), std::move(why));
   core_->publish(-1);
 }
 
-std::vector<std::pair<std::string, std::string>> Registry::absent_backends() const { return core_->state().absent; }
+std::vector<std::pair<std::string, std::string>> Registry::absent_backends() const {
+  return detail::StateRef(*core_)->absent;
+}
 
 void Registry::check_device(Device device) const {
-  const State& s = core_->state();
+  const detail::StateRef ref(*core_);
+  const State& s = *ref;
   if (device.backend >= kMaxBackends || !s.backends[device.backend]) {
     fail(ErrorKind::device, "device {} does not exist: no backend has id {} (registered: {})", device_name(device),
          static_cast<int>(device.backend), accepted_devices(s));
@@ -116,7 +123,8 @@ void Registry::check_device(Device device) const {
 }
 
 Inference Registry::infer_device() const {
-  const State& s = core_->state();
+  const detail::StateRef ref(*core_);
+  const State& s = *ref;
   if (!s.config.device.empty()) {
     Device d;
     try {

@@ -14,6 +14,7 @@
 #include "opreg/registry.h"
 #include "registry/fail.h"
 #include "registry/names.h"
+#include "registry/quote.h"
 #include "registry/state.h"
 
 namespace opreg {
@@ -23,6 +24,15 @@ using detail::join;
 using detail::RegistryCore;
 using detail::State;
 using detail::VariantEntry;
+
+namespace {
+
+// Where a registration came from: file:line in source, or a plugin's path alone (line 0).
+std::string site_of(const char* file, int line) {
+  return line > 0 ? fmt::format("{}:{}", file, line) : std::string(file);
+}
+
+}  // namespace
 
 std::string VariantInfo::tunables_str() const {
   std::string out;
@@ -66,7 +76,7 @@ void Registration::reset() {
 // Registry.
 
 Registry::Registry() : core_(std::make_shared<RegistryCore>()) {
-  std::lock_guard lock(core_->mutex);
+  detail::WriteLock lock(*core_);
   core_->publish(-1);
 }
 
@@ -76,7 +86,7 @@ Registration Registry::add_backend(std::shared_ptr<Backend> backend, const char*
   if (!backend) fail(ErrorKind::invalid_argument, "add_backend: null backend");
   auto rec = std::make_shared<BackendRecord>();
   rec->name = backend->name();
-  rec->site = fmt::format("{}:{}", file, line);
+  rec->site = site_of(file, line);
   if (!names::is_word(rec->name)) {
     fail(ErrorKind::invalid_argument, "backend name '{}' is malformed: expected lower case letters, digits and '_', "
          "starting with a letter", rec->name);
@@ -105,7 +115,7 @@ Registration Registry::add_backend(std::shared_ptr<Backend> backend, const char*
   }
   rec->backend = std::move(backend);
 
-  std::lock_guard lock(core_->mutex);
+  detail::WriteLock lock(*core_);
   auto& slots = core_->backends;
   for (const auto& b : slots) {
     if (b && b->name == rec->name) {
@@ -147,53 +157,58 @@ Registration Registry::add_backend(std::shared_ptr<Backend> backend, const char*
 
 Registration Registry::add_variant_erased(detail::ErasedVariant v, RegisterOptions options, const char* file,
                                           int line) {
+  VariantInfo info;
+  info.backend = std::move(v.backend);
+  info.op = v.op->name;
+  info.impl = std::move(v.impl);
+  info.name = fmt::format("{}.{}.{}", info.backend, info.op, info.impl);
+  info.priority = v.priority;
+  info.tunables = std::move(v.tunables);
+  info.site = site_of(file, line);
+  info.has_supports = static_cast<bool>(v.supports);
+  info.strided = v.strided;
+  info.plugin = std::move(v.plugin);
+  if (!names::is_variant_name(info.name)) {
+    fail(ErrorKind::invalid_argument, "variant name {} is malformed: expected <backend>.<op>.<direction>.<impl> "
+         "with lower case letters, digits and '_' (e.g. npu.rms_norm.fwd.chunked)", quoted(info.name));
+  }
+  if (info.impl == "ref" && info.backend != kCpuBackendName) {
+    fail(ErrorKind::invalid_argument, "variant '{}': the impl name 'ref' is reserved for the cpu reference kernels",
+         info.name);
+  }
   auto e = std::make_shared<VariantEntry>();
   e->op = v.op;
-  e->info.backend = std::move(v.backend);
-  e->info.op = v.op->name;
-  e->info.impl = std::move(v.impl);
-  e->info.name = fmt::format("{}.{}.{}", e->info.backend, e->info.op, e->info.impl);
-  e->info.priority = v.priority;
-  e->info.tunables = std::move(v.tunables);
-  e->info.site = fmt::format("{}:{}", file, line);
-  e->info.has_supports = static_cast<bool>(v.supports);
-  e->info.strided = v.strided;
   e->supports = std::move(v.supports);
   e->run = std::move(v.run);
   e->invoke = v.invoke;
   e->user = v.user;
-  if (!names::is_variant_name(e->info.name)) {
-    fail(ErrorKind::invalid_argument, "variant name '{}' is malformed: expected <backend>.<op>.<direction>.<impl> "
-         "with lower case letters, digits and '_' (e.g. npu.rms_norm.fwd.chunked)", e->info.name);
-  }
-  if (e->info.impl == "ref" && e->info.backend != kCpuBackendName) {
-    fail(ErrorKind::invalid_argument, "variant '{}': the impl name 'ref' is reserved for the cpu reference kernels",
-         e->info.name);
-  }
 
-  std::lock_guard lock(core_->mutex);
+  detail::WriteLock lock(*core_);
   const std::vector<std::string> known = backend_names(core_->backends);
-  if (std::find(known.begin(), known.end(), e->info.backend) == known.end()) {
-    fail(ErrorKind::invalid_argument, "variant '{}': backend '{}' is not registered (registered: {})", e->info.name,
-         e->info.backend, join(known));
+  if (std::find(known.begin(), known.end(), info.backend) == known.end()) {
+    fail(ErrorKind::invalid_argument, "variant '{}': backend '{}' is not registered (registered: {})", info.name,
+         info.backend, join(known));
   }
-  auto& stack = core_->variants[e->info.name];
-  if (!stack.empty() && !options.override_existing) {
+  const auto found = core_->variants.find(info.name);
+  if (found != core_->variants.end() && !options.override_existing) {
     fail(ErrorKind::invalid_argument, "variant '{}' is already registered at {} (again at {}); register with "
-         "RegisterOptions{{.override_existing = true}} to replace it", e->info.name, stack.back()->info.site,
-         e->info.site);
+         "RegisterOptions{{.override_existing = true}} to replace it", info.name, found->second.back()->info->site,
+         info.site);
   }
-  e->info.is_override = !stack.empty();
+  info.is_override = found != core_->variants.end();
+  e->info = core_->intern(std::move(info));
   e->token = core_->next_token++;
+  auto& stack = found != core_->variants.end() ? found->second : core_->variants[e->info->name];
   e->order = stack.empty() ? e->token : stack.back()->order;
   const std::uint64_t token = e->token;
   const int op_id = e->op->id;
-  core_->every_entry.push_back(e);
+  const std::string& name = e->info->name;
   stack.push_back(std::move(e));
   try {
     core_->publish(op_id);
   } catch (...) {
     stack.pop_back();
+    if (stack.empty()) core_->variants.erase(name);
     throw;
   }
   Registration handle;  // made last: if anything above throws, there is nothing to undo twice
@@ -204,20 +219,23 @@ Registration Registry::add_variant_erased(detail::ErasedVariant v, RegisterOptio
 }
 
 std::optional<BackendId> Registry::find_backend(std::string_view name) const {
-  for (const auto& b : core_->state().backends) {
+  const detail::StateRef ref(*core_);
+  for (const auto& b : ref->backends) {
     if (b && b->name == name) return b->id;
   }
   return std::nullopt;
 }
 
 Backend& Registry::backend(BackendId id) const {
-  const auto& s = core_->state();
+  const detail::StateRef ref(*core_);
+  const State& s = *ref;
   if (id >= kMaxBackends || !s.backends[id]) fail(ErrorKind::device, "no backend has id {}", static_cast<int>(id));
   return *s.backends[id]->backend;
 }
 
 std::vector<BackendInfo> Registry::backends() const {
-  const State& s = core_->state();
+  const detail::StateRef ref(*core_);
+  const State& s = *ref;
   std::vector<BackendInfo> out;
   for (const auto& b : s.backends) {
     if (!b) continue;
@@ -229,17 +247,18 @@ std::vector<BackendInfo> Registry::backends() const {
 
 const DeviceProps& Registry::device_props(Device device) const {
   check_device(device);
-  return core_->state().backends[device.backend]->props[static_cast<std::size_t>(device.index)];
+  return detail::StateRef(*core_)->backends[device.backend]->props[static_cast<std::size_t>(device.index)];
 }
 std::vector<VariantInfo> Registry::variants(std::string_view op_name) const {
-  const State& s = core_->state();
+  const detail::StateRef ref(*core_);
+  const State& s = *ref;
   std::vector<VariantInfo> out;
   for (const auto* op : all_ops()) {
     if (op->name != op_name || !s.ops[static_cast<std::size_t>(op->id)]) continue;
     for (const auto& bt : s.ops[static_cast<std::size_t>(op->id)]->backends) {
       if (!bt) continue;
-      for (const auto* v : bt->order) out.push_back(v->info);
-      for (const auto* v : bt->disabled) out.push_back(v->info);
+      for (const auto* v : bt->order) out.push_back(*v->info);
+      for (const auto* v : bt->disabled) out.push_back(*v->info);
     }
   }
   return out;

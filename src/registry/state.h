@@ -1,15 +1,15 @@
 // The registry's private state: what registration publishes and dispatch reads. Internal to
-// src/registry (one concern a file: state.cpp publishes, registration.cpp registers,
-// inference.cpp names and infers devices, config.cpp validates and applies OPREG_*,
+// src/registry (one concern a file: state.cpp publishes and reclaims, registration.cpp
+// registers, inference.cpp names and infers devices, config.cpp validates and applies OPREG_*,
 // dispatch.cpp chooses and calls, default_registry.cpp builds the process-wide one).
 //
 // Concurrency model. Everything a call reads lives in an immutable State, published through one
 // atomic pointer. Registration and configuration take a mutex, build a new State (sharing the
-// op tables they did not touch) and publish it. Old States are retired, not freed, until the
-// registry is destroyed: a dispatching thread may still be reading one, and registration is a
-// set-up activity, so the memory this keeps (about 2 KiB per change) is the price of a hot path
-// with no lock, no reference count and no allocation. The per-problem choice cache is the only
-// mutable part of a State; its slots are sequence-locked atomics.
+// op tables they did not touch) and publish it. A reader holds a State only inside a
+// ReadSection (reclaim.h: a per-thread counter, no lock, no shared write, no allocation), and
+// an unpublished State is freed once every thread that was inside a section when it was
+// unpublished has left it. The per-problem choice cache is the only mutable part of a State;
+// its slots are sequence-locked atomics.
 #pragma once
 
 #include <array>
@@ -25,11 +25,12 @@
 #include <vector>
 
 #include "opreg/registry.h"
+#include "registry/reclaim.h"
 
 namespace opreg::detail {
 
 struct VariantEntry {
-  VariantInfo info;
+  const VariantInfo* info = nullptr;  // interned: lives as long as the registry (RegistryCore::intern)
   const OpDef* op = nullptr;
   Function<Verdict(const void*, const DeviceProps&)> supports;
   std::shared_ptr<const void> run;
@@ -111,6 +112,9 @@ struct BackendTable {
 
 struct OpTable {
   std::array<std::unique_ptr<BackendTable>, kMaxBackends> backends;
+  // Owns what the backend tables point to, so a variant unregistered meanwhile outlives every
+  // State that can still choose it.
+  std::vector<std::shared_ptr<const VariantEntry>> entries;
 };
 
 struct State {
@@ -122,16 +126,34 @@ struct State {
   Config config;
 };
 
+struct InfoLess {
+  bool operator()(const std::unique_ptr<const VariantInfo>& a, const std::unique_ptr<const VariantInfo>& b) const;
+};
+
 struct RegistryCore {
   std::mutex mutex;  // registration, configuration, publication
   std::atomic<const State*> current{nullptr};
-  std::vector<std::unique_ptr<const State>> retired;
+  std::unique_ptr<const State> published;  // owns `current`
+  // Unpublished States: `unpublished` since the last grace period began, then in `retiring`
+  // until the readers inside at its start have left (reclaim()).
+  struct Retiring {
+    ReaderSnapshot waiting;
+    std::vector<std::unique_ptr<const State>> states;
+  };
+  std::vector<std::unique_ptr<const State>> unpublished;
+  std::vector<Retiring> retiring;
+  // Freed when the WriteLock is released.
+  std::vector<std::unique_ptr<const State>> garbage;
+  std::vector<std::shared_ptr<VariantEntry>> garbage_entries;
   std::array<std::shared_ptr<const BackendRecord>, kMaxBackends> backends;
   // The backend that last held each id: its id is not reused while its tensors are alive.
   std::array<std::shared_ptr<Backend>, kMaxBackends> previous_holder;
   std::vector<std::pair<std::string, std::string>> absent;
   std::map<std::string, std::vector<std::shared_ptr<VariantEntry>>> variants;  // name -> override stack
-  std::vector<std::shared_ptr<VariantEntry>> every_entry;  // kept for retired States
+  // Every distinct VariantInfo registered, so that the pointers DispatchResult and choose() hand
+  // out stay valid for the registry's lifetime; registering the same variant again (a plugin or
+  // test that comes and goes) reuses its record, so this grows with distinct variants only.
+  std::set<std::unique_ptr<const VariantInfo>, InfoLess> infos;
   Config config;
   std::uint64_t next_token = 1;
 
@@ -145,7 +167,7 @@ struct RegistryCore {
   std::array<std::array<std::atomic<std::uint64_t>, kMaxBackends>, kMaxOps> fallbacks_by{};
   std::array<std::array<std::atomic<bool>, kMaxBackends>, kMaxOps> warned{};
 
-  const State& state() const { return *current.load(std::memory_order_acquire); }
+  ~RegistryCore();
 
   void log(std::string_view line) {
     std::lock_guard lock(log_mutex);
@@ -156,8 +178,11 @@ struct RegistryCore {
     }
   }
 
-  // Must hold `mutex`. Rebuilds the tables of `op_id` (or every op for -1) and publishes.
+  // Must hold `mutex`. Rebuilds the tables of `op_id` (or every op for -1), publishes, and frees
+  // the unpublished States no reader can hold any more.
   void publish(int op_id);
+  void reclaim();
+  const VariantInfo* intern(VariantInfo info);
   std::shared_ptr<const OpTable> build_op_table(int op_id, const State& s) const;
   // Throws for a bad setting; returns the names that wait for a backend to register.
   std::vector<std::string> validate(const Config& c) const;
@@ -166,6 +191,32 @@ struct RegistryCore {
     auto it = variants.find(std::string(name));
     return it == variants.end() || it->second.empty() ? nullptr : it->second.back().get();
   }
+};
+
+// `mutex`, for registration and configuration; what they free is freed after it is released.
+class WriteLock {
+ public:
+  explicit WriteLock(RegistryCore& core) : core_(core), lock_(core.mutex) {}
+  ~WriteLock();
+  WriteLock(const WriteLock&) = delete;
+  WriteLock& operator=(const WriteLock&) = delete;
+  void unlock();  // early (set_config logs after it); frees what was collected
+
+ private:
+  RegistryCore& core_;
+  std::unique_lock<std::mutex> lock_;
+};
+
+// The published State, held for as long as this object lives (which is a ReadSection).
+class StateRef {
+ public:
+  explicit StateRef(const RegistryCore& core) : state_(core.current.load(std::memory_order_acquire)) {}
+  const State& operator*() const { return *state_; }
+  const State* operator->() const { return state_; }
+
+ private:
+  ReadSection section_;  // first: entered before the load above
+  const State* state_;
 };
 
 // ---- Helpers for messages, shared by the files of the registry.
