@@ -4,6 +4,7 @@
 
 #include "opreg/registry.h"
 #include "registry/fail.h"
+#include "registry/quote.h"
 #include "registry/state.h"
 
 namespace opreg {
@@ -376,7 +377,7 @@ Verdict Registry::call_variant_erased(const detail::OpDef& op, std::string_view 
       fail(ErrorKind::invalid_argument, "{}: variant {} belongs to backend {} but the tensors are on {}", op.name,
            name, elsewhere, device_label(device));
     }
-    fail(ErrorKind::invalid_argument, "{}: no variant named '{}' on {} (registered there: {})", op.name, name,
+    fail(ErrorKind::invalid_argument, "{}: no variant named {} on {} (registered there: {})", op.name, quote(name),
          device_label(device), here.empty() ? std::string("none") : join(here));
   }
   if (site.strided != nullptr && !v->info->strided) {

@@ -1,17 +1,22 @@
 // Devices: names, parsing, checks, absent built-in backends and device inference.
 #include <algorithm>
+#include <charconv>
+#include <cstdint>
 
 #include "opreg/registry.h"
 #include "registry/fail.h"
 #include "registry/names.h"
+#include "registry/quote.h"
 #include "registry/state.h"
 
 namespace opreg {
 
+using detail::absent_names;
 using detail::accepted_devices;
 using detail::BackendRecord;
 using detail::backend_names;
 using detail::join;
+using detail::missing_device;
 using detail::parse_device_in;
 using detail::State;
 
@@ -48,32 +53,52 @@ std::string accepted_devices(const State& s) {
   return join(items);
 }
 
-// Syntax and backend name against the backends of `s`.
+namespace {
+
+bool is_index(std::string_view digits) {
+  return !digits.empty() && digits.find_first_not_of("0123456789") == std::string_view::npos;
+}
+
+}  // namespace
+
+// Devices are <backend> or <backend>:<index>, the index any number of decimal digits. Exit 2
+// (invalid_argument) for what is malformed or names no backend, 3 (unsupported) for a built-in
+// backend this build lacks; an index beyond the device count is left to missing_device().
+DeviceText parse_device_text(const State& s, std::string_view text) {
+  const auto parts = names::split(text, ':');
+  const bool well_formed = parts.size() == 1 || (parts.size() == 2 && is_index(parts[1]));
+  if (!well_formed) {
+    fail(ErrorKind::invalid_argument, "invalid device {}: expected <backend> or <backend>:<index> with a decimal "
+         "index; accepted devices are {}", quote(text), accepted_devices(s));
+  }
+  for (const auto& b : s.backends) {
+    if (b && b->name == parts[0]) return {b.get(), parts.size() == 2 ? parts[1] : std::string_view("0")};
+  }
+  for (const auto& [name, why] : s.absent) {
+    if (parts[0] == name) {
+      fail(ErrorKind::unsupported, "device {}: the {} backend is not built into this opreg ({})", quote(text), name,
+           why);
+    }
+  }
+  fail(ErrorKind::invalid_argument, "invalid device {}: accepted devices are {}", quote(text), accepted_devices(s));
+}
+
+[[noreturn]] void missing_device(const BackendRecord& b, std::string_view shown) {
+  if (!b.availability.available) {
+    fail(ErrorKind::device, "device {} is unavailable: {}", shown, b.availability.reason);
+  }
+  const int n = b.availability.device_count;
+  fail(ErrorKind::device, "device {} does not exist: {} has {} device(s){}", shown, b.name, n,
+       n == 1 ? fmt::format(" ({}:0)", b.name) : n > 1 ? fmt::format(" ({}:0..{}:{})", b.name, b.name, n - 1) : "");
+}
+
 Device parse_device_in(const State& s, std::string_view text) {
-  auto parts = names::split(text, ':');
-  std::optional<BackendId> id;
-  if (!parts.empty() && parts.size() <= 2) {
-    for (const auto& b : s.backends) {
-      if (b && b->name == parts[0]) id = b->id;
-    }
-  }
-  int index = 0;
-  bool ok = id.has_value();
-  if (ok && parts.size() == 2) {
-    auto digits = parts[1];
-    ok = !digits.empty() && digits.size() <= 5 && digits.find_first_not_of("0123456789") == std::string_view::npos;
-    if (ok) index = std::stoi(std::string(digits));
-    ok = ok && index <= 32767;
-  }
-  if (!ok) {
-    for (const auto& [name, why] : s.absent) {
-      if (!parts.empty() && parts[0] == name) {
-        fail(ErrorKind::unsupported, "device '{}': the {} backend is not built into this opreg ({})", text, name, why);
-      }
-    }
-    fail(ErrorKind::invalid_argument, "invalid device '{}': accepted devices are {}", text, accepted_devices(s));
-  }
-  return Device{*id, static_cast<std::int16_t>(index)};
+  const DeviceText parsed = parse_device_text(s, text);
+  // An index past what a Device holds is past every device count too: the same error as cpu:5.
+  std::int64_t index = 0;
+  const auto [end, ec] = std::from_chars(parsed.index.data(), parsed.index.data() + parsed.index.size(), index);
+  if (ec != std::errc() || index > INT16_MAX) missing_device(*parsed.backend, quote(text));
+  return Device{parsed.backend->id, static_cast<std::int16_t>(index)};
 }
 
 }  // namespace detail
@@ -113,12 +138,8 @@ void Registry::check_device(Device device) const {
          static_cast<int>(device.backend), accepted_devices(s));
   }
   const auto& b = *s.backends[device.backend];
-  if (!b.availability.available) {
-    fail(ErrorKind::device, "device {} is unavailable: {}", device_name(device), b.availability.reason);
-  }
-  if (device.index < 0 || device.index >= b.availability.device_count) {
-    fail(ErrorKind::device, "device {} does not exist: {} has {} device(s) ({}:0..{}:{})", device_name(device), b.name,
-         b.availability.device_count, b.name, b.name, b.availability.device_count - 1);
+  if (!b.availability.available || device.index < 0 || device.index >= b.availability.device_count) {
+    missing_device(b, device_name(device));
   }
 }
 
@@ -130,10 +151,10 @@ Inference Registry::infer_device() const {
     try {
       d = parse_device(s.config.device);
     } catch (const Error& e) {
-      fail(e.kind(), "OPREG_DEVICE={}: {}", s.config.device, e.what());
+      fail(e.kind(), "OPREG_DEVICE={}: {}", quote(s.config.device), e.what());
     }
     if (s.disabled[d.backend]) {
-      fail(ErrorKind::device, "OPREG_DEVICE={}: backend {} is disabled by OPREG_DISABLE", s.config.device,
+      fail(ErrorKind::device, "OPREG_DEVICE={}: backend {} is disabled by OPREG_DISABLE", quote(s.config.device),
            s.backends[d.backend]->name);
     }
     check_device(d);
@@ -142,16 +163,24 @@ Inference Registry::infer_device() const {
     return {d, why};
   }
   std::vector<const BackendRecord*> order;
+  std::vector<std::string> names;
+  std::vector<std::string> skipped;
   const bool explicit_order = !s.config.backend_order.empty();
   if (explicit_order) {
     for (const auto& name : s.config.backend_order) {
+      names.push_back(name);
       // Names are resolved here: a custom backend may register after the environment was read.
       if (auto id = find_backend(name)) {
         order.push_back(s.backends[*id].get());
-      } else {
-        fail(ErrorKind::invalid_argument, "OPREG_BACKEND_ORDER: no backend '{}' is registered (registered: {})", name,
-             join(backend_names(s.backends)));
+        continue;
       }
+      // The documented default order names every built-in backend; one this build lacks is skipped.
+      const auto absent = std::find_if(s.absent.begin(), s.absent.end(), [&](const auto& a) { return a.first == name; });
+      if (absent == s.absent.end()) {
+        fail(ErrorKind::invalid_argument, "OPREG_BACKEND_ORDER: no backend {} is registered (registered: {}; not "
+             "built: {})", quote(name), join(backend_names(s.backends)), join(absent_names(s)));
+      }
+      skipped.push_back(fmt::format("{} (not built: {})", name, absent->second));
     }
   } else {
     for (const auto& b : s.backends) {
@@ -160,9 +189,9 @@ Inference Registry::infer_device() const {
     std::stable_sort(order.begin(), order.end(),
                      [](const BackendRecord* a, const BackendRecord* b) { return a->priority > b->priority; });
   }
-  std::vector<std::string> names;
-  std::vector<std::string> skipped;
-  for (const auto* b : order) names.push_back(b->name);
+  if (!explicit_order) {
+    for (const auto* b : order) names.push_back(b->name);
+  }
   for (const auto* b : order) {
     if (s.disabled[b->id]) {
       skipped.push_back(fmt::format("{} (disabled by OPREG_DISABLE)", b->name));

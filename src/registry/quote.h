@@ -9,7 +9,7 @@
 
 namespace opreg {
 
-inline std::string quoted(std::string_view value) {
+inline std::string quote(std::string_view value) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
   out.reserve(value.size() + 2);

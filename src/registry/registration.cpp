@@ -88,8 +88,8 @@ Registration Registry::add_backend(std::shared_ptr<Backend> backend, const char*
   rec->name = backend->name();
   rec->site = site_of(file, line);
   if (!names::is_word(rec->name)) {
-    fail(ErrorKind::invalid_argument, "backend name '{}' is malformed: expected lower case letters, digits and '_', "
-         "starting with a letter", rec->name);
+    fail(ErrorKind::invalid_argument, "backend name {} is malformed: expected lower case letters, digits and '_', "
+         "starting with a letter", quote(rec->name));
   }
   rec->priority = backend->inference_priority();
   rec->default_fallback = backend->default_fallback();
@@ -170,7 +170,7 @@ Registration Registry::add_variant_erased(detail::ErasedVariant v, RegisterOptio
   info.plugin = std::move(v.plugin);
   if (!names::is_variant_name(info.name)) {
     fail(ErrorKind::invalid_argument, "variant name {} is malformed: expected <backend>.<op>.<direction>.<impl> "
-         "with lower case letters, digits and '_' (e.g. npu.rms_norm.fwd.chunked)", quoted(info.name));
+         "with lower case letters, digits and '_' (e.g. npu.rms_norm.fwd.chunked)", quote(info.name));
   }
   if (info.impl == "ref" && info.backend != kCpuBackendName) {
     fail(ErrorKind::invalid_argument, "variant '{}': the impl name 'ref' is reserved for the cpu reference kernels",

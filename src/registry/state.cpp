@@ -171,6 +171,13 @@ void RegistryCore::unregister(Registration::Kind kind, std::uint64_t token) {
   }
 }
 
+std::vector<std::string> absent_names(const State& s) {
+  std::vector<std::string> out;
+  for (const auto& a : s.absent) out.push_back(a.first);
+  if (out.empty()) out.emplace_back("none");
+  return out;
+}
+
 std::string join(const std::vector<std::string>& items, std::string_view sep) {
   std::string out;
   for (const auto& s : items) {

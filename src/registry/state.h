@@ -226,7 +226,19 @@ std::string join(const std::vector<std::string>& items, std::string_view sep = "
 std::vector<std::string> backend_names(const std::array<std::shared_ptr<const BackendRecord>, kMaxBackends>& slots);
 // "cpu, npu, npu:0, cuda (unavailable)": what a device string may name, for errors.
 std::string accepted_devices(const State& s);
-// Syntax and backend name against the backends of `s`.
+// The built-in backends this build lacks (declare_absent_backend).
+std::vector<std::string> absent_names(const State& s);
+
+// A device string checked for syntax and backend name (inference.cpp has the rules).
+struct DeviceText {
+  const BackendRecord* backend = nullptr;
+  std::string_view index;  // the digits as written ("0" when none were)
+};
+DeviceText parse_device_text(const State& s, std::string_view text);
+// parse_device_text, and the index representable (else missing_device).
 Device parse_device_in(const State& s, std::string_view text);
+// Throws the device error for a device of `b` that is unavailable or beyond its device count,
+// `shown` being how the device is written in the message.
+[[noreturn]] void missing_device(const BackendRecord& b, std::string_view shown);
 
 }  // namespace opreg::detail
