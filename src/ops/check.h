@@ -20,6 +20,9 @@ namespace opreg::op_check {
 [[noreturn]] void bad_scalar(const char* op, const char* name, double value, const char* accepted);
 [[noreturn]] void bad_casting(const char* op, Casting casting);
 [[noreturn]] void bad_groups(const char* op, std::int64_t groups, std::int64_t channels);
+[[noreturn]] void unexpected(const char* op, const char* name, const char* because);
+[[noreturn]] void offset_without_weight(const char* op, double offset);
+[[noreturn]] void read_only_output(const char* op, const char* name);
 struct Item;
 // Two tensors whose spans meet: fine when `may_alias` and they are the very same elements, or
 // when they live on different devices (addresses of two devices say nothing); else an error.
@@ -48,6 +51,35 @@ inline void weight(const char* op, const char* name, const Tensor& w, std::int64
   if (!w.defined()) missing(op, name);
   if (w.ndim() != 1 || w.size(0) != length || (w.dtype() != x_dtype && w.dtype() != DType::f32)) {
     bad_weight(op, name, w, length, length_of, x_name, x_dtype);
+  }
+}
+
+// An optional parameter (weight, or a bias without a weight): undefined, or as weight() says.
+inline void optional_weight(const char* op, const char* name, const Tensor& w, std::int64_t length,
+                            const char* length_of, const char* x_name, DType x_dtype) {
+  if (w.defined()) weight(op, name, w, length, length_of, x_name, x_dtype);
+}
+
+// A bias (or dbias) beside an optional weight: undefined, or like the weight when there is one,
+// or as weight() says when there is none.
+inline void optional_bias(const char* op, const char* name, const Tensor& b, const Tensor& w, std::int64_t length,
+                          const char* length_of, const char* x_name, DType x_dtype) {
+  if (!b.defined()) return;
+  if (w.defined()) {
+    like(op, name, b, "weight", w);
+  } else {
+    weight(op, name, b, length, length_of, x_name, x_dtype);
+  }
+}
+
+// A parameter's gradient: required (like the parameter) when the parameter is given, and
+// undefined when it is not (there is nothing to differentiate).
+inline void param_grad(const char* op, const char* name, const Tensor& g, const char* param_name,
+                       const Tensor& param) {
+  if (param.defined()) {
+    like(op, name, g, param_name, param);
+  } else if (g.defined()) {
+    unexpected(op, name, "weight is undefined (no weight, no dweight)");
   }
 }
 
@@ -86,6 +118,11 @@ inline void eps(const char* op, double value) {
 inline void offset(const char* op, double value) {
   if (!(value >= -1e300 && value <= 1e300)) bad_scalar(op, "offset", value, "a finite number");
 }
+// rms_norm's scale is (offset + w): without a weight there is no scale, so no offset either.
+inline void offset(const char* op, double value, const Tensor& weight) {
+  offset(op, value);
+  if (value != 0.0 && !weight.defined()) offset_without_weight(op, value);
+}
 inline void casting(const char* op, Casting c) {
   if (c != Casting::llama && c != Casting::gemma && c != Casting::none) bad_casting(op, c);
 }
@@ -114,7 +151,7 @@ struct Item {
   int alias = -1;
 };
 
-// No output (items from `first_output` on) may share a byte with any other tensor of the call,
+// No output (items from `first_output` on) may be a read-only view, nor share a byte with any other tensor of the call,
 // except its `alias` when that is exactly the output's elements (same address, shape, strides,
 // dtype). Spans are computed once, so a call costs a few compares per pair.
 template <std::size_t N>
@@ -141,6 +178,7 @@ inline void outputs_apart(const char* op, const Item (&items)[N], std::size_t fi
     }
   }
   for (std::size_t o = first_output; o < N; ++o) {
+    if (items[o].tensor->read_only()) [[unlikely]] read_only_output(op, items[o].name);
     for (std::size_t j = 0; j < o; ++j) {  // inputs, and the outputs before this one
       if (lo[j] < hi[o] && lo[o] < hi[j]) [[unlikely]] {
         check_overlap(op, items[o], items[j], static_cast<int>(j) == items[o].alias);

@@ -94,6 +94,13 @@ void require_defined(const Tensor& t, std::string_view what) {
   if (!t.defined()) fail(ErrorKind::invalid_argument, "{}: the tensor is undefined", what);
 }
 
+void require_writable(const Tensor& t, std::string_view what) {
+  if (t.read_only()) {
+    fail(ErrorKind::invalid_argument, "{}: the {} tensor is a read-only view (Tensor::wrap of const memory)", what,
+         describe(t));
+  }
+}
+
 // Copies the elements of a strided host tensor into contiguous host memory, in row-major
 // order. Offsets are signed so negative strides work.
 void gather_host(const Tensor& src, void* dst) {
@@ -245,8 +252,38 @@ Tensor Tensor::wrap(void* data, const Shape& shape, DType dtype, Device device, 
   if (data == nullptr && t.numel_ != 0) {
     fail(ErrorKind::invalid_argument, "wrap: null data for a {} tensor", describe(t));
   }
+  const std::size_t align = element_size(dtype);
+  if (reinterpret_cast<std::uintptr_t>(data) % align != 0) {
+    fail(ErrorKind::invalid_argument, "wrap: data at {} is not aligned for {} (a multiple of {} bytes is needed: "
+         "kernels load whole elements); copy it into an aligned buffer", data, describe(t), align);
+  }
   t.data_ = data;
   return t;
+}
+
+Tensor Tensor::wrap(const void* data, const Shape& shape, DType dtype, Device device,
+                    std::span<const std::int64_t> strides) {
+  Tensor t = wrap(const_cast<void*>(data), shape, dtype, device, strides);
+  t.read_only_ = true;
+  return t;
+}
+
+void Tensor::check_span_size(std::size_t size, const Shape& shape) {
+  if (static_cast<std::uint64_t>(shape.numel()) != size) {
+    fail(ErrorKind::invalid_argument, "wrap: a span of {} elements cannot be viewed as [{}] ({} elements)", size,
+         shape.str(), shape.numel());
+  }
+}
+
+Tensor& Tensor::keep_alive(std::shared_ptr<void> owner) {
+  require_defined(*this, "keep_alive()");
+  if (storage_) {
+    // Already owning: keep both alive through one control block.
+    owner = std::make_shared<std::pair<std::shared_ptr<void>, std::shared_ptr<void>>>(std::move(storage_),
+                                                                                       std::move(owner));
+  }
+  storage_ = std::move(owner);
+  return *this;
 }
 
 Tensor Tensor::to(Device device, Registry& registry) const {
@@ -263,6 +300,7 @@ Tensor Tensor::to(Device device) const { return to(device, default_registry()); 
 void Tensor::copy_from(const Tensor& src, Registry& registry) {
   require_defined(*this, "copy_from()");
   require_defined(src, "copy_from()");
+  require_writable(*this, "copy_from()");
   if (src.dtype_ != dtype_ || !(src.shape_ == shape_)) {
     fail(ErrorKind::invalid_argument, "copy_from(): source is {} but destination is {}", describe(src),
          describe(*this));
@@ -280,6 +318,7 @@ void Tensor::copy_from(const Tensor& src) { copy_from(src, default_registry()); 
 
 void Tensor::fill(double value, Registry& registry) {
   require_defined(*this, "fill()");
+  require_writable(*this, "fill()");
   if (!is_contiguous()) {
     fail(ErrorKind::unsupported, "fill(): the {} tensor on {} is not contiguous", describe(*this),
          registry.device_name(device_));
