@@ -181,6 +181,7 @@ struct RegisterOptions {
 
 namespace detail {
 struct RegistryCore;
+struct PluginSession;
 struct ErasedVariant {
   const OpDef* op = nullptr;
   std::string backend;
@@ -241,6 +242,9 @@ struct Config {
   std::optional<FallbackPolicy> fallback;   // OPREG_FALLBACK; empty: each backend's default
   int verbose = 0;                          // OPREG_VERBOSE: 0, 1, 2
   int num_threads = 0;                      // OPREG_NUM_THREADS; 0: the machine's cores
+  // OPREG_PLUGINS: plugin paths, loaded by default_registry() when it is built (set_config does not
+  // load plugins; Registry::load_plugin does).
+  std::vector<std::string> plugins;
 
   // Reads and validates the syntax of every variable; names are checked against a registry
   // when the configuration is applied. Unknown OPREG_* names are returned in `unknown`.
@@ -340,6 +344,16 @@ class Registry {
   // Where log lines go (default: stderr). Lines carry no trailing newline.
   void set_log_sink(Function<void(std::string_view)> sink);
 
+  // Plugins (include/opreg/plugin.h): loads the shared library at `path` (a name without '/' is
+  // searched as dlopen does) and calls its entry function, which registers backends and variants
+  // here, sited at the plugin's path. Safe while other threads dispatch. Any failure is an
+  // opreg::Error naming the file and the reason (missing file, no entry function, an API version
+  // or struct size this opreg does not know, a name already taken, the plugin's own error), and
+  // then nothing of that load stays registered. A plugin is never unloaded; loading one path twice
+  // into a registry is an error. default_registry() loads OPREG_PLUGINS when it is built.
+  void load_plugin(std::string_view path);
+  std::vector<std::string> plugins() const;  // the plugins loaded, as resolved paths, in load order
+
   // Counters.
   std::uint64_t fallback_count() const;
   std::uint64_t fallback_count(std::string_view op_name, std::string_view backend) const;
@@ -354,12 +368,16 @@ class Registry {
                               const ExecContext* ctx);
   template <class Args>
   friend struct detail::TypedOpDef;
+  friend struct detail::PluginSession;
   std::shared_ptr<detail::RegistryCore> core_;
 };
 
-// The process-wide registry: built-in backends registered, configuration read from the
-// environment (an opreg::Error if a variable is bad; the next call tries again).
+// The process-wide registry: built-in backends registered, the plugins of OPREG_PLUGINS loaded,
+// configuration read from the environment (an opreg::Error if a variable is bad or a plugin does
+// not load; the next call tries again).
 Registry& default_registry();
+// default_registry().load_plugin(path).
+void load_plugin(std::string_view path);
 
 // ---------------------------------------------------------------------------------------------
 // Template implementations.

@@ -61,7 +61,7 @@ std::optional<std::string> env_value(const char* name) {
 const std::vector<std::string>& Config::variables() {
   static const std::vector<std::string> vars = {
       "OPREG_DEVICE",   "OPREG_BACKEND_ORDER", "OPREG_DISABLE",    "OPREG_FORCE_VARIANT",
-      "OPREG_FALLBACK", "OPREG_VERBOSE",       "OPREG_NUM_THREADS"};
+      "OPREG_FALLBACK", "OPREG_VERBOSE",       "OPREG_NUM_THREADS",   "OPREG_PLUGINS"};
   return vars;
 }
 
@@ -98,6 +98,16 @@ Config Config::from_env(std::vector<std::string>* unknown) {
   }
   if (auto v = get("OPREG_NUM_THREADS")) {
     c.num_threads = small_int("OPREG_NUM_THREADS", *v, 1, 4096, "a whole number of threads from 1 to 4096");
+  }
+  if (auto v = get("OPREG_PLUGINS")) {
+    for (auto part : names::split(*v, ':')) {
+      part = trim(part);
+      if (part.empty()) {
+        fail(ErrorKind::invalid_argument, "OPREG_PLUGINS={}: empty entry; expected plugin paths separated by ':'",
+             quote(*v));
+      }
+      c.plugins.emplace_back(part);
+    }
   }
   if (unknown != nullptr) {
     for (char** e = environ; *e != nullptr; ++e) {

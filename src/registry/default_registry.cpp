@@ -10,6 +10,8 @@ Registry& default_registry() {
   static Registry* registry = [] {
     auto r = std::make_unique<Registry>();
     register_builtin_backends(*r);
+    // Plugins first, so that the configuration can name their backends and variants.
+    for (const auto& path : Config::from_env().plugins) r->load_plugin(path);
     r->reload_config();
     return r.release();  // lives until exit: kernels may run from static destructors of users
   }();

@@ -240,6 +240,7 @@ namespace {
       const VariantInfo& info = *c.variant->info;
       std::string line = fmt::format("opreg: dispatch {} on {} -> {}", op.name, reg.device_label(device), info.name);
       if (!info.tunables.empty()) line += fmt::format(" [{}]", info.tunables_str());
+      if (!info.plugin.empty()) line += fmt::format(" from plugin {}", quote(info.plugin));
       line += fmt::format(" ({}) for {}", c.how, describe_tensors(reg, list));
       core.log(line);
       if (s.config.verbose >= 2) {

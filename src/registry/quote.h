@@ -9,19 +9,20 @@
 
 namespace opreg {
 
-inline std::string quote(std::string_view value) {
+// The value with control characters escaped, and also backslashes and single quotes when it is
+// to be quoted: for text from elsewhere put into a message, such as a plugin's error message.
+inline std::string escape(std::string_view value, bool quoting = false) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
-  out.reserve(value.size() + 2);
-  out += '\'';
+  out.reserve(value.size());
   for (const char c : value) {
     const auto u = static_cast<unsigned char>(c);
     switch (c) {
       case '\n': out += "\\n"; break;
       case '\t': out += "\\t"; break;
       case '\r': out += "\\r"; break;
-      case '\\': out += "\\\\"; break;
-      case '\'': out += "\\'"; break;
+      case '\\': out += quoting ? "\\\\" : "\\"; break;
+      case '\'': out += quoting ? "\\'" : "'"; break;
       default:
         if (u < 0x20 || u == 0x7f) {
           out += "\\x";
@@ -32,8 +33,9 @@ inline std::string quote(std::string_view value) {
         }
     }
   }
-  out += '\'';
   return out;
 }
+
+inline std::string quote(std::string_view value) { return "'" + escape(value, true) + "'"; }
 
 }  // namespace opreg

@@ -157,6 +157,9 @@ struct RegistryCore {
   Config config;
   std::uint64_t next_token = 1;
 
+  std::mutex plugins_mutex;          // one plugin load at a time
+  std::vector<std::string> plugins;  // loaded, as resolved paths
+
   std::mutex log_mutex;
   Function<void(std::string_view)> sink;
   std::mutex seen_mutex;

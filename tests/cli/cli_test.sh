@@ -67,6 +67,8 @@ expect_one_line() {
     passes=$((passes + 1))
   fi
 }
+expect_one_line 2 "^opreg: error: plugin '/nonexistent/x.so': cannot load: No such file or directory" -- \
+  env OPREG_PLUGINS=/nonexistent/x.so "$opreg" devices
 expect_one_line 2 "^opreg: error: OPREG_DEVICE='nonsense': invalid device" -- \
   env OPREG_DEVICE=nonsense "$opreg" run rms_norm.fwd --shape 3x5
 expect_one_line 2 "OPREG_DEVICE='cpu\\\\nX'" -- env OPREG_DEVICE=$'cpu\nX' "$opreg" devices

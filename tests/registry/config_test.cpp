@@ -285,7 +285,7 @@ TEST_F(ConfigGood, VariablesListsWhatTheRegistryReads) {
   EXPECT_THAT(opreg::Config::variables(),
               ::testing::UnorderedElementsAre("OPREG_DEVICE", "OPREG_BACKEND_ORDER", "OPREG_DISABLE",
                                               "OPREG_FORCE_VARIANT", "OPREG_FALLBACK", "OPREG_VERBOSE",
-                                              "OPREG_NUM_THREADS"));
+                                              "OPREG_NUM_THREADS", "OPREG_PLUGINS"));
 }
 
 // ---------------------------------------------------------------------------------------------
