@@ -3,7 +3,7 @@ BUILD      ?= build
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 OPREG      := $(BUILD)/tools/opreg/opreg
-CLANG      := -DCMAKE_CXX_COMPILER=clang++-14
+CLANG      := -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_C_COMPILER=clang-14
 
 .PHONY: all deps configure build run test asan tsan bench format clean help
 

@@ -227,7 +227,8 @@ class Registration {
 };
 
 struct DispatchResult {
-  const VariantInfo* variant = nullptr;  // the variant that ran (a cpu one after a fallback)
+  // The variant that ran (a cpu one after a fallback); valid as long as the registry.
+  const VariantInfo* variant = nullptr;
   bool fell_back = false;
 };
 
@@ -280,12 +281,22 @@ class Registry {
   Registry(const Registry&) = delete;
   Registry& operator=(const Registry&) = delete;
 
-  // Backends. The backend named "cpu" gets id 0; others the lowest free id from 1; more than
-  // kMaxBackends is an error. probe() and properties() are read once, here.
+  // Registration (the rules, all checked here; docs/adding-a-backend.md walks through them):
+  // - Backend names are [a-z][a-z0-9_]* and unique. The backend named "cpu" gets id 0, others the
+  //   lowest free id from 1 whose previous holder has no live tensors; more than kMaxBackends is
+  //   an error. probe() and properties() are read once, here; a probe that throws makes the
+  //   backend unavailable with the message as reason, unless it is an invalid_argument error.
+  // - Variant names are <backend>.<op>.<fwd|bwd>.<impl>; the backend must be registered first;
+  //   `ref` is the cpu reference's impl. A name taken is an error naming both registration sites,
+  //   unless RegisterOptions::override_existing (the override shadows the original until it is
+  //   unregistered).
+  // - Each call returns a Registration that undoes it when destroyed (safe while other threads
+  //   dispatch); release() keeps it. `file` and `line` are the registration site `opreg ops` shows.
   [[nodiscard]] Registration add_backend(std::shared_ptr<Backend> backend,
                                          const char* file = __builtin_FILE(), int line = __builtin_LINE());
   std::optional<BackendId> find_backend(std::string_view name) const;
-  // The backend with this id; an opreg::Error if none.
+  // The backend with this id; an opreg::Error if none. The reference (like device_props') stays
+  // valid while the backend is registered.
   Backend& backend(BackendId id) const;
   std::vector<BackendInfo> backends() const;
   const DeviceProps& device_props(Device device) const;
@@ -297,12 +308,16 @@ class Registry {
   // A built-in backend this build does not contain: naming it is "unsupported", not "invalid".
   void declare_absent_backend(std::string name, std::string why);
   std::vector<std::pair<std::string, std::string>> absent_backends() const;
-  // Syntax and backend name; an opreg::Error (invalid_argument) listing the accepted devices.
+  // "<backend>" or "<backend>:<decimal index>". An opreg::Error listing the accepted devices:
+  // invalid_argument when malformed or naming no backend, unsupported for a built-in backend this
+  // build lacks, device for an index no Device can hold (past every device count, as check_device
+  // says of smaller ones).
   Device parse_device(std::string_view text) const;
   // An opreg::Error (device) unless the device exists and its backend is available.
   void check_device(Device device) const;
   // OPREG_DEVICE if set, else the first available, non-emulated, non-disabled backend in
-  // OPREG_BACKEND_ORDER or priority order.
+  // OPREG_BACKEND_ORDER (built-in backends this build lacks are skipped with a note) or priority
+  // order.
   Inference infer_device() const;
 
   // Variants.

@@ -1,14 +1,6 @@
-// Registration: backends and variants go in, RAII handles come out, and the rules a backend or
-// plugin author must know are checked here, in one place:
-// - backend names are [a-z][a-z0-9_]* and unique; "cpu" gets id 0, others the lowest free id
-//   from 1 (at most kMaxBackends), never an id whose previous backend still has live tensors;
-// - probe() and properties() are read once, at registration; a probe that throws makes the
-//   backend unavailable with the message as reason, except an invalid_argument (a bad setting);
-// - variant names are <backend>.<op>.<fwd|bwd>.<impl>, the backend registered first; `ref` is
-//   the cpu reference's; a name taken is an error naming both sites unless the registration
-//   says it overrides (the override shadows; unregistering it restores the original);
-// - a handle unregisters when destroyed; release() keeps the registration for the registry's
-//   lifetime; handles may outlive their registry.
+// Registration: backends and variants go in, RAII handles come out. The rules a backend or
+// plugin author must know are listed at Registry::add_backend in include/opreg/registry.h and
+// are all checked here.
 #include <algorithm>
 
 #include "opreg/registry.h"
