@@ -100,6 +100,10 @@ static int32_t rms_fwd_run(void* user, const void* args, const opreg_kernel_cont
   const float* w = a->weight != NULL ? a->weight->data : NULL;
   float* y = a->y->data;
   float* rstd_out = a->rstd->data;
+  if (hidden == 0) { /* empty rows: rstd = 1 / sqrt(eps), and x and y may have no memory at all */
+    for (int64_t r = 0; r < rows; ++r) rstd_out[r] = (float)(1.0 / sqrt(a->eps));
+    return OPREG_OK;
+  }
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * hidden;
     float* yr = y + r * hidden;
