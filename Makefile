@@ -1,11 +1,12 @@
 # The two README commands: `make run` and `make test`. Everything sets itself up first.
+SHELL := /bin/bash
 BUILD      ?= build
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 OPREG      := $(BUILD)/tools/opreg/opreg
 CLANG      := -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_C_COMPILER=clang-14
 
-.PHONY: all deps configure build run test asan tsan bench format clean help
+.PHONY: all deps configure build run test release asan tsan fuzz bench format clean help
 
 all: build
 
@@ -13,8 +14,12 @@ help:
 	@echo "make run    set up, build, then the tour (scripts/tour.sh): opreg devices, opreg ops, and a"
 	@echo "            checked, timed opreg run of all twelve op directions on the default device"
 	@echo "make test   set up, build, all tests (ctest)"
+	@echo "make release  a user's plain Release build (cmake -DCMAKE_BUILD_TYPE=Release, no -Werror) in"
+	@echo "            build-release, whole suite; CXX=clang++-14 for clang"
 	@echo "make asan   ASan+UBSan build (clang-14, CUDA off) in build-asan, whole suite"
 	@echo "make tsan   TSan build (clang-14, OpenMP and CUDA off) in build-tsan, registry tests"
+	@echo "make fuzz   each libFuzzer target (tests/fuzz) for FUZZ_SECONDS (30) in build-asan's"
+	@echo "            instrumented build; any crash, sanitizer report, leak or uncaught exception fails"
 	@echo "make bench  build and run the benchmarks"
 	@echo "make format clang-format every source file"
 
@@ -33,12 +38,37 @@ run: build
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
+release: deps
+	@cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=$(CXX) >/dev/null
+	@cmake --build build-release -j $(JOBS)
+	ctest --test-dir build-release --output-on-failure -j $(JOBS)
+
+ASAN_CONFIGURE = cmake -S . -B build-asan $(CLANG) -DOPREG_WERROR=ON -DOPREG_SANITIZE=address,undefined \
+  -DOPREG_FUZZ=ON -DOPREG_WITH_CUDA=OFF -DOPREG_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug >/dev/null
+FUZZ_SECONDS ?= 30
+FUZZERS := fuzz_parsers fuzz_env fuzz_run_args fuzz_op_check fuzz_dlpack
+
 asan: deps
-	@cmake -S . -B build-asan $(CLANG) -DOPREG_WERROR=ON -DOPREG_SANITIZE=address,undefined -DOPREG_WITH_CUDA=OFF \
-	  -DOPREG_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug >/dev/null
+	@$(ASAN_CONFIGURE)
 	@cmake --build build-asan -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir build-asan --output-on-failure -j $(JOBS)
+
+# The fuzzers share build-asan's instrumented library (a `make asan` before costs nothing more).
+# Each target runs from its seed corpus (tests/fuzz/corpus/<target>) for FUZZ_SECONDS.
+fuzz: deps
+	@$(ASAN_CONFIGURE)
+	@cmake --build build-asan -j $(JOBS) --target $(FUZZERS)
+	@for t in $(FUZZERS); do \
+	  mkdir -p build-asan/fuzz-corpus/$$t; \
+	  echo "== $$t ($(FUZZ_SECONDS) s)"; \
+	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	    build-asan/tests/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -timeout=20 -rss_limit_mb=4096 \
+	    -artifact_prefix=build-asan/fuzz-corpus/$$t- \
+	    -print_final_stats=1 build-asan/fuzz-corpus/$$t tests/fuzz/corpus/$$t 2>&1 | \
+	    grep -E 'stat::number_of_executed_units|stat::new_units_added|ERROR|runtime error|==[0-9]+==|Test unit written' ; \
+	  status=$${PIPESTATUS[0]}; [ $$status -eq 0 ] || { echo "fuzz: $$t failed (exit $$status)"; exit 1; }; \
+	done
 
 tsan: deps
 	@cmake -S . -B build-tsan $(CLANG) -DOPREG_WERROR=ON -DOPREG_SANITIZE=thread -DOPREG_WITH_OPENMP=OFF -DOPREG_WITH_CUDA=OFF \
@@ -53,4 +83,4 @@ format:
 	@clang-format -i $$(git ls-files '*.h' '*.cpp' '*.cu')
 
 clean:
-	rm -rf $(BUILD) build-asan build-tsan
+	rm -rf $(BUILD) build-release build-asan build-tsan

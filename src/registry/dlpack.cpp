@@ -2,6 +2,7 @@
 #include "opreg/dlpack.h"
 
 #include <array>
+#include <cstring>
 #include <memory>
 #include <span>
 #include <string>
@@ -102,19 +103,24 @@ DType from_dlpack_dtype(DLDataType dtype) {
 }
 
 Device from_dlpack_device(DLDevice device, const Registry& registry) {
+  // The raw value: a producer may send a device type this header's enum does not have, and
+  // reading that through the enum type is undefined.
+  std::int32_t wanted = 0;
+  static_assert(sizeof wanted == sizeof device.device_type);
+  std::memcpy(&wanted, &device.device_type, sizeof wanted);
   std::vector<std::string> matches;
   std::vector<std::string> known;
   Device found;
   for (const auto& b : registry.backends()) {
     const int type = registry.backend(b.id).dlpack_device_type();
     known.push_back(fmt::format("{} ({})", b.name, type));
-    if (type != static_cast<int>(device.device_type)) continue;
+    if (type != wanted) continue;
     matches.push_back(b.name);
     found = Device{b.id, static_cast<std::int16_t>(device.device_id)};
   }
   if (matches.size() != 1) {
     fail(ErrorKind::unsupported, "from_dlpack: DLPack device type {} {}; backends and their DLPack types: {}{}",
-         static_cast<int>(device.device_type),
+         wanted,
          matches.empty() ? std::string("has no backend in this process")
                          : fmt::format("is ambiguous (backends {})", fmt::join(matches, ", ")),
          fmt::join(known, ", "), matches.empty() ? "" : "; pass the device explicitly");

@@ -8,6 +8,7 @@
 
 #include "opreg/error.h"
 #include "opreg/registry.h"
+#include "registry/admission.h"
 #include "registry/fail.h"
 
 namespace opreg {
@@ -27,21 +28,23 @@ Shape::Shape(std::span<const std::int64_t> dims) {
     dims_[i] = dims[i];
   }
   ndim_ = static_cast<int>(dims.size());
+  numel();  // every product of extents must be representable, zero extents included
 }
 
 std::int64_t Shape::numel() const {
-  // A zero extent anywhere makes the product 0 even when the other extents alone overflow.
-  for (int i = 0; i < ndim_; ++i) {
-    if ((*this)[i] == 0) return 0;
-  }
+  // The extents other than 0 must multiply without overflow even when a 0 makes the element
+  // count 0: rows x hidden, statistics shapes and strides are products of them too
+  // (4294967296x4294967296x0 has 0 elements and 2^64 rows).
   std::int64_t n = 1;
+  bool empty = false;
   for (int i = 0; i < ndim_; ++i) {
-    if (__builtin_mul_overflow(n, (*this)[i], &n)) {
-      fail(ErrorKind::invalid_argument, "shape {} has more than {} elements", str(),
-           std::numeric_limits<std::int64_t>::max());
+    empty |= (*this)[i] == 0;
+    if (__builtin_mul_overflow(n, std::max<std::int64_t>((*this)[i], 1), &n)) {
+      fail(ErrorKind::invalid_argument, "shape [{}]: the product of its extents (zero extents aside) exceeds {}",
+           str(), std::numeric_limits<std::int64_t>::max());
     }
   }
-  return n;
+  return empty ? 0 : n;
 }
 
 std::string Shape::str() const {
@@ -201,6 +204,14 @@ void Tensor::set_geometry(const Shape& shape, std::span<const std::int64_t> stri
         fail(ErrorKind::invalid_argument, "shape [{}] with these strides reaches past the int64 range", shape.str());
       }
     }
+    // In bytes too, one past the highest element included (the overlap rule works in bytes).
+    const auto es = static_cast<std::int64_t>(element_size(dtype_));
+    std::int64_t bytes = 0;
+    if (__builtin_add_overflow(high, 1, &bytes) || __builtin_mul_overflow(bytes, es, &bytes) ||
+        __builtin_mul_overflow(low, es, &bytes)) {
+      fail(ErrorKind::invalid_argument, "shape [{}] with these strides reaches past the int64 range of {} bytes",
+           shape.str(), to_string(dtype_));
+    }
   }
   shape_ = shape;
   strides_ = st;
@@ -228,6 +239,10 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, Registry& r
   std::shared_ptr<Backend> backend = registry.backend(device.backend).shared_from_this();
   const int index = device.index;
   const std::size_t bytes = t.nbytes_;
+  if (bytes >= kAdmissionThreshold) {
+    admit(*backend, index, registry.device_props(device).memory_bytes, bytes, registry.device_name(device),
+          fmt::format("a {} tensor of [{}]", to_string(dtype), shape.str()));
+  }
   void* p = backend->allocate(index, bytes);
   backend->count_tensor(1);
   // If the control block cannot be allocated, shared_ptr calls the deleter itself.

@@ -81,5 +81,37 @@ TEST(TensorViews, MisalignedDataIsRefused) {
   EXPECT_EQ(Tensor::wrap(bytes.data() + 2, {4}, DType::bf16).numel(), 4);  // 2-byte elements
 }
 
+// Sizes are overflow-checked with zero extents too: 2^32 x 2^32 x 0 has no elements but 2^64
+// rows, which nothing downstream (rows x hidden, statistics shapes) could represent.
+TEST(TensorViews, ShapesCheckTheirProductsZeroExtentsIncluded) {
+  EXPECT_TRUE(ThrowsError([] { Shape{4294967296, 4294967296, 0}; }, ErrorKind::invalid_argument,
+                          {"[4294967296x4294967296x0]", "exceeds"}));
+  EXPECT_TRUE(ThrowsError([] { Shape{15, 6148914691236517272, 0}; }, ErrorKind::invalid_argument, {"exceeds"}));
+  EXPECT_TRUE(ThrowsError([] { Shape::parse("4294967296x4294967296x0"); }, ErrorKind::invalid_argument, {"exceeds"}));
+  EXPECT_EQ((Shape{4294967296, 0, 7}.numel()), 0);
+  // operator[] bypasses the constructor's check: rows_hidden checks its own product.
+  Shape wide{2, 0};
+  wide[0] = INT64_MAX;
+  EXPECT_EQ(rows_hidden(wide).rows, INT64_MAX);
+  Shape overflowing{2, 2, 0};
+  overflowing[0] = INT64_MAX;
+  overflowing[1] = 2;
+  EXPECT_TRUE(ThrowsError([&] { rows_hidden(overflowing); }, ErrorKind::invalid_argument, {"rows"}));
+}
+
+// Strided views whose byte reach overflows (strides times the element size) are refused when
+// made, so the overlap rule's byte arithmetic cannot overflow.
+TEST(TensorViews, StridesAreCheckedInBytes) {
+  alignas(8) static float buffer[8] = {};
+  const std::int64_t huge[] = {std::int64_t{1} << 61, 1};
+  EXPECT_TRUE(ThrowsError([&] { Tensor::wrap(buffer, {2, 2}, Device{}, huge); }, ErrorKind::invalid_argument,
+                          {"int64 range of f32 bytes"}));
+  const std::int64_t negative[] = {-(std::int64_t{1} << 62), 1};
+  EXPECT_TRUE(ThrowsError([&] { Tensor::wrap(buffer, {2, 2}, Device{}, negative); }, ErrorKind::invalid_argument,
+                          {"int64 range"}));
+  const std::int64_t fine[] = {std::int64_t{1} << 40, 1};
+  EXPECT_FALSE(Tensor::wrap(buffer, {2, 2}, Device{}, fine).is_contiguous());
+}
+
 }  // namespace
 }  // namespace opreg
