@@ -74,6 +74,8 @@ class ToyBackend final : public opreg::Backend {
     for (std::size_t at = 0; at < bytes; at += pattern_bytes) std::memcpy(static_cast<char*>(dst) + at, pattern, pattern_bytes);
   }
   void synchronize(int, void*) override {}  // kernels run to completion on the calling thread
+  // What opreg's admission check compares a large request with before allocating it.
+  std::uint64_t memory_available(int) override { return kMemoryBytes - std::min(kMemoryBytes, in_use_.load()); }
 
  private:
   std::atomic<std::uint64_t> in_use_{0};

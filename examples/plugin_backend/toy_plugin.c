@@ -55,6 +55,12 @@ static void toy_deallocate(void* user, int32_t device, void* ptr, size_t bytes) 
   atomic_fetch_sub(&s->in_use[device], bytes);
 }
 
+static uint64_t toy_memory_available(void* user, int32_t device) {
+  toy_state* s = user;
+  const uint64_t in_use = atomic_load(&s->in_use[device]);
+  return in_use < kMemoryBytes ? kMemoryBytes - in_use : 1; /* 1, not 0: 0 means "unknown" */
+}
+
 static int32_t toy_copy(void* user, int32_t device, void* dst, const void* src, size_t bytes, void* stream,
                         char* message, size_t size) {
   (void)user, (void)device, (void)stream, (void)message, (void)size;
@@ -163,6 +169,7 @@ OPREG_PLUGIN_EXPORT int32_t opreg_plugin_init(const opreg_host* host, char* mess
   backend.copy_on_device = toy_copy;
   backend.fill = toy_fill;
   backend.synchronize = toy_synchronize;
+  backend.memory_available = toy_memory_available;
   int32_t status = host->register_backend(host->host, &backend, message, size);
   if (status != OPREG_OK) return status;
 

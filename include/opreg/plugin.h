@@ -78,7 +78,7 @@ typedef struct opreg_device_props {
 
 /* A backend: name, inference priority, fallback policy, devices, memory services and streams.
  * `user` is passed back to every callback. Every memory service is required except
- * default_stream (NULL: the device has no streams). */
+ * default_stream (NULL: the device has no streams) and memory_available. */
 typedef struct opreg_backend_desc {
   uint32_t struct_size; /* sizeof(opreg_backend_desc) */
   uint32_t api_version;
@@ -107,6 +107,9 @@ typedef struct opreg_backend_desc {
                   void* stream, char* message, size_t message_size);
   int32_t (*synchronize)(void* user, int32_t device, void* stream, char* message, size_t message_size);
   void* (*default_stream)(void* user, int32_t device);
+  /* May be NULL. Bytes that can be allocated on the device now (0: unknown), so that a request
+   * larger than that is refused before it is made; memory_bytes bounds it either way. */
+  uint64_t (*memory_available)(void* user, int32_t device);
   void* reserved[8];
 } opreg_backend_desc;
 

@@ -169,6 +169,9 @@ class PluginBackend final : public Backend {
   void* default_stream(int index) override {
     return desc_.default_stream != nullptr ? desc_.default_stream(desc_.user, index) : nullptr;
   }
+  std::uint64_t memory_available(int index) override {
+    return desc_.memory_available != nullptr ? desc_.memory_available(desc_.user, index) : 0;
+  }
 
  private:
   template <class F, class... A>
