@@ -4,7 +4,7 @@ BUILD      ?= build
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 OPREG      := $(BUILD)/tools/opreg/opreg
-CLANG      := -DCMAKE_CXX_COMPILER=clang++-14
+CLANG      := -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_C_COMPILER=clang-14
 
 .PHONY: all deps configure build run test release asan tsan fuzz bench format clean help
 

@@ -140,7 +140,8 @@ struct VariantInfo {
   std::string impl;     // chunked
   int priority = 0;     // higher first
   std::vector<Tunable> tunables;
-  std::string site;     // file:line of the registration
+  std::string site;     // file:line of the registration; a plugin's path for a plugin's variant
+  std::string plugin;   // the path of the plugin that registered it; empty when registered in process
   bool is_override = false;
   bool has_supports = false;
   bool strided = false;  // accepts non-contiguous tensors
@@ -180,6 +181,7 @@ struct RegisterOptions {
 
 namespace detail {
 struct RegistryCore;
+struct PluginSession;
 struct ErasedVariant {
   const OpDef* op = nullptr;
   std::string backend;
@@ -193,6 +195,7 @@ struct ErasedVariant {
   std::vector<Tunable> tunables;
   void* user = nullptr;
   bool strided = false;
+  std::string plugin;  // set by the plugin loader
 };
 }  // namespace detail
 
@@ -224,7 +227,8 @@ class Registration {
 };
 
 struct DispatchResult {
-  const VariantInfo* variant = nullptr;  // the variant that ran (a cpu one after a fallback)
+  // The variant that ran (a cpu one after a fallback); valid as long as the registry.
+  const VariantInfo* variant = nullptr;
   bool fell_back = false;
 };
 
@@ -239,6 +243,9 @@ struct Config {
   std::optional<FallbackPolicy> fallback;   // OPREG_FALLBACK; empty: each backend's default
   int verbose = 0;                          // OPREG_VERBOSE: 0, 1, 2
   int num_threads = 0;                      // OPREG_NUM_THREADS; 0: the machine's cores
+  // OPREG_PLUGINS: plugin paths, loaded by default_registry() when it is built (set_config does not
+  // load plugins; Registry::load_plugin does).
+  std::vector<std::string> plugins;
 
   // Reads and validates the syntax of every variable; names are checked against a registry
   // when the configuration is applied. Unknown OPREG_* names are returned in `unknown`.
@@ -274,12 +281,22 @@ class Registry {
   Registry(const Registry&) = delete;
   Registry& operator=(const Registry&) = delete;
 
-  // Backends. The backend named "cpu" gets id 0; others the lowest free id from 1; more than
-  // kMaxBackends is an error. probe() and properties() are read once, here.
+  // Registration (the rules, all checked here; docs/adding-a-backend.md walks through them):
+  // - Backend names are [a-z][a-z0-9_]* and unique. The backend named "cpu" gets id 0, others the
+  //   lowest free id from 1 whose previous holder has no live tensors; more than kMaxBackends is
+  //   an error. probe() and properties() are read once, here; a probe that throws makes the
+  //   backend unavailable with the message as reason, unless it is an invalid_argument error.
+  // - Variant names are <backend>.<op>.<fwd|bwd>.<impl>; the backend must be registered first;
+  //   `ref` is the cpu reference's impl. A name taken is an error naming both registration sites,
+  //   unless RegisterOptions::override_existing (the override shadows the original until it is
+  //   unregistered).
+  // - Each call returns a Registration that undoes it when destroyed (safe while other threads
+  //   dispatch); release() keeps it. `file` and `line` are the registration site `opreg ops` shows.
   [[nodiscard]] Registration add_backend(std::shared_ptr<Backend> backend,
                                          const char* file = __builtin_FILE(), int line = __builtin_LINE());
   std::optional<BackendId> find_backend(std::string_view name) const;
-  // The backend with this id; an opreg::Error if none.
+  // The backend with this id; an opreg::Error if none. The reference (like device_props') stays
+  // valid while the backend is registered.
   Backend& backend(BackendId id) const;
   std::vector<BackendInfo> backends() const;
   const DeviceProps& device_props(Device device) const;
@@ -291,12 +308,16 @@ class Registry {
   // A built-in backend this build does not contain: naming it is "unsupported", not "invalid".
   void declare_absent_backend(std::string name, std::string why);
   std::vector<std::pair<std::string, std::string>> absent_backends() const;
-  // Syntax and backend name; an opreg::Error (invalid_argument) listing the accepted devices.
+  // "<backend>" or "<backend>:<decimal index>". An opreg::Error listing the accepted devices:
+  // invalid_argument when malformed or naming no backend, unsupported for a built-in backend this
+  // build lacks, device for an index no Device can hold (past every device count, as check_device
+  // says of smaller ones).
   Device parse_device(std::string_view text) const;
   // An opreg::Error (device) unless the device exists and its backend is available.
   void check_device(Device device) const;
   // OPREG_DEVICE if set, else the first available, non-emulated, non-disabled backend in
-  // OPREG_BACKEND_ORDER or priority order.
+  // OPREG_BACKEND_ORDER (built-in backends this build lacks are skipped with a note) or priority
+  // order.
   Inference infer_device() const;
 
   // Variants.
@@ -338,6 +359,16 @@ class Registry {
   // Where log lines go (default: stderr). Lines carry no trailing newline.
   void set_log_sink(Function<void(std::string_view)> sink);
 
+  // Plugins (include/opreg/plugin.h): loads the shared library at `path` (a name without '/' is
+  // searched as dlopen does) and calls its entry function, which registers backends and variants
+  // here, sited at the plugin's path. Safe while other threads dispatch. Any failure is an
+  // opreg::Error naming the file and the reason (missing file, no entry function, an API version
+  // or struct size this opreg does not know, a name already taken, the plugin's own error), and
+  // then nothing of that load stays registered. A plugin is never unloaded; loading one path twice
+  // into a registry is an error. default_registry() loads OPREG_PLUGINS when it is built.
+  void load_plugin(std::string_view path);
+  std::vector<std::string> plugins() const;  // the plugins loaded, as resolved paths, in load order
+
   // Counters.
   std::uint64_t fallback_count() const;
   std::uint64_t fallback_count(std::string_view op_name, std::string_view backend) const;
@@ -352,12 +383,16 @@ class Registry {
                               const ExecContext* ctx);
   template <class Args>
   friend struct detail::TypedOpDef;
+  friend struct detail::PluginSession;
   std::shared_ptr<detail::RegistryCore> core_;
 };
 
-// The process-wide registry: built-in backends registered, configuration read from the
-// environment (an opreg::Error if a variable is bad; the next call tries again).
+// The process-wide registry: built-in backends registered, the plugins of OPREG_PLUGINS loaded,
+// configuration read from the environment (an opreg::Error if a variable is bad or a plugin does
+// not load; the next call tries again).
 Registry& default_registry();
+// default_registry().load_plugin(path).
+void load_plugin(std::string_view path);
 
 // ---------------------------------------------------------------------------------------------
 // Template implementations.

@@ -4,6 +4,7 @@
 #include "opreg/registry.h"
 #include "registry/names.h"
 #include "registry/fail.h"
+#include "registry/quote.h"
 
 namespace opreg {
 namespace {
@@ -22,8 +23,8 @@ OpTable& op_table() {
 
 const detail::OpDef& detail::define_op(std::unique_ptr<OpDef> op) {
   if (!names::is_op_name(op->name)) {
-    fail(ErrorKind::invalid_argument, "op name '{}' is malformed: expected <name>.fwd or <name>.bwd, the name in lower "
-         "case letters, digits and '_' (e.g. rms_norm.fwd)", op->name);
+    fail(ErrorKind::invalid_argument, "op name {} is malformed: expected <name>.fwd or <name>.bwd, the name in lower "
+         "case letters, digits and '_' (e.g. rms_norm.fwd)", quote(op->name));
   }
   OpTable& table = op_table();
   std::lock_guard lock(table.mutex);

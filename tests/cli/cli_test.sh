@@ -35,7 +35,7 @@ fi
 expect 0 '^xpu +- +- +- +not built: ' -- "$opreg" devices
 expect 0 'npu:0 +Ascend 910B4 \(emulated\) \[emulated\]' -- "$opreg" devices
 expect 0 '^inference: npu:0 \[emulated\] \(OPREG_DEVICE=npu' -- env OPREG_DEVICE=npu "$opreg" devices
-expect 2 "OPREG_DEVICE=nonsense: invalid device 'nonsense': accepted devices are cpu" -- env OPREG_DEVICE=nonsense "$opreg" devices
+expect 2 "OPREG_DEVICE='nonsense': invalid device 'nonsense': accepted devices are cpu" -- env OPREG_DEVICE=nonsense "$opreg" devices
 expect 3 "device 'xpu': the xpu backend is not built" -- env OPREG_DEVICE=xpu "$opreg" devices
 expect 2 "OPREG_VERBOSE='9'" -- env OPREG_VERBOSE=9 "$opreg" devices
 expect 2 "OPREG_NPU_PROFILE='nosuch'.*accepted: 910B4" -- env OPREG_NPU_PROFILE=nosuch "$opreg" devices
@@ -43,7 +43,35 @@ expect 3 'device npu:3 does not exist' -- env OPREG_DEVICE=npu:3 "$opreg" device
 expect 0 'inference: cpu \(first available in OPREG_BACKEND_ORDER order npu,cpu; skipped npu \(emulated' -- \
   env OPREG_BACKEND_ORDER=npu,cpu "$opreg" devices
 expect 3 'no device available in OPREG_BACKEND_ORDER order npu' -- env OPREG_BACKEND_ORDER=npu "$opreg" devices
-expect 0 'warning: OPREG_DEVCE is not a variable' -- env OPREG_DEVCE=cpu "$opreg" devices
+expect 0 "warning: 'OPREG_DEVCE' is not a variable" -- env OPREG_DEVCE=cpu "$opreg" devices
+# The documented default order names backends a build may lack: they are skipped with a note.
+expect 0 '^inference: .*\(first available in OPREG_BACKEND_ORDER order cuda,npu,xpu,cpu' -- \
+  env OPREG_BACKEND_ORDER=cuda,npu,xpu,cpu "$opreg" devices
+# Device indices: a malformed one is bad input (2), one beyond the device count is unavailable (3) whatever its size.
+expect 3 "device 'cpu:99999' does not exist: cpu has 1 device" -- "$opreg" run rms_norm.fwd --device cpu:99999
+expect 3 'device cpu:32767 does not exist: cpu has 1 device' -- "$opreg" run rms_norm.fwd --device cpu:32767
+expect 3 "does not exist" -- "$opreg" run rms_norm.fwd --device cpu:123456789012345678901234567890
+expect 2 "invalid device 'cpu:-1'" -- "$opreg" run rms_norm.fwd --device cpu:-1
+# Errors are one line: no warning before them, control characters escaped.
+expect_one_line() {
+  local code=$1 pattern=$2
+  shift 3
+  local out rc
+  out=$("$@" 2>&1 >/dev/null)
+  rc=$?
+  if [[ $rc -ne $code || $(wc -l <<<"$out") -ne 1 ]] || ! grep -Eq -- "$pattern" <<<"$out"; then
+    echo "FAIL: $* -> exit $rc (want $code), stderr must be one line matching /$pattern/:"
+    sed 's/^/    /' <<<"$out" | head -10
+    failures=$((failures + 1))
+  else
+    passes=$((passes + 1))
+  fi
+}
+expect_one_line 2 "^opreg: error: plugin '/nonexistent/x.so': cannot load: No such file or directory" -- \
+  env OPREG_PLUGINS=/nonexistent/x.so "$opreg" devices
+expect_one_line 2 "^opreg: error: OPREG_DEVICE='nonsense': invalid device" -- \
+  env OPREG_DEVICE=nonsense "$opreg" run rms_norm.fwd --shape 3x5
+expect_one_line 2 "OPREG_DEVICE='cpu\\\\nX'" -- env OPREG_DEVICE=$'cpu\nX' "$opreg" devices
 expect 0 '^usage: opreg devices' -- "$opreg" devices --help
 expect 0 '^usage: opreg ops' -- "$opreg" ops --help
 expect 0 '^usage: opreg <command>' -- "$opreg" --help

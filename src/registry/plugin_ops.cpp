@@ -1,0 +1,279 @@
+// C kernels of plugins as ordinary variants: each op's arguments converted to their C mirror
+// (include/opreg/plugin.h), tensors as non-owning DLTensor views (opreg::dlpack_view).
+#include "registry/plugin_ops.h"
+
+#include <array>
+#include <memory>
+#include <optional>
+
+#include "opreg/dlpack.h"
+#include "opreg/ops.h"
+#include "registry/fail.h"
+#include "registry/quote.h"
+
+namespace opreg::detail {
+
+CDeviceProps::CDeviceProps(const DeviceProps& props) {
+  for (const auto& [key, value] : props.extra) {
+    keys_.push_back(key.c_str());
+    values_.push_back(value.c_str());
+  }
+  c_.struct_size = sizeof(c_);
+  c_.api_version = OPREG_PLUGIN_API_VERSION;
+  c_.name = props.name.c_str();
+  c_.memory_bytes = props.memory_bytes;
+  c_.compute_units = props.compute_units;
+  c_.emulated = props.emulated ? 1 : 0;
+  c_.extra_count = static_cast<std::uint32_t>(keys_.size());
+  c_.extra_keys = keys_.data();
+  c_.extra_values = values_.data();
+}
+
+ErrorKind error_kind(std::int32_t status) {
+  switch (status) {
+    case OPREG_INVALID_ARGUMENT: return ErrorKind::invalid_argument;
+    case OPREG_UNSUPPORTED: return ErrorKind::unsupported;
+    case OPREG_DEVICE_ERROR: return ErrorKind::device;
+    default: return ErrorKind::internal;
+  }
+}
+
+std::int32_t status_of(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::invalid_argument: return OPREG_INVALID_ARGUMENT;
+    case ErrorKind::unsupported: return OPREG_UNSUPPORTED;
+    case ErrorKind::device: return OPREG_DEVICE_ERROR;
+    case ErrorKind::internal: return OPREG_INTERNAL_ERROR;
+  }
+  return OPREG_INTERNAL_ERROR;
+}
+
+namespace {
+
+constexpr std::size_t kMessageSize = 512;
+
+// What a C variant's run and supports call.
+struct CKernel {
+  const Registry* registry = nullptr;
+  std::string plugin;
+  void* user = nullptr;
+  std::int32_t (*supports)(void*, const void*, const opreg_device_props*, char*, std::size_t) = nullptr;
+  std::int32_t (*run)(void*, const void*, const opreg_kernel_context*, char*, std::size_t) = nullptr;
+};
+
+// A message a plugin wrote: cut at the buffer's end, on one line.
+std::string plugin_text(std::array<char, kMessageSize>& buffer, std::string_view otherwise) {
+  buffer.back() = '\0';
+  const std::string_view text(buffer.data());
+  return text.empty() ? std::string(otherwise) : escape(text);
+}
+
+// The tensors of one call as DLTensor views, on the stack.
+class Views {
+ public:
+  explicit Views(const Registry& registry) : registry_(registry) {}
+  const DLTensor* operator()(const Tensor& t) {
+    if (!t.defined()) return nullptr;
+    views_[static_cast<std::size_t>(n_)] = dlpack_view(t, registry_);
+    return &views_[static_cast<std::size_t>(n_++)];
+  }
+
+ private:
+  const Registry& registry_;
+  std::array<DLTensor, 8> views_;
+  int n_ = 0;
+};
+
+std::int32_t casting_of(Casting c) {
+  switch (c) {
+    case Casting::llama: return OPREG_CASTING_LLAMA;
+    case Casting::gemma: return OPREG_CASTING_GEMMA;
+    case Casting::none: return OPREG_CASTING_NONE;
+  }
+  return OPREG_CASTING_LLAMA;
+}
+
+// ---- One conversion per argument struct, field by field as plugin.h mirrors ops.h.
+
+void convert(const RmsNormFwdArgs& a, opreg_rms_norm_fwd_args& c, Views& v) {
+  c.x = v(a.x), c.weight = v(a.weight), c.y = v(a.y), c.rstd = v(a.rstd);
+  c.eps = a.eps, c.offset = a.offset, c.casting = casting_of(a.casting);
+}
+void convert(const RmsNormBwdArgs& a, opreg_rms_norm_bwd_args& c, Views& v) {
+  c.dy = v(a.dy), c.x = v(a.x), c.weight = v(a.weight), c.rstd = v(a.rstd), c.dx = v(a.dx);
+  c.dweight = v(a.dweight), c.offset = a.offset, c.casting = casting_of(a.casting);
+}
+void convert(const FusedAddRmsNormFwdArgs& a, opreg_fused_add_rms_norm_fwd_args& c, Views& v) {
+  c.x = v(a.x), c.residual = v(a.residual), c.weight = v(a.weight), c.y = v(a.y), c.s = v(a.s);
+  c.rstd = v(a.rstd), c.eps = a.eps, c.offset = a.offset, c.casting = casting_of(a.casting);
+}
+void convert(const FusedAddRmsNormBwdArgs& a, opreg_fused_add_rms_norm_bwd_args& c, Views& v) {
+  c.dy = v(a.dy), c.ds_out = v(a.ds_out), c.s = v(a.s), c.weight = v(a.weight), c.rstd = v(a.rstd);
+  c.dx = v(a.dx), c.dweight = v(a.dweight), c.offset = a.offset, c.casting = casting_of(a.casting);
+}
+void convert(const LayerNormFwdArgs& a, opreg_layer_norm_fwd_args& c, Views& v) {
+  c.x = v(a.x), c.weight = v(a.weight), c.bias = v(a.bias), c.y = v(a.y), c.mean = v(a.mean);
+  c.rstd = v(a.rstd), c.eps = a.eps;
+}
+void convert(const LayerNormBwdArgs& a, opreg_layer_norm_bwd_args& c, Views& v) {
+  c.dy = v(a.dy), c.x = v(a.x), c.weight = v(a.weight), c.mean = v(a.mean), c.rstd = v(a.rstd);
+  c.dx = v(a.dx), c.dweight = v(a.dweight), c.dbias = v(a.dbias);
+}
+void convert(const GroupNormFwdArgs& a, opreg_group_norm_fwd_args& c, Views& v) {
+  c.x = v(a.x), c.weight = v(a.weight), c.bias = v(a.bias), c.y = v(a.y), c.mean = v(a.mean);
+  c.rstd = v(a.rstd), c.num_groups = a.num_groups, c.eps = a.eps;
+}
+void convert(const GroupNormBwdArgs& a, opreg_group_norm_bwd_args& c, Views& v) {
+  c.dy = v(a.dy), c.x = v(a.x), c.weight = v(a.weight), c.mean = v(a.mean), c.rstd = v(a.rstd);
+  c.dx = v(a.dx), c.dweight = v(a.dweight), c.dbias = v(a.dbias), c.num_groups = a.num_groups;
+}
+void convert(const GluFwdArgs& a, opreg_glu_fwd_args& c, Views& v) { c.a = v(a.a), c.b = v(a.b), c.c = v(a.c); }
+void convert(const GluBwdArgs& a, opreg_glu_bwd_args& c, Views& v) {
+  c.dc = v(a.dc), c.a = v(a.a), c.b = v(a.b), c.da = v(a.da), c.db = v(a.db);
+}
+
+template <class CArgs, class Args>
+CArgs c_args(const Args& args, Views& views) {
+  CArgs c{};
+  c.struct_size = sizeof(CArgs);
+  c.api_version = OPREG_PLUGIN_API_VERSION;
+  convert(args, c, views);
+  return c;
+}
+
+// The kernel's scratch leases, given back when the call returns.
+struct Scratch {
+  const KernelContext* kc = nullptr;
+  std::array<Workspace::Lease, 4> leases;
+  int used = 0;
+};
+
+void* workspace(const opreg_kernel_context* ctx, std::size_t bytes) {
+  auto* scratch = static_cast<Scratch*>(ctx->host);
+  if (scratch->used == static_cast<int>(scratch->leases.size())) return nullptr;
+  try {
+    auto& lease = scratch->leases[static_cast<std::size_t>(scratch->used)];
+    lease = scratch->kc->backend->workspace(scratch->kc->device.index).acquire(bytes, scratch->kc->stream);
+    ++scratch->used;
+    return lease.data();
+  } catch (...) {
+    return nullptr;  // the C side sees NULL, as the interface says
+  }
+}
+
+template <class Args, class CArgs>
+struct Mirror {
+  static void invoke(const void* kernel, const void* args, const KernelContext& kc) {
+    const auto& k = *static_cast<const CKernel*>(kernel);
+    Views views(*kc.registry);
+    const CArgs c = c_args<CArgs>(*static_cast<const Args*>(args), views);
+    const opreg_device_props* props = plugin_device_props(*kc.backend, kc.device.index);
+    std::optional<CDeviceProps> converted;
+    if (props == nullptr) props = converted.emplace(*kc.props).get();
+    Scratch scratch;
+    scratch.kc = &kc;
+    opreg_kernel_context ctx{};
+    ctx.struct_size = sizeof(ctx);
+    ctx.api_version = OPREG_PLUGIN_API_VERSION;
+    ctx.device = kc.device.index;
+    ctx.threads = kc.threads;
+    ctx.stream = kc.stream;
+    ctx.props = props;
+    ctx.variant = kc.variant->name.c_str();
+    ctx.host = &scratch;
+    ctx.workspace = &workspace;
+    std::array<char, kMessageSize> message{};
+    const std::int32_t status = k.run(k.user, &c, &ctx, message.data(), message.size());
+    if (status != OPREG_OK) {
+      throw Error(error_kind(status), fmt::format("{}: {} (plugin {})", kc.variant->name,
+                                                  plugin_text(message, "the kernel failed without a message"),
+                                                  quote(k.plugin)));
+    }
+  }
+
+  static Verdict supports(const CKernel& k, const void* args, const DeviceProps& props) {
+    Views views(*k.registry);
+    const CArgs c = c_args<CArgs>(*static_cast<const Args*>(args), views);
+    const CDeviceProps c_props(props);
+    std::array<char, kMessageSize> reason{};
+    if (k.supports(k.user, &c, c_props.get(), reason.data(), reason.size()) != 0) return Verdict::accept();
+    return Verdict::reject(plugin_text(reason, "refused without a reason"));
+  }
+};
+
+struct MirrorEntry {
+  const char* op;
+  const OpDef& (*def)();
+  void (*invoke)(const void*, const void*, const KernelContext&);
+  Verdict (*supports)(const CKernel&, const void*, const DeviceProps&);
+};
+
+template <class Args, class CArgs, const Op<Args>& (*OpHandle)()>
+constexpr MirrorEntry mirror(const char* name) {
+  return {name, [] () -> const OpDef& { return OpHandle().def(); }, &Mirror<Args, CArgs>::invoke,
+          &Mirror<Args, CArgs>::supports};
+}
+
+constexpr MirrorEntry kMirrors[] = {
+    mirror<RmsNormFwdArgs, opreg_rms_norm_fwd_args, &rms_norm_fwd_op>("rms_norm.fwd"),
+    mirror<RmsNormBwdArgs, opreg_rms_norm_bwd_args, &rms_norm_bwd_op>("rms_norm.bwd"),
+    mirror<FusedAddRmsNormFwdArgs, opreg_fused_add_rms_norm_fwd_args, &fused_add_rms_norm_fwd_op>(
+        "fused_add_rms_norm.fwd"),
+    mirror<FusedAddRmsNormBwdArgs, opreg_fused_add_rms_norm_bwd_args, &fused_add_rms_norm_bwd_op>(
+        "fused_add_rms_norm.bwd"),
+    mirror<LayerNormFwdArgs, opreg_layer_norm_fwd_args, &layer_norm_fwd_op>("layer_norm.fwd"),
+    mirror<LayerNormBwdArgs, opreg_layer_norm_bwd_args, &layer_norm_bwd_op>("layer_norm.bwd"),
+    mirror<GroupNormFwdArgs, opreg_group_norm_fwd_args, &group_norm_fwd_op>("group_norm.fwd"),
+    mirror<GroupNormBwdArgs, opreg_group_norm_bwd_args, &group_norm_bwd_op>("group_norm.bwd"),
+    mirror<GegluFwdArgs, opreg_geglu_fwd_args, &geglu_fwd_op>("geglu.fwd"),
+    mirror<GegluBwdArgs, opreg_geglu_bwd_args, &geglu_bwd_op>("geglu.bwd"),
+    mirror<SwigluFwdArgs, opreg_swiglu_fwd_args, &swiglu_fwd_op>("swiglu.fwd"),
+    mirror<SwigluBwdArgs, opreg_swiglu_bwd_args, &swiglu_bwd_op>("swiglu.bwd"),
+};
+
+}  // namespace
+
+std::vector<std::string> c_ops() {
+  std::vector<std::string> out;
+  for (const auto& m : kMirrors) out.emplace_back(m.op);
+  return out;
+}
+
+ErasedVariant c_variant(const Registry& registry, const opreg_variant_desc& desc, const std::string& plugin) {
+  const MirrorEntry* m = nullptr;
+  for (const auto& entry : kMirrors) {
+    if (std::string_view(entry.op) == desc.op) m = &entry;
+  }
+  if (m == nullptr) {
+    fail(ErrorKind::invalid_argument, "variant {}: op {} has no C argument struct in plugin API version {}; a plugin "
+         "can implement {}", quote(fmt::format("{}.{}.{}", desc.backend, desc.op, desc.impl)), quote(desc.op),
+         OPREG_PLUGIN_API_VERSION, fmt::join(c_ops(), ", "));
+  }
+  auto kernel = std::make_shared<CKernel>();
+  kernel->registry = &registry;
+  kernel->plugin = plugin;
+  kernel->user = desc.user;
+  kernel->supports = desc.supports;
+  kernel->run = desc.run;
+  ErasedVariant v;
+  v.op = &m->def();
+  v.backend = desc.backend;
+  v.impl = desc.impl;
+  v.priority = desc.priority;
+  if (desc.supports != nullptr) {
+    v.supports = [kernel, check = m->supports](const void* args, const DeviceProps& props) {
+      return check(*kernel, args, props);
+    };
+  }
+  v.run = kernel;
+  v.invoke = m->invoke;
+  for (std::uint32_t i = 0; i < desc.tunable_count; ++i) {
+    v.tunables.push_back({desc.tunable_names[i], desc.tunable_values[i]});
+  }
+  v.user = desc.user;
+  v.strided = desc.strided != 0;
+  v.plugin = plugin;
+  return v;
+}
+
+}  // namespace opreg::detail

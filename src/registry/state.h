@@ -1,0 +1,247 @@
+// The registry's private state: what registration publishes and dispatch reads. Internal to
+// src/registry (one concern a file: state.cpp publishes and reclaims, registration.cpp
+// registers, inference.cpp names and infers devices, config.cpp validates and applies OPREG_*,
+// dispatch.cpp chooses and calls, default_registry.cpp builds the process-wide one).
+//
+// Concurrency model. Everything a call reads lives in an immutable State, published through one
+// atomic pointer. Registration and configuration take a mutex, build a new State (sharing the
+// op tables they did not touch) and publish it. A reader holds a State only inside a
+// ReadSection (reclaim.h: a per-thread counter, no lock, no shared write, no allocation), and
+// an unpublished State is freed once every thread that was inside a section when it was
+// unpublished has left it. The per-problem choice cache is the only mutable part of a State;
+// its slots are sequence-locked atomics.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "opreg/registry.h"
+#include "registry/reclaim.h"
+
+namespace opreg::detail {
+
+struct VariantEntry {
+  const VariantInfo* info = nullptr;  // interned: lives as long as the registry (RegistryCore::intern)
+  const OpDef* op = nullptr;
+  Function<Verdict(const void*, const DeviceProps&)> supports;
+  std::shared_ptr<const void> run;
+  void (*invoke)(const void* run, const void* args, const KernelContext& ctx) = nullptr;
+  void* user = nullptr;
+  std::uint64_t token = 0;
+  std::uint64_t order = 0;  // ties in priority: an override keeps the place of what it shadows
+};
+
+struct BackendRecord {
+  BackendId id = 0;
+  std::string name;
+  std::shared_ptr<Backend> backend;
+  Availability availability;
+  std::vector<DeviceProps> props;
+  std::vector<void*> default_streams;
+  int priority = 0;
+  FallbackPolicy default_fallback = FallbackPolicy::error;
+  std::vector<std::string> env_vars;
+  std::string site;
+  std::uint64_t token = 0;
+};
+
+// One cached choice. A reader takes a snapshot between two equal even sequence numbers.
+struct CacheSlot {
+  std::atomic<std::uint64_t> seq{0};
+  std::atomic<int> size{0};
+  std::array<std::atomic<std::uint64_t>, kKeyWords> words{};
+  std::atomic<const VariantEntry*> choice{nullptr};  // nullptr: no variant accepted
+};
+
+struct Lookup {
+  bool hit = false;
+  const VariantEntry* choice = nullptr;
+};
+
+struct ChoiceCache {
+  static constexpr std::size_t kSlots = 128;
+  std::array<CacheSlot, kSlots> slots;
+
+  Lookup find(const ProblemKey& key, std::uint64_t hash) const {
+    const CacheSlot& slot = slots[hash % kSlots];
+    const std::uint64_t s1 = slot.seq.load(std::memory_order_acquire);
+    if (s1 == 0 || (s1 & 1U) != 0) return {};
+    bool same = slot.size.load(std::memory_order_relaxed) == key.size;
+    for (int i = 0; same && i < key.size; ++i) {
+      same = slot.words[static_cast<std::size_t>(i)].load(std::memory_order_relaxed) ==
+             key.words[static_cast<std::size_t>(i)];
+    }
+    const VariantEntry* choice = slot.choice.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (!same || slot.seq.load(std::memory_order_relaxed) != s1) return {};
+    return {true, choice};
+  }
+
+  void insert(const ProblemKey& key, std::uint64_t hash, const VariantEntry* choice) {
+    CacheSlot& slot = slots[hash % kSlots];
+    std::uint64_t s = slot.seq.load(std::memory_order_relaxed);
+    if ((s & 1U) != 0 || !slot.seq.compare_exchange_strong(s, s + 1, std::memory_order_acquire)) return;
+    std::atomic_thread_fence(std::memory_order_release);
+    slot.size.store(key.size, std::memory_order_relaxed);
+    for (int i = 0; i < key.size; ++i) {
+      slot.words[static_cast<std::size_t>(i)].store(key.words[static_cast<std::size_t>(i)],
+                                                    std::memory_order_relaxed);
+    }
+    slot.choice.store(choice, std::memory_order_relaxed);
+    slot.seq.store(s + 2, std::memory_order_release);
+  }
+};
+
+struct BackendTable {
+  std::vector<const VariantEntry*> order;     // enabled variants, in choice order
+  std::vector<const VariantEntry*> disabled;  // by OPREG_DISABLE, for explanations
+  const VariantEntry* forced = nullptr;       // by OPREG_FORCE_VARIANT
+  const VariantEntry* fast = nullptr;         // the choice whatever the problem: no cache needed
+  mutable std::atomic<ChoiceCache*> cache{nullptr};  // made on the first miss
+  ~BackendTable() { delete cache.load(); }
+};
+
+struct OpTable {
+  std::array<std::unique_ptr<BackendTable>, kMaxBackends> backends;
+  // Owns what the backend tables point to, so a variant unregistered meanwhile outlives every
+  // State that can still choose it.
+  std::vector<std::shared_ptr<const VariantEntry>> entries;
+};
+
+struct State {
+  std::array<std::shared_ptr<const OpTable>, kMaxOps> ops;
+  std::array<std::shared_ptr<const BackendRecord>, kMaxBackends> backends;
+  std::array<FallbackPolicy, kMaxBackends> fallback{};
+  std::array<bool, kMaxBackends> disabled{};
+  std::vector<std::pair<std::string, std::string>> absent;  // built-in backends not built: name, why
+  Config config;
+};
+
+struct InfoLess {
+  bool operator()(const std::unique_ptr<const VariantInfo>& a, const std::unique_ptr<const VariantInfo>& b) const;
+};
+
+struct RegistryCore {
+  std::mutex mutex;  // registration, configuration, publication
+  std::atomic<const State*> current{nullptr};
+  std::unique_ptr<const State> published;  // owns `current`
+  // Unpublished States: `unpublished` since the last grace period began, then in `retiring`
+  // until the readers inside at its start have left (reclaim()).
+  struct Retiring {
+    ReaderSnapshot waiting;
+    std::vector<std::unique_ptr<const State>> states;
+  };
+  std::vector<std::unique_ptr<const State>> unpublished;
+  std::vector<Retiring> retiring;
+  // Freed when the WriteLock is released.
+  std::vector<std::unique_ptr<const State>> garbage;
+  std::vector<std::shared_ptr<VariantEntry>> garbage_entries;
+  std::array<std::shared_ptr<const BackendRecord>, kMaxBackends> backends;
+  // The backend that last held each id: its id is not reused while its tensors are alive.
+  std::array<std::shared_ptr<Backend>, kMaxBackends> previous_holder;
+  std::vector<std::pair<std::string, std::string>> absent;
+  std::map<std::string, std::vector<std::shared_ptr<VariantEntry>>> variants;  // name -> override stack
+  // Every distinct VariantInfo registered, so that the pointers DispatchResult and choose() hand
+  // out stay valid for the registry's lifetime; registering the same variant again (a plugin or
+  // test that comes and goes) reuses its record, so this grows with distinct variants only.
+  std::set<std::unique_ptr<const VariantInfo>, InfoLess> infos;
+  Config config;
+  std::uint64_t next_token = 1;
+
+  std::mutex plugins_mutex;          // one plugin load at a time
+  std::vector<std::string> plugins;  // loaded, as resolved paths
+
+  std::mutex log_mutex;
+  Function<void(std::string_view)> sink;
+  std::mutex seen_mutex;
+  std::set<std::vector<std::uint64_t>> seen;  // problems already logged at OPREG_VERBOSE >= 1
+
+  std::atomic<std::uint64_t> fallbacks{0};
+  std::atomic<std::uint64_t> misses{0};
+  std::array<std::array<std::atomic<std::uint64_t>, kMaxBackends>, kMaxOps> fallbacks_by{};
+  std::array<std::array<std::atomic<bool>, kMaxBackends>, kMaxOps> warned{};
+
+  ~RegistryCore();
+
+  void log(std::string_view line) {
+    std::lock_guard lock(log_mutex);
+    if (sink) {
+      sink(line);
+    } else {
+      std::fprintf(stderr, "%.*s\n", static_cast<int>(line.size()), line.data());
+    }
+  }
+
+  // Must hold `mutex`. Rebuilds the tables of `op_id` (or every op for -1), publishes, and frees
+  // the unpublished States no reader can hold any more.
+  void publish(int op_id);
+  void reclaim();
+  const VariantInfo* intern(VariantInfo info);
+  std::shared_ptr<const OpTable> build_op_table(int op_id, const State& s) const;
+  // Throws for a bad setting; returns the names that wait for a backend to register.
+  std::vector<std::string> validate(const Config& c) const;
+  void unregister(Registration::Kind kind, std::uint64_t token);
+  const VariantEntry* active_variant(std::string_view name) const {
+    auto it = variants.find(std::string(name));
+    return it == variants.end() || it->second.empty() ? nullptr : it->second.back().get();
+  }
+};
+
+// `mutex`, for registration and configuration; what they free is freed after it is released.
+class WriteLock {
+ public:
+  explicit WriteLock(RegistryCore& core) : core_(core), lock_(core.mutex) {}
+  ~WriteLock();
+  WriteLock(const WriteLock&) = delete;
+  WriteLock& operator=(const WriteLock&) = delete;
+  void unlock();  // early (set_config logs after it); frees what was collected
+
+ private:
+  RegistryCore& core_;
+  std::unique_lock<std::mutex> lock_;
+};
+
+// The published State, held for as long as this object lives (which is a ReadSection).
+class StateRef {
+ public:
+  explicit StateRef(const RegistryCore& core) : state_(core.current.load(std::memory_order_acquire)) {}
+  const State& operator*() const { return *state_; }
+  const State* operator->() const { return state_; }
+
+ private:
+  ReadSection section_;  // first: entered before the load above
+  const State* state_;
+};
+
+// ---- Helpers for messages, shared by the files of the registry.
+
+std::string join(const std::vector<std::string>& items, std::string_view sep = ", ");
+// The names of the registered backends, in id order.
+std::vector<std::string> backend_names(const std::array<std::shared_ptr<const BackendRecord>, kMaxBackends>& slots);
+// "cpu, npu, npu:0, cuda (unavailable)": what a device string may name, for errors.
+std::string accepted_devices(const State& s);
+// The built-in backends this build lacks (declare_absent_backend).
+std::vector<std::string> absent_names(const State& s);
+
+// A device string checked for syntax and backend name (inference.cpp has the rules).
+struct DeviceText {
+  const BackendRecord* backend = nullptr;
+  std::string_view index;  // the digits as written ("0" when none were)
+};
+DeviceText parse_device_text(const State& s, std::string_view text);
+// parse_device_text, and the index representable (else missing_device).
+Device parse_device_in(const State& s, std::string_view text);
+// Throws the device error for a device of `b` that is unavailable or beyond its device count,
+// `shown` being how the device is written in the message.
+[[noreturn]] void missing_device(const BackendRecord& b, std::string_view shown);
+
+}  // namespace opreg::detail
