@@ -1,0 +1,205 @@
+// What every cpu kernel shares, compiled once per instruction set (see elem.h): running items on
+// the team, carving the call's scratch, row splits, checked chunk sums, parameter vectors in f32
+// and the per-item partials of parameter gradients.
+#pragma once
+
+#include <cfloat>
+#include <cstddef>
+
+#include "backends/cpu/elem.h"
+
+namespace opreg::cpu::OPREG_CPU_NS {
+
+// f(item, slot) for every item in [0, items), on the call's team.
+template <class F>
+void for_items(const Exec& e, i64 items, const F& f) {
+  if (items <= 0) return;
+  e.run(e.team, items, [](void* job, i64 item, int slot) { (*static_cast<const F*>(job))(item, slot); },
+        const_cast<F*>(&f));
+}
+
+// The call's one scratch block, handed out in 64-byte aligned pieces: sizes are added up with
+// a null base first (Carve{}), then the same takes run on the block.
+class Carve {
+ public:
+  Carve() = default;
+  explicit Carve(void* base) : base_(static_cast<char*>(base)) {}
+  template <class T>
+  T* take(i64 count) {
+    T* p = base_ == nullptr ? nullptr : reinterpret_cast<T*>(base_ + used_);
+    used_ += (static_cast<std::size_t>(count) * sizeof(T) + 63) / 64 * 64;
+    return p;
+  }
+  std::size_t bytes() const { return used_; }
+
+ private:
+  char* base_ = nullptr;
+  std::size_t used_ = 0;
+};
+
+// Contiguous ranges of `count` (rows or sets) as items: at least `team` items when there are
+// enough, each of about kItemWork elements, at most max_items. A function of the problem and the
+// team only, so that which rows share an item (and a parameter-gradient partial) never depends on
+// which thread ran it.
+struct Split {
+  i64 items = 0;
+  i64 per_item = 1;
+  i64 begin(i64 item) const { return item * per_item; }
+  i64 end(i64 item, i64 count) const { return min_of(count, (item + 1) * per_item); }
+};
+inline Split split(i64 count, i64 work_each, int team, i64 max_items) {
+  Split s;
+  if (count <= 0) return s;
+  i64 items = 1;
+  if (team > 1) {
+    const i64 by_work = (count * max_of<i64>(work_each, 1) + kItemWork - 1) / kItemWork;
+    items = min_of(count, min_of(max_items, max_of<i64>(team, by_work)));
+  }
+  s.per_item = (count + items - 1) / items;
+  s.items = (count + s.per_item - 1) / s.per_item;
+  return s;
+}
+
+// ---- Sums over a chunk: kLanes f32 accumulators, and a double re-run of the chunk when the f32
+// sum left the range where it is accurate (an overflow, e.g. squares of |x| ~ 1e20, or, with
+// `tiny` > 0, a sum so small that its terms may have underflowed). The order is fixed by n alone.
+// A term is a struct with `float operator()(i)` and `double wide(i)`.
+
+template <class Term>
+OPREG_CPU_INLINE float lane_sum(i64 n, const Term& term) {
+  float acc[kLanes] = {};
+  i64 i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) acc[l] += term(i + l);
+  }
+  for (; i < n; ++i) acc[0] += term(i);
+  for (int half = kLanes / 2; half > 0; half /= 2) {
+    for (int l = 0; l < half; ++l) acc[l] += acc[l + half];
+  }
+  return acc[0];
+}
+
+template <class Term>
+OPREG_CPU_INLINE double checked_sum(i64 n, const Term& term, float tiny = 0.0f) {
+  const float s = lane_sum(n, term);
+  const float a = std::fabs(s);
+  if (a <= FLT_MAX && a >= tiny) return s;
+  double wide = 0.0;
+  for (i64 i = 0; i < n; ++i) wide += term.wide(i);
+  return wide;
+}
+
+// Smallest f32 sum of squares trusted without the double re-run.
+constexpr float kTinySquares = 0x1.0p-100f;
+
+struct Squares {
+  const float* __restrict v;
+  OPREG_CPU_INLINE float operator()(i64 i) const { return v[i] * v[i]; }
+  double wide(i64 i) const { return static_cast<double>(v[i]) * v[i]; }
+};
+struct Dot {
+  const float* __restrict a;
+  const float* __restrict b;
+  OPREG_CPU_INLINE float operator()(i64 i) const { return a[i] * b[i]; }
+  double wide(i64 i) const { return static_cast<double>(a[i]) * b[i]; }
+};
+struct Sum {
+  const float* __restrict v;
+  OPREG_CPU_INLINE float operator()(i64 i) const { return v[i]; }
+  double wide(i64 i) const { return v[i]; }
+};
+
+// ---- Instantiation: f.template operator()<X, W>() for the (x, weight) dtype pair, and
+// f.template operator()<M>() for the rounding mode.
+template <class F>
+void with_pair(Elem x, Elem w, const char* op, const F& f) {
+  if (x == Elem::f32 && w == Elem::f32) return f.template operator()<F32, F32>();
+  if (x == Elem::f16 && w == Elem::f16) return f.template operator()<F16, F16>();
+  if (x == Elem::f16 && w == Elem::f32) return f.template operator()<F16, F32>();
+  if (x == Elem::bf16 && w == Elem::bf16) return f.template operator()<BF16, BF16>();
+  if (x == Elem::bf16 && w == Elem::f32) return f.template operator()<BF16, F32>();
+  no_kernel(op, x, w);  // the op's check refuses every other pair
+}
+template <class F>
+void with_type(Elem x, const char* op, const F& f) {
+  if (x == Elem::f32) return f.template operator()<F32>();
+  if (x == Elem::f16) return f.template operator()<F16>();
+  if (x == Elem::bf16) return f.template operator()<BF16>();
+  no_kernel(op, x, x);
+}
+template <class F>
+void with_mode(Mode m, const F& f) {
+  if (m == Mode::gemma) return f.template operator()<Mode::gemma>();
+  if (m == Mode::none) return f.template operator()<Mode::none>();
+  return f.template operator()<Mode::llama>();
+}
+
+// ---- Parameters as f32: n values of W (or `absent` where there is no tensor).
+template <class W>
+void params_f32(const void* p, i64 n, float absent, float* __restrict out) {
+  if (p == nullptr) {
+    for (i64 i = 0; i < n; ++i) out[i] = absent;
+    return;
+  }
+  const auto* w = static_cast<const typename W::T*>(p);
+  for (i64 i = 0; i < n; ++i) out[i] = W::load(w[i]);
+}
+
+// ---- Parameter gradients of row kernels (rms_norm's dweight, layer_norm's dweight and dbias):
+// `count` arrays of `width` columns. Each item sums its rows into the running thread's f32
+// block, which is folded into the item's f64 total every kRowBlock rows (an f32 chain of 4096
+// rows would miss an f32 dweight's tolerance; 32 do not). The totals are then added in item
+// order, in double, and rounded once: the same bits for a given team, whoever ran which item.
+
+struct GradPartials {
+  i64 width = 0;  // columns of one array, padded to 16 floats
+  int count = 0;  // arrays (dweight, dbias)
+  float* blocks = nullptr;   // per slot: count * width floats
+  double* totals = nullptr;  // per item: count * width doubles
+
+  static i64 padded(i64 columns) { return (columns + 15) / 16 * 16; }
+  void plan(Carve& c, i64 columns, int arrays, int team, i64 items) {
+    width = padded(columns);
+    count = arrays;
+    blocks = c.take<float>(width * count * team);
+    totals = c.take<double>(width * count * max_of<i64>(items, 1));
+  }
+  float* block(int slot) const { return blocks + width * count * slot; }
+  double* total(i64 item) const { return totals + width * count * item; }
+
+  // Rows [begin, end) of `item`: row(r, block) adds row r's terms to block (array a at a * width).
+  template <class RowFn>
+  OPREG_CPU_INLINE void rows(i64 item, int slot, i64 begin, i64 end, const RowFn& row) const {
+    float* __restrict b = block(slot);
+    double* __restrict t = total(item);
+    const i64 n = width * count;
+    for (i64 first = begin; first < end || first == begin; first += kRowBlock) {
+      for (i64 i = 0; i < n; ++i) b[i] = 0.0f;
+      const i64 last = min_of(end, first + kRowBlock);
+      for (i64 r = first; r < last; ++r) row(r, b);
+      if (first == begin) {
+        for (i64 i = 0; i < n; ++i) t[i] = b[i];
+      } else {
+        for (i64 i = 0; i < n; ++i) t[i] += b[i];
+      }
+      if (last >= end) break;
+    }
+  }
+
+  // Columns [c0, c1) of array a (at most kChunk): the items' totals added in item order, in
+  // double, rounded once to W.
+  template <class W>
+  OPREG_CPU_INLINE void reduce(int a, i64 items, i64 c0, i64 c1, void* out) const {
+    double acc[kChunk];
+    const i64 n = c1 - c0;
+    for (i64 j = 0; j < n; ++j) acc[j] = 0.0;
+    for (i64 it = 0; it < items; ++it) {
+      const double* __restrict t = total(it) + width * a + c0;
+      for (i64 j = 0; j < n; ++j) acc[j] += t[j];
+    }
+    auto* o = static_cast<typename W::T*>(out) + c0;
+    for (i64 j = 0; j < n; ++j) o[j] = W::store(double_to<W>(acc[j]));
+  }
+};
+
+}  // namespace opreg::cpu::OPREG_CPU_NS
