@@ -7,8 +7,8 @@
 // and bias, in place) on small and medium shapes, the edge shapes among them (1 row, 1 column,
 // prime sizes, empty, group_norm with one channel per group, a single group, and N x groups
 // below the thread count with sets large enough to be split); cpu_long runs rows longer than
-// any cache level with the default options. tests/CMakeLists.txt runs cpu_long under
-// OPREG_NUM_THREADS=1 and 2, and each fast variant's cases as one ctest test (thousands of
+// any cache level with the default options, and cpu_stream outputs past 4 MB. tests/CMakeLists.txt
+// runs cpu_long under OPREG_NUM_THREADS=1 and 2 (cpu_stream under 2), and each fast variant's cases as one ctest test (thousands of
 // one-case processes would cost more than the cases). An avx2 variant on a CPU without AVX2 (or
 // under OPREG_CPU_ISA=generic) is skipped with its reason.
 #include "conformance/harness.h"
@@ -74,9 +74,21 @@ Grid long_grid() {
   return g;
 }
 
+// Outputs past 4 MB, which the kernels write around the caches, from rows that are not 16-byte
+// aligned.
+Grid stream_grid() {
+  Grid g = long_grid();
+  g.dtypes = {{DType::f32, DType::f32}, {DType::bf16, DType::bf16}};
+  g.shapes = {Shape{2053, 1031}};
+  g.group_shapes = {{Shape{4, 64, 8209}, 8}};
+  g.seed = 3;
+  return g;
+}
+
 INSTANTIATE_TEST_SUITE_P(cpu_ref, ConformanceTest, ::testing::ValuesIn(expand(reference_grid(), "cpu")), case_name);
 INSTANTIATE_TEST_SUITE_P(cpu_fast, ConformanceTest, ::testing::ValuesIn(expand(fast_grid(), "cpu")), case_name);
 INSTANTIATE_TEST_SUITE_P(cpu_long, ConformanceTest, ::testing::ValuesIn(expand(long_grid(), "cpu")), case_name);
+INSTANTIATE_TEST_SUITE_P(cpu_stream, ConformanceTest, ::testing::ValuesIn(expand(stream_grid(), "cpu")), case_name);
 
 }  // namespace
 }  // namespace opreg::conformance

@@ -20,6 +20,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
@@ -27,7 +28,9 @@
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #define OPREG_CPU_AVX2 1
-#include <immintrin.h>
+#endif
+#if defined(__SSE2__)
+#include <immintrin.h>  // SSE2's streaming stores on the baseline; F16C with AVX2
 #endif
 
 // Everything a row loop calls is forced inline, so that it is compiled into that loop.
@@ -62,7 +65,7 @@ OPREG_CPU_INLINE float madd(float a, float b, float c) {
 #endif
 }
 
-// ---- Element types: T is the storage type; load/store convert one value, load_n/store_n a chunk.
+// ---- Element types: T is the storage type; load/store convert one value.
 
 struct F32 {
   using T = float;
@@ -88,16 +91,14 @@ struct BF16 {
   }
 };
 
-// IEEE binary16. With F16C the hardware converts; the baseline has no instruction for it, so it
-// lets the f32 unit do the rebias and rounding by scaling with powers of two (the method of
-// Maratyszcza's FP16 library), checked against opreg::to_half on every f32.
+// IEEE binary16, one value at a time in software: the f32 unit does the rebias and rounding by
+// scaling with powers of two (the method of Maratyszcza's FP16 library, checked against
+// opreg::to_half on every f32), in branch-free code that vectorises. (F16C's scalar instructions
+// would not: compilers leave loops of them scalar. AVX2 units convert whole chunks with F16C's
+// vector instructions instead: see kBuffered.)
 struct F16 {
   using T = std::uint16_t;
   static constexpr Elem kElem = Elem::f16;
-#ifdef OPREG_CPU_AVX2
-  OPREG_CPU_INLINE static float load(std::uint16_t h) { return _cvtsh_ss(h); }
-  OPREG_CPU_INLINE static std::uint16_t store(float f) { return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT); }
-#else
   OPREG_CPU_INLINE static float load(std::uint16_t h) {
     const std::uint32_t w = static_cast<std::uint32_t>(h) << 16;
     const std::uint32_t sign = w & 0x80000000U;
@@ -132,57 +133,97 @@ struct F16 {
     const std::uint32_t is_nan = 0U - static_cast<std::uint32_t>(magnitude > 0x7F800000);
     return static_cast<std::uint16_t>((sign >> 16) | (nan & is_nan) | (nonsign & ~is_nan));
   }
-#endif
 };
 
-// n values of X into floats. For f32 the source is the answer and `buf` goes unused.
+// How a loop reads X: f16 on an AVX2 unit is converted a chunk at a time into an f32 buffer with
+// F16C's vector instructions; everything else is converted inside the loop that uses it (bf16 is
+// a shift, f16 on the baseline the software conversion, f32 nothing), saving the buffer's store
+// and load. A chunk's reader is made by read() and indexed like an array.
 template <class X>
-OPREG_CPU_INLINE const float* load_n(const typename X::T* __restrict src, i64 n, float* __restrict buf) {
-  if constexpr (std::is_same_v<X, F32>) {
-    return src;
-  } else {
-    i64 i = 0;
+inline constexpr bool kBuffered =
 #ifdef OPREG_CPU_AVX2
-    if constexpr (std::is_same_v<X, F16>) {
-      for (; i + 8 <= n; i += 8) {
-        _mm256_storeu_ps(buf + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
-      }
-    }
+    std::is_same_v<X, F16>;
+#else
+    false;
 #endif
-    for (; i < n; ++i) buf[i] = X::load(src[i]);
-    return buf;
+
+template <class X>
+struct In {
+  const typename X::T* p;
+  const float* buf;
+  OPREG_CPU_INLINE float operator[](i64 j) const {
+    if constexpr (kBuffered<X>) {
+      return buf[j];
+    } else {
+      return X::load(p[j]);
+    }
   }
+};
+
+// The reader of src[0, n); `buf` (kChunk floats) holds the converted chunk where X is buffered.
+template <class X>
+OPREG_CPU_INLINE In<X> read(const typename X::T* src, i64 n, float* __restrict buf) {
+#ifdef OPREG_CPU_AVX2
+  if constexpr (kBuffered<X>) {
+    i64 i = 0;
+    for (; i + 8 <= n; i += 8) {
+      _mm256_storeu_ps(buf + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+    }
+    for (; i < n; ++i) buf[i] = X::load(src[i]);
+  }
+#else
+  static_cast<void>(n);
+#endif
+  return {src, buf};
 }
 
-// n floats into X (dst may not overlap src).
+// Copies `bytes` from src to dst around the caches (non-temporal stores) where dst is 16-byte
+// aligned: an output larger than the caches then costs its write only, not also the read that a
+// cached store makes of each line first. The caller issues stream_fence() before another thread
+// may read what was written.
+OPREG_CPU_INLINE void stream_bytes(const void* __restrict src, std::size_t bytes, void* __restrict dst) {
+  const auto* s = static_cast<const unsigned char*>(src);
+  auto* d = static_cast<unsigned char*>(dst);
+  std::size_t i = 0;
+  const std::size_t head = (16 - (reinterpret_cast<std::uintptr_t>(d) & 15)) & 15;
+  for (; i < head && i < bytes; ++i) d[i] = s[i];
+#if defined(__SSE2__)
+  for (; i + 16 <= bytes; i += 16) {
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i), _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i)));
+  }
+#endif
+  for (; i < bytes; ++i) d[i] = s[i];
+}
+OPREG_CPU_INLINE void stream_fence() {
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
+}
+
+// n floats into X. Results are stored from an f32 buffer rather than inside the loop that
+// computes them: an output may be the very memory of an input (dx = dy), and a loop that reads
+// and writes the same 16-bit array through two pointers is left scalar by the vectoriser. With
+// `stream`, the chunk goes to memory around the caches (stream_bytes).
 template <class X>
-OPREG_CPU_INLINE void store_n(const float* __restrict src, i64 n, typename X::T* __restrict dst) {
+OPREG_CPU_INLINE void store_n(const float* __restrict src, i64 n, typename X::T* __restrict dst, bool stream = false) {
+  using T = typename X::T;
+  if (stream && std::is_same_v<X, F32>) {
+    stream_bytes(src, static_cast<std::size_t>(n) * sizeof(T), dst);
+    return;
+  }
+  alignas(64) T tmp[kChunk];
+  T* __restrict out = stream ? tmp : dst;
   i64 i = 0;
 #ifdef OPREG_CPU_AVX2
   if constexpr (std::is_same_v<X, F16>) {
     for (; i + 8 <= n; i += 8) {
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
                        _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
     }
   }
 #endif
-  for (; i < n; ++i) dst[i] = X::store(src[i]);
-}
-
-// round_x in place: what storing each value in X and reading it back gives.
-template <class X>
-OPREG_CPU_INLINE void round_n(float* __restrict v, i64 n) {
-  if constexpr (!std::is_same_v<X, F32>) {
-    i64 i = 0;
-#ifdef OPREG_CPU_AVX2
-    if constexpr (std::is_same_v<X, F16>) {
-      for (; i + 8 <= n; i += 8) {
-        _mm256_storeu_ps(v + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(v + i), _MM_FROUND_TO_NEAREST_INT)));
-      }
-    }
-#endif
-    for (; i < n; ++i) v[i] = X::load(X::store(v[i]));
-  }
+  for (; i < n; ++i) out[i] = X::store(src[i]);
+  if (stream) stream_bytes(tmp, static_cast<std::size_t>(n) * sizeof(T), dst);
 }
 
 // One value's round_x.

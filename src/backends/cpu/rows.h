@@ -11,12 +11,23 @@
 namespace opreg::cpu::OPREG_CPU_NS {
 
 // f(item, slot) for every item in [0, items), on the call's team.
+// Each item ends with a store fence, so that its streaming stores (elem.h) are visible before the
+// pool reports the item done.
 template <class F>
 void for_items(const Exec& e, i64 items, const F& f) {
   if (items <= 0) return;
-  e.run(e.team, items, [](void* job, i64 item, int slot) { (*static_cast<const F*>(job))(item, slot); },
-        const_cast<F*>(&f));
+  e.run(
+      e.team, items,
+      [](void* job, i64 item, int slot) {
+        (*static_cast<const F*>(job))(item, slot);
+        stream_fence();
+      },
+      const_cast<F*>(&f));
 }
+
+// Outputs at least this large are written around the caches: they would not stay cached anyway,
+// and a cached store first reads each line it writes.
+constexpr i64 kStreamBytes = 4 << 20;
 
 // The call's one scratch block, handed out in 64-byte aligned pieces: sizes are added up with
 // a null base first (Carve{}), then the same takes run on the block.
@@ -63,7 +74,8 @@ inline Split split(i64 count, i64 work_each, int team, i64 max_items) {
 // ---- Sums over a chunk: kLanes f32 accumulators, and a double re-run of the chunk when the f32
 // sum left the range where it is accurate (an overflow, e.g. squares of |x| ~ 1e20, or, with
 // `tiny` > 0, a sum so small that its terms may have underflowed). The order is fixed by n alone.
-// A term is a struct with `float operator()(i)` and `double wide(i)`.
+// A term is a struct with `float operator()(i)` and `double wide(i)`; its operands are readers
+// (elem.h's In) or float pointers, anything indexed with [].
 
 template <class Term>
 OPREG_CPU_INLINE float lane_sum(i64 n, const Term& term) {
@@ -80,48 +92,80 @@ OPREG_CPU_INLINE float lane_sum(i64 n, const Term& term) {
 }
 
 template <class Term>
-OPREG_CPU_INLINE double checked_sum(i64 n, const Term& term, float tiny = 0.0f) {
-  const float s = lane_sum(n, term);
-  const float a = std::fabs(s);
-  if (a <= FLT_MAX && a >= tiny) return s;
+OPREG_CPU_INLINE double wide_sum(i64 n, const Term& term) {
   double wide = 0.0;
   for (i64 i = 0; i < n; ++i) wide += term.wide(i);
   return wide;
 }
 
-// The sum of n floats in double lanes (vectorised as such; no f32 rounding at all).
-OPREG_CPU_INLINE double wide_sum(i64 n, const float* __restrict v) {
-  double acc[8] = {};
+template <class Term>
+OPREG_CPU_INLINE double checked_sum(i64 n, const Term& term, float tiny = 0.0f) {
+  const float s = lane_sum(n, term);
+  const float a = std::fabs(s);
+  if (a <= FLT_MAX && a >= tiny) return s;
+  return wide_sum(n, term);
+}
+
+// Two sums in one pass (each checked as checked_sum does).
+template <class T1, class T2>
+OPREG_CPU_INLINE void checked_sum2(i64 n, const T1& t1, const T2& t2, double& s1, double& s2) {
+  float a1[kLanes] = {};
+  float a2[kLanes] = {};
   i64 i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int l = 0; l < 8; ++l) acc[l] += static_cast<double>(v[i + l]);
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int l = 0; l < kLanes; ++l) {
+      a1[l] += t1(i + l);
+      a2[l] += t2(i + l);
+    }
   }
-  for (; i < n; ++i) acc[0] += static_cast<double>(v[i]);
-  for (int half = 4; half > 0; half /= 2) {
-    for (int l = 0; l < half; ++l) acc[l] += acc[l + half];
+  for (; i < n; ++i) {
+    a1[0] += t1(i);
+    a2[0] += t2(i);
   }
-  return acc[0];
+  for (int half = kLanes / 2; half > 0; half /= 2) {
+    for (int l = 0; l < half; ++l) {
+      a1[l] += a1[l + half];
+      a2[l] += a2[l + half];
+    }
+  }
+  s1 += std::fabs(a1[0]) <= FLT_MAX ? static_cast<double>(a1[0]) : wide_sum(n, t1);
+  s2 += std::fabs(a2[0]) <= FLT_MAX ? static_cast<double>(a2[0]) : wide_sum(n, t2);
 }
 
 // Smallest f32 sum of squares trusted without the double re-run.
 constexpr float kTinySquares = 0x1.0p-100f;
 
+template <class R>
 struct Squares {
-  const float* __restrict v;
-  OPREG_CPU_INLINE float operator()(i64 i) const { return v[i] * v[i]; }
-  double wide(i64 i) const { return static_cast<double>(v[i]) * v[i]; }
+  R v;
+  OPREG_CPU_INLINE float operator()(i64 i) const {
+    const float x = v[i];
+    return x * x;
+  }
+  double wide(i64 i) const {
+    const double x = v[i];
+    return x * x;
+  }
 };
+template <class R>
+Squares(R) -> Squares<R>;
+template <class A, class B>
 struct Dot {
-  const float* __restrict a;
-  const float* __restrict b;
+  A a;
+  B b;
   OPREG_CPU_INLINE float operator()(i64 i) const { return a[i] * b[i]; }
   double wide(i64 i) const { return static_cast<double>(a[i]) * b[i]; }
 };
+template <class A, class B>
+Dot(A, B) -> Dot<A, B>;
+template <class R>
 struct Sum {
-  const float* __restrict v;
+  R v;
   OPREG_CPU_INLINE float operator()(i64 i) const { return v[i]; }
   double wide(i64 i) const { return v[i]; }
 };
+template <class R>
+Sum(R) -> Sum<R>;
 
 // ---- Instantiation: f.template operator()<X, W>() for the (x, weight) dtype pair, and
 // f.template operator()<M>() for the rounding mode.
