@@ -2,15 +2,16 @@
 // harness checking the oracle is fully written and matches itself on every shape), and every fast
 // variant (cpu.<op>.<dir>.generic and .avx2, each forced by name) against the reference.
 //
-// Two grids for the fast variants, so that the cross product stays quick on two cores:
+// Several grids for the fast variants, so that the cross product stays quick on two cores:
 // cpu_fast crosses every option (dtype pairs, casting modes and offsets, with and without weight
 // and bias, in place) on small and medium shapes, the edge shapes among them (1 row, 1 column,
 // prime sizes, empty, group_norm with one channel per group, a single group, and N x groups
-// below the thread count with sets large enough to be split); cpu_long runs rows longer than
-// any cache level with the default options, and cpu_stream outputs past 4 MB. tests/CMakeLists.txt
-// runs cpu_long under OPREG_NUM_THREADS=1 and 2 (cpu_stream under 2), and each fast variant's cases as one ctest test (thousands of
-// one-case processes would cost more than the cases). An avx2 variant on a CPU without AVX2 (or
-// under OPREG_CPU_ISA=generic) is skipped with its reason.
+// below the thread count with sets large enough to be split); cpu_edges the numerical edge cases;
+// cpu_long rows longer than any cache level; cpu_stream outputs past 4 MB.
+// tests/backends/cpu/CMakeLists.txt runs cpu_long under OPREG_NUM_THREADS=1 and 2 (cpu_stream
+// under 2), a ctest test per variant (thousands of one-case processes would cost more than the
+// cases). An avx2 variant on a CPU without AVX2 (or under OPREG_CPU_ISA=generic) is skipped with
+// its reason.
 #include "conformance/harness.h"
 
 namespace opreg::conformance {
@@ -85,6 +86,34 @@ Grid stream_grid() {
   return g;
 }
 
+// The numerical edge cases (problem.h's Values) for the references: they define what every
+// kernel must give there (NaN propagates, equal rows stay finite, large values do not overflow).
+Grid reference_edge_grid() {
+  Grid g = reference_grid();
+  g.shapes = {Shape{3, 5}, Shape{4, 1}, Shape{5, 4099}};
+  g.group_shapes = {{Shape{3, 6, 5, 7}, 3}, {Shape{4, 4, 1}, 4}};
+  g.affine = {{true, true}};
+  g.values = {Values::large, Values::equal, Values::special};
+  return g;
+}
+
+// The same edge cases for every fast variant: NaN and infinities where the reference has them,
+// finite outputs for rows of equal values, no overflow from large magnitudes (issue 14's f32 rows
+// of |x| ~ 2^59 gave y = 0 and rstd = 0), hidden size 1.
+Grid edge_grid() {
+  Grid g = reference_edge_grid();
+  g.variants = fast_variants();
+  g.dtypes = {{DType::f32, DType::f32}, {DType::f16, DType::f16}, {DType::bf16, DType::f32}};
+  g.shapes = {Shape{3, 5}, Shape{4, 1}, Shape{5, 4099}};
+  g.group_shapes = {{Shape{3, 6, 5, 7}, 3}, {Shape{4, 4, 1}, 4}, {Shape{2, 4, 1031}, 2}};
+  g.in_place_too = true;
+  g.seed = 13;
+  return g;
+}
+
+INSTANTIATE_TEST_SUITE_P(cpu_ref_edges, ConformanceTest, ::testing::ValuesIn(expand(reference_edge_grid(), "cpu")),
+                         case_name);
+INSTANTIATE_TEST_SUITE_P(cpu_edges, ConformanceTest, ::testing::ValuesIn(expand(edge_grid(), "cpu")), case_name);
 INSTANTIATE_TEST_SUITE_P(cpu_ref, ConformanceTest, ::testing::ValuesIn(expand(reference_grid(), "cpu")), case_name);
 INSTANTIATE_TEST_SUITE_P(cpu_fast, ConformanceTest, ::testing::ValuesIn(expand(fast_grid(), "cpu")), case_name);
 INSTANTIATE_TEST_SUITE_P(cpu_long, ConformanceTest, ::testing::ValuesIn(expand(long_grid(), "cpu")), case_name);

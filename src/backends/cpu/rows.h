@@ -204,11 +204,13 @@ void params_f32(const void* p, i64 n, float absent, float* __restrict out) {
 }
 
 // ---- Parameter gradients of row kernels (rms_norm's dweight, layer_norm's dweight and dbias):
-// `count` arrays of `width` columns. Each item sums its rows into the running thread's f32
-// block, which is folded into the item's f64 total every kRowBlock rows (an f32 chain of 4096
-// rows would miss an f32 dweight's tolerance; 32 do not). The totals are then added in item
-// order, in double, and rounded once: the same bits for a given team, whoever ran which item.
-
+// `count` arrays of `width` columns. For 16-bit activations each item sums its rows into the
+// running thread's f32 block, which is folded into the item's f64 total every kRowBlock rows (an
+// f32 chain of 4096 rows would miss an f32 dweight's tolerance; 32 do not). f32 activations add
+// their terms to the f64 total directly, as exact double products: their tolerance is 2^13 times
+// tighter, and columns whose rows cancel (terms of 1e18 summing to 1e15) need every bit. The
+// totals are then added in item order, in double, and rounded once: the same bits for a given
+// team, whoever ran which item.
 struct GradPartials {
   i64 width = 0;  // columns of one array, padded to 16 floats
   int count = 0;  // arrays (dweight, dbias)
@@ -216,31 +218,37 @@ struct GradPartials {
   double* totals = nullptr;  // per item: count * width doubles
 
   static i64 padded(i64 columns) { return (columns + 15) / 16 * 16; }
-  void plan(Carve& c, i64 columns, int arrays, int team, i64 items) {
+  void plan(Carve& c, i64 columns, int arrays, int team, i64 items, bool wide) {
     width = padded(columns);
     count = arrays;
-    blocks = c.take<float>(width * count * team);
+    blocks = c.take<float>(wide ? 0 : width * count * team);
     totals = c.take<double>(width * count * max_of<i64>(items, 1));
   }
   float* block(int slot) const { return blocks + width * count * slot; }
   double* total(i64 item) const { return totals + width * count * item; }
 
-  // Rows [begin, end) of `item`: row(r, block) adds row r's terms to block (array a at a * width).
-  template <class RowFn>
+  // Rows [begin, end) of `item`: row(r, acc) adds row r's terms to acc (array a at a * width),
+  // a float block, or with kWide the item's double total.
+  template <bool kWide, class RowFn>
   OPREG_CPU_INLINE void rows(i64 item, int slot, i64 begin, i64 end, const RowFn& row) const {
-    float* __restrict b = block(slot);
     double* __restrict t = total(item);
     const i64 n = width * count;
-    for (i64 first = begin; first < end || first == begin; first += kRowBlock) {
-      for (i64 i = 0; i < n; ++i) b[i] = 0.0f;
-      const i64 last = min_of(end, first + kRowBlock);
-      for (i64 r = first; r < last; ++r) row(r, b);
-      if (first == begin) {
-        for (i64 i = 0; i < n; ++i) t[i] = b[i];
-      } else {
-        for (i64 i = 0; i < n; ++i) t[i] += b[i];
+    if constexpr (kWide) {
+      for (i64 i = 0; i < n; ++i) t[i] = 0.0;
+      for (i64 r = begin; r < end; ++r) row(r, t);
+    } else {
+      float* __restrict b = block(slot);
+      for (i64 first = begin; first < end || first == begin; first += kRowBlock) {
+        for (i64 i = 0; i < n; ++i) b[i] = 0.0f;
+        const i64 last = min_of(end, first + kRowBlock);
+        for (i64 r = first; r < last; ++r) row(r, b);
+        if (first == begin) {
+          for (i64 i = 0; i < n; ++i) t[i] = b[i];
+        } else {
+          for (i64 i = 0; i < n; ++i) t[i] += b[i];
+        }
+        if (last >= end) break;
       }
-      if (last >= end) break;
     }
   }
 
