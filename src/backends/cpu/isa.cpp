@@ -2,6 +2,10 @@
 
 #include <string>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include "registry/env.h"
 #include "registry/fail.h"
 
@@ -9,14 +13,38 @@ namespace opreg::cpu {
 
 std::string_view isa_name(Isa isa) { return isa == Isa::avx2 ? "avx2" : "generic"; }
 
+namespace {
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// cpuid for the instructions, and XCR0 for whether the operating system saves the YMM state (AVX
+// registers are unusable otherwise). __builtin_cpu_supports would do, but clang 14 does not know
+// "f16c".
+bool cpu_has_avx2_fma_f16c() {
+  unsigned a = 0;
+  unsigned b = 0;
+  unsigned c = 0;
+  unsigned d = 0;
+  if (__get_cpuid(1, &a, &b, &c, &d) == 0) return false;
+  const bool osxsave = (c & (1U << 27)) != 0;
+  const bool avx = (c & (1U << 28)) != 0;
+  const bool fma = (c & (1U << 12)) != 0;
+  const bool f16c = (c & (1U << 29)) != 0;
+  if (!osxsave || !avx || !fma || !f16c) return false;
+  unsigned xcr0_lo = 0;
+  unsigned xcr0_hi = 0;
+  __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  if ((xcr0_lo & 0x6U) != 0x6U) return false;  // SSE and AVX state
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d) == 0) return false;
+  return (b & (1U << 5)) != 0;  // AVX2
+}
+#endif
+
+}  // namespace
+
 Isa host_isa() {
   static const Isa isa = [] {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    // __builtin_cpu_supports also checks that the OS saves the YMM registers.
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
-      return Isa::avx2;
-    }
+    if (cpu_has_avx2_fma_f16c()) return Isa::avx2;
 #endif
     return Isa::generic;
   }();
