@@ -1,11 +1,13 @@
 // The cpu backend: host memory, one device, the fallback target of every other backend.
 #include <unistd.h>
 
-#include <thread>
+#include <string>
 
 #include "backends/builtin.h"
+#include "backends/cpu/isa.h"
+#include "backends/cpu/parallel.h"
+#include "backends/cpu/variants.h"
 #include "ops/reference/reference.h"
-#include "backends/cpu/rms_norm.h"
 #include "opreg/registry.h"
 
 namespace opreg {
@@ -16,25 +18,36 @@ class CpuBackend final : public HostMemoryBackend {
   std::string name() const override { return std::string(kCpuBackendName); }
   int inference_priority() const override { return 0; }
   FallbackPolicy default_fallback() const override { return FallbackPolicy::error; }
-  Availability probe() override { return {true, 1, "the host"}; }
+  std::vector<std::string> env_vars() const override { return {"OPREG_CPU_ISA"}; }
+  // OPREG_CPU_ISA is read here, once: a bad value fails the registry's set-up with its message.
+  Availability probe() override {
+    isa_ = cpu::effective_isa();
+    return {true, 1, "the host"};
+  }
   int dlpack_device_type() const override { return 1; }  // kDLCPU
   DeviceProps properties(int) const override {
     DeviceProps props;
     props.name = "host CPU";
-    props.compute_units = static_cast<int>(std::thread::hardware_concurrency());
+    props.compute_units = cpu::machine_threads();
     const long pages = sysconf(_SC_PHYS_PAGES);
     const long page_bytes = sysconf(_SC_PAGE_SIZE);
     if (pages > 0 && page_bytes > 0) props.memory_bytes = static_cast<std::uint64_t>(pages) * page_bytes;
+    props.extra = {{"isa", std::string(cpu::isa_name(isa_))}, {"host_isa", std::string(cpu::isa_name(cpu::host_isa()))}};
     return props;
   }
+  cpu::Isa isa() const { return isa_; }
+
+ private:
+  cpu::Isa isa_ = cpu::Isa::generic;
 };
 
 }  // namespace
 
 void register_cpu(Registry& registry) {
-  registry.add_backend(std::make_shared<CpuBackend>()).release();
+  auto backend = std::make_shared<CpuBackend>();
+  registry.add_backend(backend).release();
   reference::register_variants(registry);  // the lowest-priority cpu.<op>.<dir>.ref variants
-  cpu::register_rms_norm(registry);
+  cpu::register_kernels(registry, backend->isa());
 }
 
 }  // namespace opreg
