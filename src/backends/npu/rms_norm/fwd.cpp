@@ -1,0 +1,286 @@
+// rms_norm forward on the npu: y = x * rstd * (offset + w), rstd = 1 / sqrt(mean(x^2) + eps).
+//
+// single_pass (CANN's MERGE_N / NORMAL): each core takes a contiguous range of rows, several
+// whole rows a tile (each row 32-byte padded in UB), one DataCopyPad in and out per tile; x is
+// read once, the weight once per core.
+// chunked (CANN's SPLIT_D): a row that does not fit UB is walked in BLOCK_SIZE_SUB chunks twice,
+// a sum-of-squares pass for a group of rows and then, chunk by chunk, the normalise pass over the
+// group, so that each chunk of the weight is read once per core and x at most twice.
+#include "backends/npu/rms_norm/kernels.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "backends/npu/kernel_util.h"
+
+namespace opreg::npu::rms {
+namespace {
+
+using namespace AscendC;
+using kernel::AsFloat;
+using kernel::CopyRowsIn;
+using kernel::CopyRowsOut;
+using kernel::StoreFloat;
+
+struct FwdParams {
+  Plan plan;
+  float eps = 0;
+  float offset = 0;
+  Casting casting = Casting::llama;
+  bool has_weight = true;
+  DType scale_round = DType::f32;  // what (offset + w) is rounded to (casting none)
+};
+
+template <class X, class W>
+class KernelRmsNorm {
+ public:
+  explicit KernelRmsNorm(const FwdParams& p) : p_(p), shape_(p.plan.shape()) {}
+
+  void Init(GM_ADDR x, GM_ADDR weight, GM_ADDR y, GM_ADDR rstd) {
+    const Plan& plan = p_.plan;
+    range_ = rows_of_block(plan, GetBlockIdx());
+    cols_ = plan.cols;
+    const auto elems = static_cast<std::uint64_t>(plan.rows * cols_);
+    xGm_.SetGlobalBuffer(reinterpret_cast<__gm__ X*>(x), elems);
+    yGm_.SetGlobalBuffer(reinterpret_cast<__gm__ X*>(y), elems);
+    rstdGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(rstd), static_cast<std::uint64_t>(plan.rows));
+    if (p_.has_weight) wGm_.SetGlobalBuffer(reinterpret_cast<__gm__ W*>(weight), static_cast<std::uint64_t>(cols_));
+    const FwdLayout l = fwd_layout(kernel::dtype_of<X>(), p_.has_weight);
+    const auto depth = static_cast<std::uint8_t>(plan.depth);
+    pipe_.InitBuffer(inX_, depth, bytes(l.x));
+    pipe_.InitBuffer(outY_, depth, bytes(l.y));
+    if (l.xf.size != 0) pipe_.InitBuffer(xfBuf_, bytes(l.xf));
+    pipe_.InitBuffer(sqBuf_, bytes(l.sq));
+    if (l.wf.size != 0) pipe_.InitBuffer(wfBuf_, bytes(l.wf));
+    pipe_.InitBuffer(sumsBuf_, bytes(l.sums));
+    pipe_.InitBuffer(rstdBuf_, bytes(l.rstd));
+    pipe_.InitBuffer(accBuf_, bytes(l.acc));
+    pipe_.InitBuffer(workBuf_, bytes(l.work));
+  }
+
+  void Process() {
+    if (p_.plan.mode == TileMode::split_row) {
+      ProcessChunks();
+    } else {
+      ProcessRows();
+    }
+  }
+
+ private:
+  std::uint32_t bytes(const UbItem& item) const { return static_cast<std::uint32_t>(item_bytes(item, shape_)); }
+  std::uint64_t at(std::int64_t row, std::int64_t col = 0) const { return static_cast<std::uint64_t>(row * cols_ + col); }
+
+  // ---- whole rows: a tile of up to rows_per_tile rows
+  void ProcessRows() {
+    PrepareWeight(0, cols_);
+    const std::int64_t per_tile = p_.plan.rows_per_tile;
+    const std::int64_t tiles = (range_.count + per_tile - 1) / per_tile;
+    auto first = [&](std::int64_t t) { return range_.first + t * per_tile; };
+    auto rows = [&](std::int64_t t) { return std::min(per_tile, range_.count - t * per_tile); };
+    kernel::Pipelined(
+        tiles, p_.plan.depth, [&](std::int64_t t) { CopyIn(first(t), rows(t), 0, cols_); },
+        [&](std::int64_t t) {
+          ComputeRows(rows(t));
+          CopyOut(first(t), rows(t), 0, cols_);
+        });
+  }
+
+  void CopyIn(std::int64_t row0, std::int64_t n, std::int64_t col0, std::int64_t width) {
+    LocalTensor<X> x = inX_.AllocTensor<X>();
+    CopyRowsIn(x, xGm_[at(row0, col0)], n, width, cols_);
+    inX_.EnQue(x);
+  }
+
+  void CopyOut(std::int64_t row0, std::int64_t n, std::int64_t col0, std::int64_t width) {
+    LocalTensor<X> y = outY_.DeQue<X>();
+    CopyRowsOut(yGm_[at(row0, col0)], y, n, width, cols_);
+    outY_.FreeTensor(y);
+    if (col0 == 0 && p_.plan.mode != TileMode::split_row) {
+      CopyRowsOut(rstdGm_[static_cast<std::uint64_t>(row0)], rstdBuf_.Get<float>(), 1, n, n);
+    }
+  }
+
+  void ComputeRows(std::int64_t n) {
+    LocalTensor<X> x = inX_.DeQue<X>();
+    LocalTensor<X> y = outY_.AllocTensor<X>();
+    const std::int64_t pitch = shape_.pitch();
+    const std::int64_t span = n * pitch;
+    const LocalTensor<float> xf = AsFloat(x, XfScratch(), span);
+    const LocalTensor<float> sq = sqBuf_.Get<float>();
+    const LocalTensor<float> sums = sumsBuf_.Get<float>();
+    const LocalTensor<float> rstd = rstdBuf_.Get<float>();
+    Mul(sq, xf, xf, static_cast<std::uint32_t>(span));
+    for (std::int64_t r = 0; r < n; ++r) {
+      ReduceSum(sums[static_cast<std::uint32_t>(r)], sq[static_cast<std::uint32_t>(r * pitch)],
+                workBuf_.Get<float>(), static_cast<std::uint32_t>(cols_));
+    }
+    Rstd(rstd, sums, n);
+    const LocalTensor<float> yf = YFloat(y, sq);
+    for (std::int64_t r = 0; r < n; ++r) {
+      const auto off = static_cast<std::uint32_t>(r * pitch);
+      Muls(yf[off], xf[off], rstd.GetValue(static_cast<std::uint32_t>(r)), static_cast<std::uint32_t>(cols_));
+    }
+    Scale(yf, y, n, pitch, cols_);
+    outY_.EnQue(y);
+    inX_.FreeTensor(x);
+  }
+
+  // ---- split rows: BLOCK_SIZE_SUB chunks, statistics of stat_rows rows at a time
+  std::int64_t ChunkStart(std::int64_t c) const { return c * p_.plan.block_size_sub; }
+  std::int64_t ChunkWidth(std::int64_t c) const { return std::min(p_.plan.block_size_sub, cols_ - ChunkStart(c)); }
+
+  void ProcessChunks() {
+    const Plan& plan = p_.plan;
+    const std::int64_t group = plan.stat_rows;
+    const std::int64_t groups = (range_.count + group - 1) / group;
+    const LocalTensor<float> sums = sumsBuf_.Get<float>();
+    const LocalTensor<float> rstd = rstdBuf_.Get<float>();
+    // Pass 1: the sum of squares of each row of a group, chunk by chunk.
+    for (std::int64_t g = 0; g < groups; ++g) {
+      const std::int64_t g0 = range_.first + g * group;
+      const std::int64_t gn = std::min(group, range_.first + range_.count - g0);
+      Duplicate(sums, 0.0f, static_cast<std::uint32_t>(gn));
+      kernel::Pipelined(
+          plan.chunks * gn, plan.depth,
+          [&](std::int64_t i) { CopyIn(g0 + i % gn, 1, ChunkStart(i / gn), ChunkWidth(i / gn)); },
+          [&](std::int64_t i) { SumChunk(sums[static_cast<std::uint32_t>(i % gn)], ChunkWidth(i / gn)); });
+      Rstd(rstd, sums, gn);
+      CopyRowsOut(rstdGm_[static_cast<std::uint64_t>(g0)], rstd, 1, gn, gn);
+    }
+    // Pass 2: chunk by chunk (its weight loaded once), normalise every row of the core.
+    if (groups > 1) PipeBarrier<PIPE_ALL>();  // rstd is read back from GM: MTE3 -> MTE2
+    const std::int64_t count = range_.count;
+    kernel::Pipelined(
+        plan.chunks * count, plan.depth,
+        [&](std::int64_t i) { CopyIn(range_.first + i % count, 1, ChunkStart(i / count), ChunkWidth(i / count)); },
+        [&](std::int64_t i) {
+          const std::int64_t c = i / count;
+          const std::int64_t j = i % count;
+          if (j == 0) PrepareWeight(ChunkStart(c), ChunkWidth(c));
+          if (groups > 1 && j % group == 0) {
+            const std::int64_t gn = std::min(group, count - j);
+            CopyRowsIn(rstd, rstdGm_[static_cast<std::uint64_t>(range_.first + j)], 1, gn, gn);
+          }
+          NormaliseChunk(rstd.GetValue(static_cast<std::uint32_t>(j % group)), ChunkWidth(c));
+          CopyOut(range_.first + j, 1, ChunkStart(c), ChunkWidth(c));
+        });
+  }
+
+  void SumChunk(const LocalTensor<float>& sum, std::int64_t width) {
+    LocalTensor<X> x = inX_.DeQue<X>();
+    const LocalTensor<float> xf = AsFloat(x, XfScratch(), width);
+    const LocalTensor<float> sq = sqBuf_.Get<float>();
+    const LocalTensor<float> acc = accBuf_.Get<float>();
+    Mul(sq, xf, xf, static_cast<std::uint32_t>(width));
+    ReduceSum(acc, sq, workBuf_.Get<float>(), static_cast<std::uint32_t>(width));
+    Add(sum, sum, acc, 1);
+    inX_.FreeTensor(x);
+  }
+
+  void NormaliseChunk(float rstd, std::int64_t width) {
+    LocalTensor<X> x = inX_.DeQue<X>();
+    LocalTensor<X> y = outY_.AllocTensor<X>();
+    const LocalTensor<float> xf = AsFloat(x, XfScratch(), width);
+    const LocalTensor<float> yf = YFloat(y, sqBuf_.Get<float>());
+    Muls(yf, xf, rstd, static_cast<std::uint32_t>(width));
+    Scale(yf, y, 1, width, width);
+    outY_.EnQue(y);
+    inX_.FreeTensor(x);
+  }
+
+  // ---- shared steps
+
+  // rstd[i] = 1 / sqrt(sums[i] / cols + eps) for n rows (the mean of an empty row is 0).
+  void Rstd(const LocalTensor<float>& rstd, const LocalTensor<float>& sums, std::int64_t n) {
+    const auto count = static_cast<std::uint32_t>(n);
+    Muls(rstd, sums, cols_ == 0 ? 0.0f : 1.0f / static_cast<float>(cols_), count);
+    Adds(rstd, rstd, p_.eps, count);
+    Sqrt(rstd, rstd, count);
+    Reciprocal(rstd, rstd, count);
+  }
+
+  // y = xhat * (offset + w) as the casting mode rounds it, then stored as X: xhat (yf, n rows of
+  // `pitch`) is rounded to X first except under gemma; y is the X tile (its scratch for the
+  // rounding).
+  void Scale(const LocalTensor<float>& yf, const LocalTensor<X>& y, std::int64_t n, std::int64_t pitch,
+             std::int64_t width) {
+    const std::int64_t span = n * pitch;
+    if (p_.casting != Casting::gemma) kernel::RoundTo(yf, y, span);
+    if (p_.has_weight) {
+      const LocalTensor<float> wf = wfBuf_.Get<float>();
+      for (std::int64_t r = 0; r < n; ++r) {
+        const auto off = static_cast<std::uint32_t>(r * pitch);
+        Mul(yf[off], yf[off], wf, static_cast<std::uint32_t>(width));
+      }
+    }
+    StoreFloat(y, yf, span);
+  }
+
+  void PrepareWeight(std::int64_t col0, std::int64_t width) {
+    if (p_.has_weight) PrepareScale(wfBuf_.Get<float>(), wGm_, sqBuf_.Get<float>(), col0, width, p_.offset, p_.scale_round);
+  }
+
+  // The float tile y is computed in: y itself when X is float, else `scratch`.
+  static LocalTensor<float> YFloat(const LocalTensor<X>& y, const LocalTensor<float>& scratch) {
+    if constexpr (std::is_same_v<X, float>) {
+      static_cast<void>(scratch);
+      return y;
+    } else {
+      static_cast<void>(y);
+      return scratch;
+    }
+  }
+  LocalTensor<float> XfScratch() {
+    if constexpr (std::is_same_v<X, float>) {
+      return {};
+    } else {
+      return xfBuf_.template Get<float>();
+    }
+  }
+
+  FwdParams p_;
+  TileShape shape_;
+  RowRange range_;
+  std::int64_t cols_ = 0;
+  TPipe pipe_;
+  TQue<TPosition::VECIN, 2> inX_;
+  TQue<TPosition::VECOUT, 2> outY_;
+  TBuf<TPosition::VECCALC> xfBuf_, sqBuf_, wfBuf_, sumsBuf_, rstdBuf_, accBuf_, workBuf_;
+  GlobalTensor<X> xGm_, yGm_;
+  GlobalTensor<W> wGm_;
+  GlobalTensor<float> rstdGm_;
+};
+
+}  // namespace
+
+void run_fwd(Impl impl, const RmsNormFwdArgs& a, Emulator& emulator) {
+  const Shape s = shape_of(a);
+  FwdParams p;
+  p.plan = plan_fwd(impl, s, emulator.model());
+  p.eps = static_cast<float>(a.eps);
+  p.offset = static_cast<float>(a.offset);
+  p.casting = a.casting;
+  p.has_weight = s.has_weight;
+  p.scale_round = a.casting == Casting::none ? none_scale_dtype(s.x, s.w) : DType::f32;
+  const std::string name = "rms_norm_fwd_" + std::string(to_string(impl));
+  if (p.plan.block_dim == 0) {
+    emulator.record(empty_launch(name, emulator));
+    return;
+  }
+  std::vector<GmArg> args{{"x", a.x.data(), a.x.nbytes()}, {"y", a.y.data(), a.y.nbytes()},
+                          {"rstd", a.rstd.data(), a.rstd.nbytes()}};
+  if (s.has_weight) args.push_back({"weight", a.weight.data(), a.weight.nbytes()});
+  auto* x = static_cast<GM_ADDR>(a.x.data());
+  auto* w = static_cast<GM_ADDR>(a.weight.data());
+  auto* y = static_cast<GM_ADDR>(a.y.data());
+  auto* rstd = static_cast<GM_ADDR>(a.rstd.data());
+  emulator.launch(name, p.plan.block_dim, args, [&] {
+    kernel::with_types(s.x, s.w, [&](auto xt, auto wt) {
+      KernelRmsNorm<typename decltype(xt)::type, typename decltype(wt)::type> op(p);
+      op.Init(x, w, y, rstd);
+      op.Process();
+    });
+  });
+}
+
+}  // namespace opreg::npu::rms
