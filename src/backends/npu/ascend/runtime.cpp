@@ -383,10 +383,10 @@ LaunchCounters Emulator::launch(std::string_view kernel, std::int64_t block_dim,
                                 const std::function<void()>& body) {
   if (block_dim < 1 || block_dim > 65535) {
     if (block_dim < 1) {
-      fail(ErrorKind::internal, "npu kernel {} (emulated): block_dim {}: a launch runs 1 to 65535 blocks", kernel,
+      fail(ErrorKind::unsupported, "npu kernel {} (emulated): block_dim {}: a launch runs 1 to 65535 blocks", kernel,
            block_dim);
     }
-    fail(ErrorKind::internal,
+    fail(ErrorKind::unsupported,
          "grid should be less than 65536! You can try \"export TRITON_ALL_BLOCKS_PARALLEL=1\" to avoid this problem. "
          "(npu kernel {} (emulated): block_dim {}; the ACL runtime refuses it as coreDim={} can't be greater than "
          "UINT16_MAX; a launch runs 1 to 65535 blocks: fold the work into fewer blocks, e.g. one per vector core)",
@@ -424,7 +424,7 @@ std::int64_t grid_blocks(std::span<const std::int64_t> grid) {
     product = product > 65535 ? product : product * g;
   }
   if (product > 65535) {
-    fail(ErrorKind::internal,
+    fail(ErrorKind::unsupported,
          "grid should be less than 65536! You can try \"export TRITON_ALL_BLOCKS_PARALLEL=1\" to avoid this problem. "
          "(the grid's dims multiply to more than 65535 blocks)");
   }

@@ -108,6 +108,6 @@ Plan plan_bwd(Impl impl, const Shape& s, const DeviceModel& device) {
   return p;
 }
 
-DType none_scale_dtype(DType x, DType /*w*/) { return x; }
+DType none_scale_dtype(DType /*x*/, DType w) { return w; }
 
 }  // namespace opreg::npu::rms

@@ -54,7 +54,8 @@ ReduceLayout reduce_layout(DType w);
 Plan plan_fwd(Impl impl, const Shape& shape, const DeviceModel& device);
 Plan plan_bwd(Impl impl, const Shape& shape, const DeviceModel& device);
 
-// What casting `none` rounds (offset + w) to: the reference's rule (src/ops/reference).
+// What casting `none` rounds (offset + w) to: the weight's dtype, as the reference defines it
+// (src/ops/reference; PyTorch's rule); with an f32 weight `none` equals `llama`.
 DType none_scale_dtype(DType x, DType w);
 
 }  // namespace opreg::npu::rms
