@@ -153,7 +153,8 @@ Plan plan_tiles(const PlanRequest& r) {
   };
   const std::string limits = fmt::format("UB {} B less the {} B reserve", r.ub_bytes, r.reserve);
   const std::int64_t r1 = rows_fitting(1);
-  if (r1 > 0 && !r.force_split) {
+  // (A two-pass kernel asked for split rows still takes rows of no columns whole.)
+  if (r1 > 0 && (!r.force_split || r.cols == 0)) {
     const std::int64_t r2 = r.depth == 1 ? 0 : rows_fitting(2);
     const int depth = r.depth != 0 ? r.depth : choose_depth(ceil_div(bf, r1), r2 == 0 ? 0 : ceil_div(bf, r2));
     const std::int64_t rmax = depth == 2 ? r2 : r1;
@@ -178,7 +179,7 @@ Plan plan_tiles(const PlanRequest& r) {
   }
   const std::int64_t whole = layout_bytes(r.layout, {1, r.cols, 1, align}, 1);
   const std::string whole_why =
-      row_is_one_block
+      whole > avail
           ? fmt::format("a row of {} columns needs {} B of UB (one row a tile, single-buffered) where {} leaves {} B",
                         r.cols, whole, limits, avail)
           : fmt::format("a row of {} columns is {} B, more than one DataCopyPad block (65535 B)", r.cols,

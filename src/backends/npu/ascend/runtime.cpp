@@ -46,6 +46,63 @@ std::string block_list(const std::vector<std::int64_t>& blocks) {
 
 }  // namespace
 
+// The host threads blocks run on, kept between waves and launches: a wave of n blocks needs n
+// threads at once (its blocks may wait for each other in SyncAll), and creating them per wave
+// would cost more than most small launches' whole emulation.
+class HostPool {
+ public:
+  ~HostPool() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    work_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+
+  // Runs job(i) for i in [0, n), each on a thread of its own, and waits for all of them.
+  void run(int n, const std::function<void(int)>& job) {
+    std::unique_lock lock(mutex_);
+    while (static_cast<int>(threads_.size()) < n) {
+      const int index = static_cast<int>(threads_.size());
+      threads_.emplace_back([this, index, seen = generation_] { work(index, seen); });
+    }
+    job_ = &job;
+    count_ = n;
+    remaining_ = n;
+    ++generation_;
+    work_.notify_all();
+    done_.wait(lock, [&] { return remaining_ == 0; });
+    job_ = nullptr;
+  }
+
+ private:
+  void work(int index, std::uint64_t seen) {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      work_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+      if (index >= count_) continue;
+      const std::function<void(int)>* job = job_;
+      lock.unlock();
+      (*job)(index);
+      lock.lock();
+      if (--remaining_ == 0) done_.notify_all();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable work_;
+  std::condition_variable done_;
+  std::vector<std::thread> threads_;
+  const std::function<void(int)>* job_ = nullptr;
+  int count_ = 0;
+  int remaining_ = 0;
+  std::uint64_t generation_ = 0;
+  bool stop_ = false;
+};
+
 double Timeline::end() const { return std::max({issue, port, vec}); }
 void Timeline::start_at(double t) { issue = port = vec = t; }
 
@@ -200,15 +257,8 @@ void Launch::run_wave(int count) {
     run_block(queue_.front(), em_.cores_[0]);
     return;
   }
-  std::vector<std::thread> threads;
-  threads.reserve(static_cast<std::size_t>(count));
   const std::vector<std::int64_t> blocks(queue_.begin(), queue_.end());
-  for (int s = 0; s < count; ++s) {
-    threads.emplace_back([this, block = blocks[static_cast<std::size_t>(s)], &core = em_.cores_[static_cast<std::size_t>(s)]] {
-      run_block(block, core);
-    });
-  }
-  for (auto& t : threads) t.join();
+  em_.pool_->run(count, [&](int s) { run_block(blocks[static_cast<std::size_t>(s)], em_.cores_[static_cast<std::size_t>(s)]); });
 }
 
 void Launch::run_block(std::int64_t block, Core& core) {
@@ -369,6 +419,7 @@ Emulator::Emulator(DeviceModel model) : model_(model), arena_(nullptr, &std::fre
   arena_.reset(static_cast<std::byte*>(std::aligned_alloc(64, per_core * static_cast<std::size_t>(cores))));
   if (!arena_) fail(ErrorKind::device, "npu emulator: cannot allocate {} Unified Buffers of {} bytes", cores, per_core);
   cores_ = std::make_unique<detail::Core[]>(static_cast<std::size_t>(cores));
+  pool_ = std::make_unique<detail::HostPool>();
   for (int c = 0; c < cores; ++c) {
     auto& core = cores_[static_cast<std::size_t>(c)];
     core.index = c;

@@ -105,6 +105,7 @@ struct Timeline {
 };
 
 class Launch;
+class HostPool;
 
 // A vector core during a launch. The arena and the buffer records stay with the core across
 // launches; the rest is reset by each block.
@@ -183,8 +184,12 @@ class Emulator {
   std::uint64_t ub_bytes() const { return model_.ub_bytes; }
   int vector_cores() const { return model_.profile->vector_cores; }
 
-  // Launch n uses the block order of seed mix(base seed, n): each launch a new order.
-  void set_seed(std::uint64_t seed) { seed_.store(seed); }
+  // The n-th launch after set_seed shuffles its blocks with mix(seed, n): each launch a new
+  // order, the same sequence of orders after the same seed.
+  void set_seed(std::uint64_t seed) {
+    seed_.store(seed);
+    launches_.store(0);
+  }
   // How many blocks run on host threads at once (1: one at a time, fully determined by the
   // seed); 0 restores the default, the host's hardware threads.
   void set_host_threads(int threads) { host_threads_.store(threads); }
@@ -207,6 +212,7 @@ class Emulator {
   DeviceModel model_;
   std::unique_ptr<std::byte, void (*)(void*)> arena_;
   std::unique_ptr<detail::Core[]> cores_;
+  std::unique_ptr<detail::HostPool> pool_;
   std::mutex launch_mutex_;
   mutable std::mutex last_mutex_;
   std::optional<LaunchCounters> last_;
