@@ -39,11 +39,12 @@ std::vector<Tunable> tunables(rms::Impl impl, bool backward) {
 void register_rms_norm(Registry& registry) {
   using rms::Impl;
   const std::pair<Impl, int> fwd[] = {{Impl::single_pass, 200}, {Impl::chunked, 100}};
-  for (const auto& [impl, priority] : fwd) {
+  for (const auto& entry : fwd) {
+    const Impl impl = entry.first;  // (not a structured binding: lambdas capture it)
     VariantSpec<RmsNormFwdArgs> spec;
     spec.backend = "npu";
     spec.impl = std::string(rms::to_string(impl));
-    spec.priority = priority;
+    spec.priority = entry.second;
     spec.supports = [impl](const RmsNormFwdArgs& a, const DeviceProps& props) {
       return verdict(rms::plan_fwd(impl, rms::shape_of(a), model_of(props)),
                      impl == Impl::single_pass ? "; npu.rms_norm.fwd.chunked takes rows of any length" : "");
@@ -53,11 +54,12 @@ void register_rms_norm(Registry& registry) {
     registry.add_variant(rms_norm_fwd_op(), std::move(spec)).release();
   }
   const std::pair<Impl, int> bwd[] = {{Impl::single_pass, 200}, {Impl::chunked, 100}, {Impl::atomic, 10}};
-  for (const auto& [impl, priority] : bwd) {
+  for (const auto& entry : bwd) {
+    const Impl impl = entry.first;
     VariantSpec<RmsNormBwdArgs> spec;
     spec.backend = "npu";
     spec.impl = std::string(rms::to_string(impl));
-    spec.priority = priority;
+    spec.priority = entry.second;
     spec.supports = [impl](const RmsNormBwdArgs& a, const DeviceProps& props) {
       return verdict(rms::plan_bwd(impl, rms::shape_of(a), model_of(props)),
                      impl == Impl::single_pass ? "; npu.rms_norm.bwd.chunked takes rows of any length" : "");
