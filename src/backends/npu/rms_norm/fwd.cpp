@@ -50,7 +50,7 @@ class KernelRmsNorm {
     pipe_.InitBuffer(inX_, depth, bytes(l.x));
     pipe_.InitBuffer(outY_, depth, bytes(l.y));
     if (l.xf.size != 0) pipe_.InitBuffer(xfBuf_, bytes(l.xf));
-    pipe_.InitBuffer(sqBuf_, bytes(l.sq));
+    if (l.sq.size != 0) pipe_.InitBuffer(sqBuf_, bytes(l.sq));
     if (l.wf.size != 0) pipe_.InitBuffer(wfBuf_, bytes(l.wf));
     pipe_.InitBuffer(sumsBuf_, bytes(l.sums));
     pipe_.InitBuffer(rstdBuf_, bytes(l.rstd));
@@ -105,8 +105,10 @@ class KernelRmsNorm {
     LocalTensor<X> y = outY_.AllocTensor<X>();
     const std::int64_t pitch = shape_.pitch();
     const std::int64_t span = n * pitch;
-    const LocalTensor<float> xf = AsFloat(x, XfScratch(), span);
-    const LocalTensor<float> sq = sqBuf_.Get<float>();
+    const LocalTensor<float> xf = AsFloat(x, Scratch(xfBuf_), span);
+    // x^2 goes where y is computed next: y's own tile for float x.
+    const LocalTensor<float> yf = YFloat(y, Scratch(sqBuf_));
+    const LocalTensor<float> sq = yf;
     const LocalTensor<float> sums = sumsBuf_.Get<float>();
     const LocalTensor<float> rstd = rstdBuf_.Get<float>();
     Mul(sq, xf, xf, static_cast<std::uint32_t>(span));
@@ -115,7 +117,6 @@ class KernelRmsNorm {
                 workBuf_.Get<float>(), static_cast<std::uint32_t>(cols_));
     }
     Rstd(rstd, sums, n);
-    const LocalTensor<float> yf = YFloat(y, sq);
     for (std::int64_t r = 0; r < n; ++r) {
       const auto off = static_cast<std::uint32_t>(r * pitch);
       Muls(yf[off], xf[off], rstd.GetValue(static_cast<std::uint32_t>(r)), static_cast<std::uint32_t>(cols_));
@@ -168,11 +169,10 @@ class KernelRmsNorm {
 
   void SumChunk(const LocalTensor<float>& sum, std::int64_t width) {
     LocalTensor<X> x = inX_.DeQue<X>();
-    const LocalTensor<float> xf = AsFloat(x, XfScratch(), width);
-    const LocalTensor<float> sq = sqBuf_.Get<float>();
+    const LocalTensor<float> xf = AsFloat(x, Scratch(xfBuf_), width);
     const LocalTensor<float> acc = accBuf_.Get<float>();
-    Mul(sq, xf, xf, static_cast<std::uint32_t>(width));
-    ReduceSum(acc, sq, workBuf_.Get<float>(), static_cast<std::uint32_t>(width));
+    Mul(xf, xf, xf, static_cast<std::uint32_t>(width));  // x is not needed after its squares
+    ReduceSum(acc, xf, workBuf_.Get<float>(), static_cast<std::uint32_t>(width));
     Add(sum, sum, acc, 1);
     inX_.FreeTensor(x);
   }
@@ -180,8 +180,8 @@ class KernelRmsNorm {
   void NormaliseChunk(float rstd, std::int64_t width) {
     LocalTensor<X> x = inX_.DeQue<X>();
     LocalTensor<X> y = outY_.AllocTensor<X>();
-    const LocalTensor<float> xf = AsFloat(x, XfScratch(), width);
-    const LocalTensor<float> yf = YFloat(y, sqBuf_.Get<float>());
+    const LocalTensor<float> xf = AsFloat(x, Scratch(xfBuf_), width);
+    const LocalTensor<float> yf = YFloat(y, Scratch(sqBuf_));
     Muls(yf, xf, rstd, static_cast<std::uint32_t>(width));
     Scale(yf, y, 1, width, width);
     outY_.EnQue(y);
@@ -217,7 +217,8 @@ class KernelRmsNorm {
   }
 
   void PrepareWeight(std::int64_t col0, std::int64_t width) {
-    if (p_.has_weight) PrepareScale(wfBuf_.Get<float>(), wGm_, sqBuf_.Get<float>(), col0, width, p_.offset, p_.scale_round);
+    // A 16-bit weight goes through sq on its way to float (a float x has a float weight).
+    if (p_.has_weight) PrepareScale(wfBuf_.Get<float>(), wGm_, Scratch(sqBuf_), col0, width, p_.offset, p_.scale_round);
   }
 
   // The float tile y is computed in: y itself when X is float, else `scratch`.
@@ -230,11 +231,13 @@ class KernelRmsNorm {
       return scratch;
     }
   }
-  LocalTensor<float> XfScratch() {
+  // A float scratch tile that only 16-bit kernels have (float ones get an empty tensor).
+  LocalTensor<float> Scratch(TBuf<TPosition::VECCALC>& buf) {
     if constexpr (std::is_same_v<X, float>) {
+      static_cast<void>(buf);
       return {};
     } else {
-      return xfBuf_.template Get<float>();
+      return buf.template Get<float>();
     }
   }
 

@@ -48,7 +48,7 @@ FwdLayout fwd_layout(DType x, bool has_weight) {
   l.x = {"x", Extent::tile, xs, true};
   l.y = {"y", Extent::tile, xs, true};
   l.xf = {"x_f32", Extent::tile, widened(x), false};
-  l.sq = {"sq_f32", Extent::tile, 4, false};
+  l.sq = {"sq_f32", Extent::tile, widened(x), false};  // float x squares into y's tile
   l.wf = {"w_f32", Extent::row, has_weight ? 4U : 0U, false};
   l.sums = {"sums", Extent::stats, 4, false};
   l.rstd = {"rstd", Extent::stats, 4, false};

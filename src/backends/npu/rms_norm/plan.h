@@ -27,8 +27,9 @@ struct Shape {
 Shape shape_of(const RmsNormFwdArgs& a);
 Shape shape_of(const RmsNormBwdArgs& a);
 
-// The forward's UB: x in and y out (queues), x as float (16-bit x), x^2 then y as float, the
-// weight as (offset + w) in float, the row sums and rstd of the rows in flight, ReduceSum's work.
+// The forward's UB: x in and y out (queues), x as float and x^2 then y as float (16-bit x: float
+// x uses its own tiles), the weight as (offset + w) in float, the row sums and rstd of the rows
+// in flight, ReduceSum's work.
 struct FwdLayout {
   UbItem x, y, xf, sq, wf, sums, rstd, acc, work;
   std::array<UbItem, 9> items() const { return {x, y, xf, sq, wf, sums, rstd, acc, work}; }
