@@ -7,6 +7,7 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -19,6 +20,7 @@
 
 #include "opreg/ops.h"
 #include "opreg/registry.h"
+#include "opreg/version.h"
 #include "ops/problem.h"
 #include "registry/fail.h"
 
@@ -35,6 +37,31 @@ struct Usage {
   std::string message;
 };
 
+// Errors are one line: control characters in a message (a value the user typed, echoed back)
+// are shown escaped (\n, \t, \x01), so the line cannot be split or spoofed.
+std::string one_line(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (u < 0x20 || u == 0x7F) {
+      out += fmt::format("\\x{:02x}", u);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+void print_error(std::string_view line) { std::fprintf(stderr, "opreg: %s\n", one_line(line).c_str()); }
+
+
 constexpr const char* kMainHelp = R"(usage: opreg <command> [options]
 
 commands:
@@ -42,6 +69,7 @@ commands:
   ops       every op and, per backend, its variants in choice order
   run       run one op on a device, check it against the reference, time it
   help      this text; `opreg <command> --help` for one command
+  --version the library's version
 
 environment: OPREG_DEVICE, OPREG_BACKEND_ORDER, OPREG_DISABLE, OPREG_FORCE_VARIANT,
 OPREG_FALLBACK, OPREG_VERBOSE, OPREG_NUM_THREADS (see docs/env.md)
@@ -72,7 +100,7 @@ double-precision reference and prints one line:
 err is max |out - ref| / (atol + rtol |ref|) over every output (pass: err <= 1); time_us is the
 median of the K runs (each: run + synchronize); gbps is the op's ideal bytes moved / time_us.
 
-options (each takes one value, as `--opt V` or `--opt=V`; a repeated option: the last wins):
+options (each takes one value, as `--opt V` or `--opt=V`, and may be given once):
   --device D        cpu, cuda:1, npu, ... (default: the device inference picks, see `opreg devices`)
   --dtype T         x's dtype: f32, f16, bf16 (default f32)
   --wdtype W        weight and bias dtype: same (as --dtype) or f32 (default same; norms only)
@@ -88,6 +116,9 @@ options (each takes one value, as `--opt V` or `--opt=V`; a repeated option: the
   --offset O        rms_norm, fused_add_rms_norm: y = x * rstd * (O + w) (default 0)
   --casting C       rms_norm, fused_add_rms_norm: llama, gemma, none (default llama)
   --inplace         backward ops: the input gradient overwrites dy (glu: da is a, db is b)
+  --values V        the activation inputs: random (default: uniform in [-2, 2], away from 0),
+                    large (magnitudes near the top of the dtype), equal (one value per row or
+                    group), special (NaN and infinities in the first rows)
   --seed N          input seed, 0 to 2^64-1 (default 1)
   --repeat K        runs to time, 1 to 100000 (default 3)
   --tol-scale S     multiply the tolerance table by S (default 1; 0 demands equality with the
@@ -212,6 +243,7 @@ struct RunOptions {
   bool no_weight = false;
   bool no_bias = false;
   std::optional<std::uint64_t> seed;
+  std::optional<opreg::Values> values;
   std::optional<std::int64_t> repeat;
   std::optional<double> tol_scale;
 };
@@ -253,6 +285,15 @@ double parse_number(std::string_view option, std::string_view text, double lo, s
 RunOptions parse_run_args(const std::vector<std::string_view>& args) {
   RunOptions o;
   bool have_op = false;
+  // Each option once: a second value would silently replace the first, and a bad first value
+  // would never be looked at.
+  std::vector<std::pair<std::string_view, std::string_view>> seen;  // option, its argument
+  auto once = [&](std::string_view name, std::string_view arg) {
+    for (const auto& [option, first] : seen) {
+      if (option == name) throw Usage{fmt::format("run: {} is given twice ('{}' and '{}')", name, first, arg)};
+    }
+    seen.emplace_back(name, arg);
+  };
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string_view arg = args[i];
     if (!arg.starts_with("-")) {
@@ -269,12 +310,13 @@ RunOptions parse_run_args(const std::vector<std::string_view>& args) {
     }
     if (name == "--inplace" || name == "--no-weight" || name == "--no-bias") {
       if (inline_value) throw Usage{fmt::format("run: {} takes no value (got '{}')", name, arg)};
+      once(name, arg);
       (name == "--inplace" ? o.inplace : name == "--no-weight" ? o.no_weight : o.no_bias) = true;
       continue;
     }
     static constexpr std::string_view kValued[] = {"--device", "--dtype",  "--wdtype",  "--shape", "--groups",
                                                    "--eps",    "--offset", "--casting", "--seed",  "--repeat",
-                                                   "--tol-scale"};
+                                                   "--tol-scale", "--values"};
     if (std::find(std::begin(kValued), std::end(kValued), name) == std::end(kValued)) {
       throw Usage{fmt::format("run: unknown option '{}'", name)};
     }
@@ -285,6 +327,7 @@ RunOptions parse_run_args(const std::vector<std::string_view>& args) {
       if (i + 1 == args.size()) throw Usage{fmt::format("run: {} needs a value", name)};
       value = args[++i];
     }
+    once(name, value);
     if (name == "--device") {
       if (value.empty()) bad_value(name, value, "a device such as cpu, cuda:0, npu (see `opreg devices`)");
       o.device = std::string(value);
@@ -309,6 +352,12 @@ RunOptions parse_run_args(const std::vector<std::string_view>& args) {
       o.casting = pick<opreg::Casting>(
           name, value,
           {{"llama", opreg::Casting::llama}, {"gemma", opreg::Casting::gemma}, {"none", opreg::Casting::none}});
+    } else if (name == "--values") {
+      o.values = pick<opreg::Values>(name, value,
+                                     {{"random", opreg::Values::random},
+                                      {"large", opreg::Values::large},
+                                      {"equal", opreg::Values::equal},
+                                      {"special", opreg::Values::special}});
     } else if (name == "--seed") {
       o.seed = parse_int<std::uint64_t>(name, value, 0, UINT64_MAX, "an integer from 0 to 2^64-1");
     } else if (name == "--repeat") {
@@ -382,10 +431,14 @@ int cmd_run(const std::vector<std::string_view>& args) {
   spec.casting = o.casting.value_or(opreg::Casting::llama);
   spec.in_place = o.inplace;
   spec.seed = o.seed.value_or(1);
+  spec.values = o.values.value_or(opreg::Values::random);
   spec.tol_scale = o.tol_scale.value_or(1.0);
   const std::int64_t repeat = o.repeat.value_or(3);
 
   auto& reg = opreg::default_registry();
+  // OPREG_DEVICE is checked even when --device overrides it (a malformed or unknown name is an
+  // error; an unavailable device is not, since it is not used): a bad value is never dropped.
+  if (const std::string env = reg.config().device; o.device && !env.empty()) reg.parse_device(env);
   const opreg::Device device = o.device ? reg.parse_device(*o.device) : reg.infer_device().device;
   reg.check_device(device);
 
@@ -426,10 +479,8 @@ int cmd_run(const std::vector<std::string_view>& args) {
   std::fflush(stdout);
   if (report.pass()) return kExitOk;
 
-  std::string summary = report.summary();
-  std::replace(summary.begin(), summary.end(), '\n', ' ');  // errors are one line
-  std::fprintf(stderr, "opreg: run: check failed: %s; replay: opreg run %s\n", summary.c_str(),
-               spec.cli_args(reg.device_name(device)).c_str());
+  print_error(fmt::format("run: check failed: {}; replay: opreg run {}", report.summary(),
+                          spec.cli_args(reg.device_name(device))));
   return kExitCheckFailed;
 }
 
@@ -442,6 +493,11 @@ int run(int argc, char** argv) {
     std::fputs(kMainHelp, stdout);
     return kExitOk;
   }
+  if (command == "--version" || command == "version") {
+    if (!args.empty()) throw Usage{fmt::format("--version takes no arguments (got '{}')", args[0])};
+    fmt::print("opreg {}\n", opreg::library_version());
+    return kExitOk;
+  }
   if (command == "devices") return cmd_devices(args);
   if (command == "ops") return cmd_ops(args);
   if (command == "run") return cmd_run(args);
@@ -450,19 +506,31 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
+// What a command wrote must have reached stdout: a full disk or a closed pipe is an error, not a
+// silent success with the result line lost.
+int flushed(int code) {
+  // errno still holds the failed write's reason when an earlier write (a full buffer) failed.
+  if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0) {
+    print_error(fmt::format("error: cannot write to standard output: {}",
+                            errno != 0 ? std::strerror(errno) : "write error"));
+    return code == kExitOk ? kExitCheckFailed : code;
+  }
+  return code;
+}
+
 int main(int argc, char** argv) {
   try {
-    return run(argc, argv);
+    return flushed(run(argc, argv));
   } catch (const Usage& u) {
     // A command's own usage error points at that command's help, where its options are.
     std::string see = "opreg --help";
     for (const char* cmd : {"devices", "ops", "run"}) {
       if (u.message.starts_with(std::string(cmd) + ": ")) see = fmt::format("opreg {} --help", cmd);
     }
-    std::fprintf(stderr, "opreg: %s (see `%s`)\n", u.message.c_str(), see.c_str());
+    print_error(fmt::format("{} (see `{}`)", u.message, see));
     return kExitUsage;
   } catch (const opreg::Error& e) {
-    std::fprintf(stderr, "opreg: error: %s\n", e.what());
+    print_error(fmt::format("error: {}", e.what()));
     switch (e.kind()) {
       case ErrorKind::invalid_argument:
         return kExitUsage;
@@ -474,7 +542,7 @@ int main(int argc, char** argv) {
     }
     return kExitCheckFailed;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "opreg: internal error: %s\n", e.what());
+    print_error(fmt::format("internal error: {}", e.what()));
     return kExitCheckFailed;
   }
 }
