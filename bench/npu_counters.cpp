@@ -127,30 +127,34 @@ int main_(int argc, char** argv) {
   const Device npu = reg.parse_device("npu");
   const npu::Emulator& em = *npu::emulator_of(reg);
   const npu::Profile& p = em.profile();
-  fmt::print("EMULATED counters and cost-model estimates (not hardware measurements): {} ({} vector cores, UB {} B, "
-             "L2 {} MiB, HBM {} GB/s{}), rms_norm, {} rows, weight in x's dtype\n\n",
-             p.name, p.vector_cores, em.ub_bytes(), p.l2_bytes >> 20, p.hbm_gbps,
-             p.hbm_gbps_verified ? "" : " unverified", rows);
-  fmt::print("| op | dtype | hidden | variant | mode | block_dim / waves | rows a tile, BLOCK_SIZE_SUB x chunks | depth | "
-             "UB peak | gm_read MiB (x ideal) | gm_write MiB (x ideal) | DMAs | vector repeats | L2-resident | est_us "
-             "(emulated) | GB/s at est_us (emulated) | emulation ms (host) |\n");
+  fmt::print(
+      "EMULATED counters and cost-model estimates (not hardware measurements): {} ({} vector cores, UB {} B, "
+      "L2 {} MiB, HBM {} GB/s{}), rms_norm, {} rows, weight in x's dtype\n\n",
+      p.name, p.vector_cores, em.ub_bytes(), p.l2_bytes >> 20, p.hbm_gbps, p.hbm_gbps_verified ? "" : " unverified",
+      rows);
+  fmt::print(
+      "| op | dtype | hidden | variant | mode | block_dim / waves | rows a tile, BLOCK_SIZE_SUB x chunks | depth | "
+      "UB peak | gm_read MiB (x ideal) | gm_write MiB (x ideal) | DMAs | vector repeats | L2-resident | est_us "
+      "(emulated) | GB/s at est_us (emulated) | emulation ms (host) |\n");
   fmt::print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const DType x : dtypes) {
     for (const Direction dir : {Direction::fwd, Direction::bwd}) {
       for (const std::int64_t h : hidden) {
         const Row r = run(reg, npu, dir, rows, h, x);
         const npu::Counters& c = r.c.counters;
-        const std::string tile = r.plan.mode == npu::TileMode::split_row
-                                     ? fmt::format("1, {} x {} (tail {})", r.plan.block_size_sub, r.plan.chunks, r.plan.tail)
-                                     : fmt::format("{}", r.plan.rows_per_tile);
-        fmt::print("| {} | {} | {} | {} | {} | {} / {} | {} | {} | {:.0f}% | {} ({:.3f}) | {} ({:.3f}) | {} | {} | {} | "
-                   "{:.1f} | {:.0f} | {:.0f} |\n",
-                   r.op, to_string(r.dtype), r.hidden, r.variant.substr(r.variant.rfind('.') + 1),
-                   npu::to_string(r.plan.mode), r.c.block_dim, r.c.waves, tile, r.plan.depth, 100 * r.c.ub_ratio(),
-                   mib(c.gm_read), static_cast<double>(c.gm_read) / static_cast<double>(r.ideal_read), mib(c.gm_write),
-                   static_cast<double>(c.gm_write) / static_cast<double>(r.ideal_write), c.dma_in + c.dma_out,
-                   c.vector_repeats, r.c.l2_resident ? "yes" : "no", r.c.est_us,
-                   static_cast<double>(r.model_bytes) / (r.c.est_us * 1e3), r.emulate_ms);
+        const std::string tile =
+            r.plan.mode == npu::TileMode::split_row
+                ? fmt::format("1, {} x {} (tail {})", r.plan.block_size_sub, r.plan.chunks, r.plan.tail)
+                : fmt::format("{}", r.plan.rows_per_tile);
+        fmt::print(
+            "| {} | {} | {} | {} | {} | {} / {} | {} | {} | {:.0f}% | {} ({:.3f}) | {} ({:.3f}) | {} | {} | {} | "
+            "{:.1f} | {:.0f} | {:.0f} |\n",
+            r.op, to_string(r.dtype), r.hidden, r.variant.substr(r.variant.rfind('.') + 1), npu::to_string(r.plan.mode),
+            r.c.block_dim, r.c.waves, tile, r.plan.depth, 100 * r.c.ub_ratio(), mib(c.gm_read),
+            static_cast<double>(c.gm_read) / static_cast<double>(r.ideal_read), mib(c.gm_write),
+            static_cast<double>(c.gm_write) / static_cast<double>(r.ideal_write), c.dma_in + c.dma_out,
+            c.vector_repeats, r.c.l2_resident ? "yes" : "no", r.c.est_us,
+            static_cast<double>(r.model_bytes) / (r.c.est_us * 1e3), r.emulate_ms);
         std::fflush(stdout);
       }
     }

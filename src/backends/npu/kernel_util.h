@@ -40,10 +40,11 @@ template <class T>
 void CopyRowsIn(const LocalTensor<T>& dst, const GlobalTensor<T>& src, std::int64_t rows, std::int64_t width,
                 std::int64_t gm_pitch) {
   if (rows == 0 || width == 0) return;
-  const DataCopyExtParams p{field<std::uint16_t>("blockCount", rows),
-                            field<std::uint32_t>("blockLen", width * static_cast<std::int64_t>(sizeof(T))),
-                            field<std::uint32_t>("srcStride", rows > 1 ? (gm_pitch - width) * static_cast<std::int64_t>(sizeof(T)) : 0),
-                            0, 0};
+  const DataCopyExtParams p{
+      field<std::uint16_t>("blockCount", rows),
+      field<std::uint32_t>("blockLen", width * static_cast<std::int64_t>(sizeof(T))),
+      field<std::uint32_t>("srcStride", rows > 1 ? (gm_pitch - width) * static_cast<std::int64_t>(sizeof(T)) : 0), 0,
+      0};
   DataCopyPad(dst, src, p, DataCopyPadExtParams<T>{});
 }
 
@@ -53,10 +54,10 @@ template <class T>
 void CopyRowsOut(const GlobalTensor<T>& dst, const LocalTensor<T>& src, std::int64_t rows, std::int64_t width,
                  std::int64_t gm_pitch) {
   if (rows == 0 || width == 0) return;
-  const DataCopyExtParams p{field<std::uint16_t>("blockCount", rows),
-                            field<std::uint32_t>("blockLen", width * static_cast<std::int64_t>(sizeof(T))), 0,
-                            field<std::uint32_t>("dstStride", rows > 1 ? (gm_pitch - width) * static_cast<std::int64_t>(sizeof(T)) : 0),
-                            0};
+  const DataCopyExtParams p{
+      field<std::uint16_t>("blockCount", rows),
+      field<std::uint32_t>("blockLen", width * static_cast<std::int64_t>(sizeof(T))), 0,
+      field<std::uint32_t>("dstStride", rows > 1 ? (gm_pitch - width) * static_cast<std::int64_t>(sizeof(T)) : 0), 0};
   DataCopyPad(dst, src, p);
 }
 

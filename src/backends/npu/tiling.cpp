@@ -97,18 +97,24 @@ std::int64_t layout_bytes(std::span<const UbItem> layout, const TileShape& shape
 
 std::string_view to_string(TileMode mode) {
   switch (mode) {
-    case TileMode::one_row_per_core: return "one_row_per_core";
-    case TileMode::multi_row: return "multi_row";
-    case TileMode::split_row: return "split_row";
+    case TileMode::one_row_per_core:
+      return "one_row_per_core";
+    case TileMode::multi_row:
+      return "multi_row";
+    case TileMode::split_row:
+      return "split_row";
   }
   return "?";
 }
 
 std::string_view to_string(Partition partition) {
   switch (partition) {
-    case Partition::contiguous: return "contiguous";
-    case Partition::cann: return "cann";
-    case Partition::grid_stride: return "grid_stride";
+    case Partition::contiguous:
+      return "contiguous";
+    case Partition::cann:
+      return "cann";
+    case Partition::grid_stride:
+      return "grid_stride";
   }
   return "?";
 }
@@ -167,13 +173,14 @@ Plan plan_tiles(const PlanRequest& r) {
       p.mode = bf == 1 ? TileMode::one_row_per_core : TileMode::multi_row;
       p.ub_used = layout_bytes(r.layout, p.shape(), depth);
       p.fits = true;
-      p.why = fmt::format("{}: {} x {}, block_dim={} ({} partition, <= {} rows a core), {} row(s) per tile{}, "
-                          "{} tile(s) a core, depth {}, UB {} of {} B ({:.0f}%)",
-                          to_string(p.mode), r.rows, r.cols, p.block_dim, to_string(r.partition), bf,
-                          p.rows_per_tile, cap == 1 && bf > 1 ? " (the GM gap between rows exceeds DataCopyPad's "
-                                                                "65535-byte stride)"
-                                                              : "",
-                          p.tiles_per_core, depth, p.ub_used, r.ub_bytes, 100 * p.ub_fill());
+      p.why = fmt::format(
+          "{}: {} x {}, block_dim={} ({} partition, <= {} rows a core), {} row(s) per tile{}, "
+          "{} tile(s) a core, depth {}, UB {} of {} B ({:.0f}%)",
+          to_string(p.mode), r.rows, r.cols, p.block_dim, to_string(r.partition), bf, p.rows_per_tile,
+          cap == 1 && bf > 1 ? " (the GM gap between rows exceeds DataCopyPad's "
+                               "65535-byte stride)"
+                             : "",
+          p.tiles_per_core, depth, p.ub_used, r.ub_bytes, 100 * p.ub_fill());
       return p;
     }
   }
@@ -223,10 +230,11 @@ Plan plan_tiles(const PlanRequest& r) {
   p.tiles_per_core = bf * s.chunks;
   p.ub_used = layout_bytes(r.layout, p.shape(), p.depth);
   p.fits = true;
-  p.why = fmt::format("split_row: {} x {}, block_dim={} ({} partition, <= {} rows a core): {}; BLOCK_SIZE_SUB={} in {} "
-                      "chunk(s), tail {}, statistics of {} rows at once, depth {}, UB {} of {} B ({:.0f}%)",
-                      r.rows, r.cols, p.block_dim, to_string(r.partition), bf, whole_why, s.width, s.chunks, s.tail,
-                      p.stat_rows, p.depth, p.ub_used, r.ub_bytes, 100 * p.ub_fill());
+  p.why = fmt::format(
+      "split_row: {} x {}, block_dim={} ({} partition, <= {} rows a core): {}; BLOCK_SIZE_SUB={} in {} "
+      "chunk(s), tail {}, statistics of {} rows at once, depth {}, UB {} of {} B ({:.0f}%)",
+      r.rows, r.cols, p.block_dim, to_string(r.partition), bf, whole_why, s.width, s.chunks, s.tail, p.stat_rows,
+      p.depth, p.ub_used, r.ub_bytes, 100 * p.ub_fill());
   return p;
 }
 

@@ -60,12 +60,12 @@ std::string_view to_string(TileMode mode);
 enum class Partition : std::uint8_t { contiguous, cann, grid_stride };
 std::string_view to_string(Partition partition);
 
-inline constexpr std::int64_t kUbReserve = 1024;          // CANN's norm tilings keep 1 KiB of UB [C1][C2][C3]
-inline constexpr std::int64_t kMaxBlockCount = 4095;      // DataCopyPad blocks per copy [S9]
-inline constexpr std::int64_t kMaxBlockLen = 65535;       // DataCopyPad bytes per block [S9]
-inline constexpr std::int64_t kMaxGmStride = 65535;       // DataCopyPad GM gap between blocks [S9][C6]
-inline constexpr std::int64_t kSubAlign = 16;             // BLOCK_SIZE_SUB is a multiple of 16 elements [C1]
-inline constexpr std::int64_t kL2LineBytes = 512;         // preferred column cut [C6]
+inline constexpr std::int64_t kUbReserve = 1024;      // CANN's norm tilings keep 1 KiB of UB [C1][C2][C3]
+inline constexpr std::int64_t kMaxBlockCount = 4095;  // DataCopyPad blocks per copy [S9]
+inline constexpr std::int64_t kMaxBlockLen = 65535;   // DataCopyPad bytes per block [S9]
+inline constexpr std::int64_t kMaxGmStride = 65535;   // DataCopyPad GM gap between blocks [S9][C6]
+inline constexpr std::int64_t kSubAlign = 16;         // BLOCK_SIZE_SUB is a multiple of 16 elements [C1]
+inline constexpr std::int64_t kL2LineBytes = 512;     // preferred column cut [C6]
 
 struct PlanRequest {
   std::string_view kernel;  // for messages
@@ -76,33 +76,33 @@ struct PlanRequest {
   int vector_cores = 40;
   std::int64_t ub_bytes = 196608;
   std::int64_t reserve = kUbReserve;
-  int depth = 0;               // 0: choose (CANN SwiGLU's rule); 1 or 2: as given
-  bool allow_split = true;     // false: whole rows or nothing (a single-pass kernel)
-  bool force_split = false;    // split rows even when whole rows fit (a two-pass kernel)
+  int depth = 0;             // 0: choose (CANN SwiGLU's rule); 1 or 2: as given
+  bool allow_split = true;   // false: whole rows or nothing (a single-pass kernel)
+  bool force_split = false;  // split rows even when whole rows fit (a two-pass kernel)
   Partition partition = Partition::contiguous;
   std::int64_t max_stat_rows = 1024;  // statistics rows a split-row kernel batches
 };
 
 struct Plan {
   TileMode mode = TileMode::multi_row;
-  bool fits = false;               // false: the layout does not fit UB (why says by how much)
+  bool fits = false;  // false: the layout does not fit UB (why says by how much)
   Partition partition = Partition::contiguous;
   std::int64_t rows = 0;
   std::int64_t cols = 0;
-  std::int64_t block_dim = 0;      // 0 when there are no rows
-  std::int64_t block_factor = 0;   // the most rows a core takes
+  std::int64_t block_dim = 0;     // 0 when there are no rows
+  std::int64_t block_factor = 0;  // the most rows a core takes
   std::int64_t rows_per_tile = 1;
   std::int64_t tiles_per_core = 0;  // of the core with the most rows (times chunks for split rows)
   std::int64_t block_size = 0;      // BLOCK_SIZE: columns of a tile row in UB (cols for whole rows)
   std::int64_t block_size_sub = 0;  // BLOCK_SIZE_SUB: the chunk of a split row (0 for whole rows)
   std::int64_t chunks = 1;
-  std::int64_t tail = 0;            // the last chunk's width
+  std::int64_t tail = 0;  // the last chunk's width
   std::int64_t stat_rows = 1;
-  std::int64_t align = 8;           // elements a tile row is padded to (32 bytes of the GM element)
+  std::int64_t align = 8;  // elements a tile row is padded to (32 bytes of the GM element)
   int depth = 1;
-  std::int64_t ub_used = 0;         // bytes the layout takes at this tile
-  std::int64_t ub_bytes = 0;        // the UB size
-  std::string why;                  // one line: the choice and its numbers (supports() reports it)
+  std::int64_t ub_used = 0;   // bytes the layout takes at this tile
+  std::int64_t ub_bytes = 0;  // the UB size
+  std::string why;            // one line: the choice and its numbers (supports() reports it)
   double ub_fill() const { return ub_bytes == 0 ? 0.0 : static_cast<double>(ub_used) / static_cast<double>(ub_bytes); }
   TileShape shape() const { return {rows_per_tile, block_size, stat_rows, align}; }
 };

@@ -3,8 +3,8 @@
 // on shapes that reach every tiling mode and boundary. One source, three programs: ctest runs
 // each with its profile (OPREG_NPU_PROFILE / OPREG_NPU_UB_BYTES, see CMakeLists.txt), and
 // OPREG_NPU_GRID picks the grid that fits it.
-#include "conformance/harness.h"
 #include "backends/npu/npu_backend.h"
+#include "conformance/harness.h"
 #include "registry/fail.h"
 
 namespace opreg::conformance {
@@ -12,10 +12,13 @@ namespace {
 
 constexpr int kGrid = OPREG_NPU_GRID;
 
-const std::vector<std::pair<DType, DType>> kAllPairs{{DType::f32, DType::f32}, {DType::f16, DType::f16},
-                                                     {DType::f16, DType::f32}, {DType::bf16, DType::bf16},
+const std::vector<std::pair<DType, DType>> kAllPairs{{DType::f32, DType::f32},
+                                                     {DType::f16, DType::f16},
+                                                     {DType::f16, DType::f32},
+                                                     {DType::bf16, DType::bf16},
                                                      {DType::bf16, DType::f32}};
-const std::vector<std::pair<Casting, double>> kModes{{Casting::llama, 0.0}, {Casting::gemma, 1.0}, {Casting::none, 0.5}};
+const std::vector<std::pair<Casting, double>> kModes{
+    {Casting::llama, 0.0}, {Casting::gemma, 1.0}, {Casting::none, 0.5}};
 
 const std::vector<std::string> kVariants{"npu.rms_norm.fwd.single_pass", "npu.rms_norm.fwd.chunked",
                                          "npu.rms_norm.bwd.single_pass", "npu.rms_norm.bwd.chunked",
@@ -29,7 +32,7 @@ Grid api_grid(const std::vector<std::string>& variants) {
   Grid g;
   g.variants = variants;
   g.dtypes = kAllPairs;
-  g.shapes = {Shape{9, 1}, Shape{5, 2}, Shape{3, 3}, Shape{47, 4}, Shape{2, 5}, Shape{45, 6},
+  g.shapes = {Shape{9, 1}, Shape{5, 2},  Shape{3, 3},    Shape{47, 4},  Shape{2, 5}, Shape{45, 6},
               Shape{3, 7}, Shape{3, 41}, Shape{64, 123}, Shape{5, 341}, Shape{0, 7}, Shape{4, 0}};
   g.rms_modes = kModes;
   g.affine = {{true, false}, {false, false}};
@@ -46,8 +49,8 @@ Grid boundary_grid(const std::vector<std::string>& variants, bool f32) {
   g.variants = variants;
   if (f32) {
     g.dtypes = {{DType::f32, DType::f32}};
-    g.shapes = {Shape{3, 2000}, Shape{43, 2001}, Shape{41, 2048}, Shape{5, 10240}, Shape{3, 10241},
-                Shape{2, 200000}, Shape{70000, 7}, Shape{7, 4099}, Shape{81, 341}, Shape{2, 3, 5, 7}};
+    g.shapes = {Shape{3, 2000},   Shape{43, 2001}, Shape{41, 2048}, Shape{5, 10240}, Shape{3, 10241},
+                Shape{2, 200000}, Shape{70000, 7}, Shape{7, 4099},  Shape{81, 341},  Shape{2, 3, 5, 7}};
     g.rms_modes = {{Casting::llama, 0.0}};
   } else {
     g.dtypes = {{DType::bf16, DType::bf16}, {DType::f16, DType::f32}};
@@ -65,8 +68,8 @@ Grid ub_950_grid(const std::vector<std::string>& variants) {
   Grid g;
   g.variants = variants;
   g.dtypes = {{DType::f32, DType::f32}, {DType::bf16, DType::f32}};
-  g.shapes = {Shape{43, 2001}, Shape{5, 10241}, Shape{3, 12289}, Shape{2, 16383}, Shape{2, 16384},
-              Shape{81, 341}, Shape{65, 4099}};
+  g.shapes = {Shape{43, 2001}, Shape{5, 10241}, Shape{3, 12289}, Shape{2, 16383},
+              Shape{2, 16384}, Shape{81, 341},  Shape{65, 4099}};
   g.in_place_too = true;
   g.seed = 6;
   return g;
@@ -118,8 +121,8 @@ TEST_P(NpuChosen, MatchesReference) {
   EXPECT_FALSE(result.fell_back);
   EXPECT_EQ(result.variant->backend, "npu");
   const CheckReport report = problem.check();
-  EXPECT_TRUE(report.pass()) << result.variant->name << ": " << report.summary()
-                             << "\n  reproduce: opreg run " << c.spec.cli_args(c.device);
+  EXPECT_TRUE(report.pass()) << result.variant->name << ": " << report.summary() << "\n  reproduce: opreg run "
+                             << c.spec.cli_args(c.device);
 }
 
 INSTANTIATE_TEST_SUITE_P(npu, NpuChosen, ::testing::ValuesIn(cases(true)), case_name);

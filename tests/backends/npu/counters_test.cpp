@@ -54,10 +54,12 @@ class Counted : public ::testing::Test {
 std::uint64_t bytes(std::int64_t elems, DType d) { return static_cast<std::uint64_t>(elems) * element_size(d); }
 
 TEST_F(Counted, SinglePassForwardReadsXOnceAndTheWeightOncePerCore) {
-  for (const auto& [cols, x] : {std::pair{1024, DType::f32}, std::pair{4096, DType::bf16}, std::pair{2000, DType::f16}}) {
+  for (const auto& [cols, x] :
+       {std::pair{1024, DType::f32}, std::pair{4096, DType::bf16}, std::pair{2000, DType::f16}}) {
     const std::int64_t rows = 4096;
     const LaunchCounters c = fwd("npu.rms_norm.fwd.single_pass", rows, cols, x, DType::f32);
-    const std::uint64_t ideal = bytes(rows * cols, x) + static_cast<std::uint64_t>(c.block_dim) * bytes(cols, DType::f32);
+    const std::uint64_t ideal =
+        bytes(rows * cols, x) + static_cast<std::uint64_t>(c.block_dim) * bytes(cols, DType::f32);
     EXPECT_LE(static_cast<double>(c.counters.gm_read), 1.02 * static_cast<double>(ideal)) << cols;
     EXPECT_EQ(c.counters.gm_read, ideal);
     EXPECT_EQ(c.counters.gm_write, bytes(rows * cols, x) + bytes(rows, DType::f32));
@@ -80,8 +82,8 @@ TEST_F(Counted, BlockDimIsMinOf40AndRowsInOneWave) {
 }
 
 TEST_F(Counted, ChunkedForwardReadsXAtMostTwice) {
-  for (const auto& [rows, cols, x] : {std::tuple{64, 20000, DType::f32}, std::tuple{2, 200000, DType::bf16},
-                                      std::tuple{41, 12289, DType::bf16}}) {
+  for (const auto& [rows, cols, x] :
+       {std::tuple{64, 20000, DType::f32}, std::tuple{2, 200000, DType::bf16}, std::tuple{41, 12289, DType::bf16}}) {
     const LaunchCounters c = fwd("npu.rms_norm.fwd.chunked", rows, cols, x, DType::f32);
     const std::uint64_t xb = bytes(rows * cols, x);
     EXPECT_LE(c.counters.gm_read, 2 * xb + static_cast<std::uint64_t>(c.block_dim) * bytes(cols, DType::f32)) << cols;
@@ -92,10 +94,9 @@ TEST_F(Counted, ChunkedForwardReadsXAtMostTwice) {
 }
 
 TEST_F(Counted, BackwardWritesEachCoresPartialOnce) {
-  for (const auto& [variant, rows, cols, x] :
-       {std::tuple{"npu.rms_norm.bwd.single_pass", 4096, 1024, DType::bf16},
-        std::tuple{"npu.rms_norm.bwd.chunked", 64, 20000, DType::f32},
-        std::tuple{"npu.rms_norm.bwd.chunked", 300, 3000, DType::f16}}) {
+  for (const auto& [variant, rows, cols, x] : {std::tuple{"npu.rms_norm.bwd.single_pass", 4096, 1024, DType::bf16},
+                                               std::tuple{"npu.rms_norm.bwd.chunked", 64, 20000, DType::f32},
+                                               std::tuple{"npu.rms_norm.bwd.chunked", 300, 3000, DType::f16}}) {
     const LaunchCounters c = bwd(variant, rows, cols, x, DType::f32);
     const auto partials = static_cast<std::uint64_t>(c.block_dim) * bytes(cols, DType::f32);
     // dx, each core's partial once, dweight.

@@ -19,9 +19,13 @@ using namespace AscendC;
 // Whether a vector instruction accepts these tensor types (a concept, so that a call that does
 // not compile is false rather than an error).
 template <class Dst, class Src>
-concept AddAccepts = requires(Dst d, Src s) { AscendC::Add(d, s, d, 8u); };
+concept AddAccepts = requires(Dst d, Src s) {
+  AscendC::Add(d, s, d, 8u);
+};
 template <class T>
-concept MulsAccepts = requires(T t) { AscendC::Muls(t, t, 2.0f, 8u); };
+concept MulsAccepts = requires(T t) {
+  AscendC::Muls(t, t, 2.0f, 8u);
+};
 
 class Emulated : public ::testing::Test {
  protected:
@@ -150,9 +154,9 @@ TEST_F(Emulated, BlockOrderIsShuffledAndSeeded) {
   std::vector<std::int64_t> ids(40);
   std::iota(ids.begin(), ids.end(), 0);
   EXPECT_EQ(sorted, ids);
-  EXPECT_NE(first, ids);      // shuffled
-  EXPECT_NE(first, second);   // a new order each launch
-  EXPECT_EQ(first, again);    // the same seed, the same orders
+  EXPECT_NE(first, ids);     // shuffled
+  EXPECT_NE(first, second);  // a new order each launch
+  EXPECT_EQ(first, again);   // the same seed, the same orders
 }
 
 TEST_F(Emulated, SyncAllIsABarrierAcrossTheLaunch) {
@@ -243,7 +247,7 @@ TEST_F(Emulated, MultiRowTilesArePaddedPerRowTo32Bytes) {
     h.SetGlobalBuffer(reinterpret_cast<float*>(y.addr()), y.data.size());
     const LocalTensor<float> t = buf.Get<float>();
     DataCopyPad(t, g, rows, DataCopyPadExtParams<float>{});
-    EXPECT_EQ(t.GetValue(128), 123.0f);  // row 1 starts at float 128
+    EXPECT_EQ(t.GetValue(128), 123.0f);        // row 1 starts at float 128
     EXPECT_TRUE(std::isnan(t.GetValue(123)));  // the padding is not data (fresh UB reads NaN)
     DataCopyPad(h, t, rows);
   });

@@ -34,7 +34,8 @@ inline std::uint16_t float_to_half(float f) {
     return static_cast<std::uint16_t>(sign | ((rebased + 0xFFFu + ((rebased >> 13) & 1u)) >> 13));
   }
   // Subnormal half: a multiple of 2^-24; the float product is exact and rint rounds to even.
-  return static_cast<std::uint16_t>(sign | static_cast<std::uint32_t>(std::nearbyint(std::bit_cast<float>(a) * 0x1p24f)));
+  return static_cast<std::uint16_t>(sign |
+                                    static_cast<std::uint32_t>(std::nearbyint(std::bit_cast<float>(a) * 0x1p24f)));
 }
 
 }  // namespace opreg::npu::detail

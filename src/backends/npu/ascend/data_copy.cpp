@@ -83,8 +83,8 @@ void copy_in(npu::detail::Core& core, std::byte* ub, npu::detail::Buffer* buffer
   buffer->write_done = transfer(core, ready, static_cast<double>(burst_bytes(b)) * core.in_ns_per_byte);
 }
 
-void copy_out(npu::detail::Core& core, std::byte* gm, const std::byte* ub, npu::detail::Buffer* buffer,
-              const Blocks& b, bool atomic_f32) {
+void copy_out(npu::detail::Core& core, std::byte* gm, const std::byte* ub, npu::detail::Buffer* buffer, const Blocks& b,
+              bool atomic_f32) {
   if (atomic_f32) {
     // L2 atomics serialise the cores' adds; their order is whatever order the cores arrive in.
     std::lock_guard lock(npu::detail::atomic_mutex(core));

@@ -28,8 +28,8 @@ struct Blocks {
 
 void copy_in(npu::detail::Core& core, std::byte* ub, npu::detail::Buffer* buffer, const std::byte* gm, const Blocks& b,
              const void* pad_value, std::size_t elem_bytes, std::uint32_t right_pad);
-void copy_out(npu::detail::Core& core, std::byte* gm, const std::byte* ub, npu::detail::Buffer* buffer,
-              const Blocks& b, bool atomic_f32);
+void copy_out(npu::detail::Core& core, std::byte* gm, const std::byte* ub, npu::detail::Buffer* buffer, const Blocks& b,
+              bool atomic_f32);
 void check_pad_params(npu::detail::Core& core, const char* api, const DataCopyExtParams& p);
 void check_params(npu::detail::Core& core, const char* api, const DataCopyParams& p);
 // The byte count DataCopy moves for `count` elements (rounded down to 32), counting and
@@ -54,7 +54,8 @@ void copy_out_checked(const char* api, const GlobalTensor<T>& dst, const LocalTe
   npu::detail::Buffer* buffer =
       Access::use(core, src, (b.ub_span() + sizeof(T) - 1) / sizeof(T), Use::dma_out, api, "src");
   if (core.atomic_add && !std::is_same_v<T, float>) [[unlikely]] {
-    npu::detail::kernel_fail(core, std::string(api) + ": atomic-add mode is set for float, the copy moves another type");
+    npu::detail::kernel_fail(core,
+                             std::string(api) + ": atomic-add mode is set for float, the copy moves another type");
   }
   copy_out(core, reinterpret_cast<std::byte*>(dst.GetPhyAddr()), reinterpret_cast<const std::byte*>(src.GetPhyAddr()),
            buffer, b, core.atomic_add);
@@ -81,10 +82,10 @@ template <class T>
 void DataCopy(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const DataCopyParams& p) {
   detail_::check_params(npu::detail::current(), "DataCopy", p);
   const std::uint64_t len = std::uint64_t{p.blockLen} * ONE_BLK_SIZE;
-  detail_::copy_in_checked("DataCopy", dst, src,
-                           {p.blockCount, len, len, std::uint64_t{p.srcStride} * ONE_BLK_SIZE,
-                            std::uint64_t{p.dstStride} * ONE_BLK_SIZE},
-                           nullptr, 0);
+  detail_::copy_in_checked(
+      "DataCopy", dst, src,
+      {p.blockCount, len, len, std::uint64_t{p.srcStride} * ONE_BLK_SIZE, std::uint64_t{p.dstStride} * ONE_BLK_SIZE},
+      nullptr, 0);
 }
 
 // Strided blocks, UB -> GM; lengths and strides in 32-byte blocks.
@@ -92,9 +93,9 @@ template <class T>
 void DataCopy(const GlobalTensor<T>& dst, const LocalTensor<T>& src, const DataCopyParams& p) {
   detail_::check_params(npu::detail::current(), "DataCopy", p);
   const std::uint64_t len = std::uint64_t{p.blockLen} * ONE_BLK_SIZE;
-  detail_::copy_out_checked("DataCopy", dst, src,
-                            {p.blockCount, len, len, std::uint64_t{p.dstStride} * ONE_BLK_SIZE,
-                             std::uint64_t{p.srcStride} * ONE_BLK_SIZE});
+  detail_::copy_out_checked(
+      "DataCopy", dst, src,
+      {p.blockCount, len, len, std::uint64_t{p.dstStride} * ONE_BLK_SIZE, std::uint64_t{p.srcStride} * ONE_BLK_SIZE});
 }
 
 // Exact bytes, GM -> UB: block i lands at dst + i * (blockLen rounded up to 32 + dstStride * 32);
@@ -107,8 +108,9 @@ void DataCopyPad(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const Da
   detail_::check_pad_params(core, "DataCopyPad", p);
   if (pad.leftPadding != 0 || (pad.isPad && p.blockLen + std::uint64_t{pad.rightPadding} * sizeof(T) >
                                                 (std::uint64_t{p.blockLen} + 31) / 32 * 32)) [[unlikely]] {
-    npu::detail::kernel_fail(core, "DataCopyPad: padding must stay within each block's last 32-byte granule (and "
-                                   "left padding is not emulated)");
+    npu::detail::kernel_fail(core,
+                             "DataCopyPad: padding must stay within each block's last 32-byte granule (and "
+                             "left padding is not emulated)");
   }
   const std::uint64_t ub_len = (std::uint64_t{p.blockLen} + 31) / 32 * 32;
   detail_::copy_in_checked("DataCopyPad", dst, src,

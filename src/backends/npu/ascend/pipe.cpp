@@ -13,21 +13,30 @@ namespace {
 
 const char* position_name(TPosition p) {
   switch (p) {
-    case TPosition::GM: return "GM";
-    case TPosition::VECIN: return "VECIN";
-    case TPosition::VECOUT: return "VECOUT";
-    case TPosition::VECCALC: return "VECCALC";
+    case TPosition::GM:
+      return "GM";
+    case TPosition::VECIN:
+      return "VECIN";
+    case TPosition::VECOUT:
+      return "VECOUT";
+    case TPosition::VECCALC:
+      return "VECCALC";
   }
   return "?";
 }
 
 const char* use_name(detail_::Use use) {
   switch (use) {
-    case detail_::Use::vector_read: return "read by a vector instruction";
-    case detail_::Use::vector_write: return "written by a vector instruction";
-    case detail_::Use::dma_in: return "filled by a copy from GM";
-    case detail_::Use::dma_out: return "copied to GM";
-    case detail_::Use::scalar: return "accessed by the scalar unit";
+    case detail_::Use::vector_read:
+      return "read by a vector instruction";
+    case detail_::Use::vector_write:
+      return "written by a vector instruction";
+    case detail_::Use::dma_in:
+      return "filled by a copy from GM";
+    case detail_::Use::dma_out:
+      return "copied to GM";
+    case detail_::Use::scalar:
+      return "accessed by the scalar unit";
   }
   return "used";
 }
@@ -44,9 +53,10 @@ void bad_use(const npu::detail::Core& core, const void* addr, std::uint64_t byte
     const auto lo = reinterpret_cast<std::uintptr_t>(addr);
     const auto ub = reinterpret_cast<std::uintptr_t>(core.ub);
     if (addr == nullptr || lo < ub || lo - ub > core.ub_size || bytes > core.ub_size - (lo - ub)) {
-      why = fmt::format("({} bytes at address {:#x}) is not in this core's Unified Buffer ({} bytes at {:#x}): vector "
-                        "instructions read and write UB only; GM data must be copied in with DataCopy first",
-                        bytes, lo, core.ub_size, ub);
+      why = fmt::format(
+          "({} bytes at address {:#x}) is not in this core's Unified Buffer ({} bytes at {:#x}): vector "
+          "instructions read and write UB only; GM data must be copied in with DataCopy first",
+          bytes, lo, core.ub_size, ub);
     } else {
       why = fmt::format("covers {} bytes but the tensor has {}", bytes, tensor_bytes);
     }
@@ -61,14 +71,16 @@ void bad_use(const npu::detail::Core& core, const void* addr, std::uint64_t byte
         why = fmt::format("is a free {} queue buffer (after FreeTensor)", pos);
         break;
       case BufState::enqueued:
-        why = fmt::format("is enqueued in its {} queue: DeQue it before it is {} (EnQue/DeQue carry the pipe "
-                          "synchronisation)",
-                          pos, use_name(use));
+        why = fmt::format(
+            "is enqueued in its {} queue: DeQue it before it is {} (EnQue/DeQue carry the pipe "
+            "synchronisation)",
+            pos, use_name(use));
         break;
       case BufState::allocated:
         why = buffer->position == TPosition::VECIN
-                  ? std::string("is a VECIN tensor not yet through EnQue/DeQue: the MTE2 -> V synchronisation is "
-                                "missing")
+                  ? std::string(
+                        "is a VECIN tensor not yet through EnQue/DeQue: the MTE2 -> V synchronisation is "
+                        "missing")
                   : fmt::format("is a {} tensor not yet through EnQue/DeQue: the V -> MTE3 synchronisation is missing",
                                 pos);
         break;
@@ -124,9 +136,9 @@ void QueueState::enque(npu::detail::Buffer* buffer, std::uint32_t generation) {
 
 npu::detail::Buffer& QueueState::deque() {
   if (queued == 0) {
-    npu::detail::kernel_fail(npu::detail::current(),
-                             fmt::format("DeQue from an empty {} queue: on the device it waits forever",
-                                         position_name(position)));
+    npu::detail::kernel_fail(
+        npu::detail::current(),
+        fmt::format("DeQue from an empty {} queue: on the device it waits forever", position_name(position)));
   }
   npu::detail::Buffer* b = fifo[0];
   fifo[0] = fifo[1];
@@ -155,11 +167,12 @@ void gm_out_of_bounds(const char* api, const GmArg* arg, const void* base, std::
                       std::uint64_t first, std::uint64_t count) {
   std::string where = "a GlobalTensor";
   if (arg != nullptr) {
-    const auto offset = (reinterpret_cast<std::uintptr_t>(base) - reinterpret_cast<std::uintptr_t>(arg->data)) /
-                        elem_bytes;
-    where = fmt::format("GM tensor {} (a GlobalTensor of {} elements from element {} of kernel argument {}, which has "
-                        "{} elements)",
-                        arg->name, size, offset, arg->name, arg->bytes / elem_bytes);
+    const auto offset =
+        (reinterpret_cast<std::uintptr_t>(base) - reinterpret_cast<std::uintptr_t>(arg->data)) / elem_bytes;
+    where = fmt::format(
+        "GM tensor {} (a GlobalTensor of {} elements from element {} of kernel argument {}, which has "
+        "{} elements)",
+        arg->name, size, offset, arg->name, arg->bytes / elem_bytes);
   }
   npu::detail::kernel_fail(npu::detail::current(),
                            fmt::format("{}: elements [{}, {}) of {}: out of bounds", api, first, first + count, where));
@@ -167,8 +180,9 @@ void gm_out_of_bounds(const char* api, const GmArg* arg, const void* base, std::
 
 TPipe::TPipe() : core_(&npu::detail::current()) {
   if (core_->pipe_alive) {
-    npu::detail::kernel_fail(*core_, "a second TPipe while one is alive: a kernel owns the Unified Buffer through one "
-                                     "TPipe (use TPipe::Reset to re-plan it)");
+    npu::detail::kernel_fail(*core_,
+                             "a second TPipe while one is alive: a kernel owns the Unified Buffer through one "
+                             "TPipe (use TPipe::Reset to re-plan it)");
   }
   core_->pipe_alive = true;
   core_->ub_top = 0;
@@ -204,8 +218,8 @@ npu::detail::Buffer& TPipe::allocate(std::uint32_t len, TPosition pos, bool queu
   npu::detail::Core& core = *core_;
   const std::uint64_t bytes = (std::uint64_t{len} + 31) / 32 * 32;
   if (count_ == npu::detail::kMaxBuffers) {
-    npu::detail::kernel_fail(core, fmt::format("InitBuffer: more than {} buffers in one TPipe",
-                                               npu::detail::kMaxBuffers));
+    npu::detail::kernel_fail(core,
+                             fmt::format("InitBuffer: more than {} buffers in one TPipe", npu::detail::kMaxBuffers));
   }
   if (queued && ++queued_per_position_[static_cast<int>(pos)] > npu::detail::kMaxQueBuffersPerPosition) {
     npu::detail::kernel_fail(core, fmt::format("InitBuffer: more than {} queue buffers at {} (the A2 limit)",

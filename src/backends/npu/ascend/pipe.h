@@ -39,7 +39,10 @@ class TQue {
                 "a vector core's queues sit at VECIN, VECOUT or VECCALC");
 
  public:
-  TQue() { state_.depth = depth; state_.position = pos; }
+  TQue() {
+    state_.depth = depth;
+    state_.position = pos;
+  }
   template <class T>
   LocalTensor<T> AllocTensor() {
     npu::detail::Buffer& b = state_.alloc();

@@ -114,8 +114,14 @@ class Launch {
  public:
   Launch(Emulator& em, std::string_view kernel, std::int64_t block_dim, std::span<const GmArg> args,
          const std::function<void()>& body, std::uint64_t seed, int permits)
-      : em_(em), kernel_(kernel), block_dim_(block_dim), args_(args.begin(), args.end()), body_(body),
-        rng_{seed}, seed_(seed), permits_(permits) {}
+      : em_(em),
+        kernel_(kernel),
+        block_dim_(block_dim),
+        args_(args.begin(), args.end()),
+        body_(body),
+        rng_{seed},
+        seed_(seed),
+        permits_(permits) {}
 
   LaunchCounters run();
   void sync_all(Core& core);
@@ -258,7 +264,8 @@ void Launch::run_wave(int count) {
     return;
   }
   const std::vector<std::int64_t> blocks(queue_.begin(), queue_.end());
-  em_.pool_->run(count, [&](int s) { run_block(blocks[static_cast<std::size_t>(s)], em_.cores_[static_cast<std::size_t>(s)]); });
+  em_.pool_->run(
+      count, [&](int s) { run_block(blocks[static_cast<std::size_t>(s)], em_.cores_[static_cast<std::size_t>(s)]); });
 }
 
 void Launch::run_block(std::int64_t block, Core& core) {
@@ -353,7 +360,8 @@ void Launch::warn_once(std::string_view key, const std::string& message) {
 
 Core& core() {
   if (t_core == nullptr) {
-    fail(ErrorKind::internal, "Ascend C device API called outside a kernel launch (no current vector core): call it "
+    fail(ErrorKind::internal,
+         "Ascend C device API called outside a kernel launch (no current vector core): call it "
          "from the body given to Emulator::launch");
   }
   return *t_core;
@@ -409,8 +417,8 @@ std::string LaunchCounters::note() const {
   return fmt::format(
       " block_dim={} waves={} idle_cores={} ub_peak={} ub_ratio={:.2f} gm_read={} gm_write={} dma={} "
       "vec_repeats={} atomic_adds={} scalar_fallbacks={} truncated_copies={} est_us={:.1f}",
-      block_dim, waves, idle_cores, ub_peak, ub_ratio(), c.gm_read, c.gm_write, c.dma_in + c.dma_out,
-      c.vector_repeats, c.atomic_adds, c.scalar_fallbacks, c.truncated_copies, est_us);
+      block_dim, waves, idle_cores, ub_peak, ub_ratio(), c.gm_read, c.gm_write, c.dma_in + c.dma_out, c.vector_repeats,
+      c.atomic_adds, c.scalar_fallbacks, c.truncated_copies, est_us);
 }
 
 Emulator::Emulator(DeviceModel model) : model_(model), arena_(nullptr, &std::free) {

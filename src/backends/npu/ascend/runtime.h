@@ -24,18 +24,18 @@ namespace opreg::npu {
 
 // What one launch did, summed over its blocks.
 struct Counters {
-  std::uint64_t gm_read = 0;   // bytes GM -> UB (DataCopy, DataCopyPad, GlobalTensor::GetValue)
-  std::uint64_t gm_write = 0;  // bytes UB -> GM (atomic adds included)
-  std::uint64_t dma_in = 0;    // MTE2 instructions
-  std::uint64_t dma_out = 0;   // MTE3 instructions
-  std::uint64_t dma_blocks = 0;  // bursts (blockCount summed)
+  std::uint64_t gm_read = 0;              // bytes GM -> UB (DataCopy, DataCopyPad, GlobalTensor::GetValue)
+  std::uint64_t gm_write = 0;             // bytes UB -> GM (atomic adds included)
+  std::uint64_t dma_in = 0;               // MTE2 instructions
+  std::uint64_t dma_out = 0;              // MTE3 instructions
+  std::uint64_t dma_blocks = 0;           // bursts (blockCount summed)
   std::uint64_t vector_instructions = 0;  // each at most 255 repeats
   std::uint64_t vector_repeats = 0;       // 256 bytes each
   std::uint64_t scalar_accesses = 0;      // GetValue / SetValue on UB or GM
   std::uint64_t scalar_fallbacks = 0;     // vector ops on a dtype the vector unit lacks, run element by element
   std::uint64_t atomic_adds = 0;          // MTE3 copies in atomic-add mode
   std::uint64_t atomic_bytes = 0;
-  std::uint64_t truncated_copies = 0;     // DataCopy lengths rounded down to 32 bytes
+  std::uint64_t truncated_copies = 0;  // DataCopy lengths rounded down to 32 bytes
   std::uint64_t truncated_bytes = 0;
   std::uint64_t sync_alls = 0;
   void add(const Counters& other);
@@ -49,13 +49,13 @@ struct LaunchCounters {
   std::int64_t waves = 0;
   std::int64_t idle_cores = 0;  // in the last wave
   std::uint64_t ub_size = 0;
-  std::uint64_t ub_peak = 0;    // the largest UB high-water mark of any core
+  std::uint64_t ub_peak = 0;  // the largest UB high-water mark of any core
   Counters counters;
-  bool l2_resident = false;     // the launch's GM working set fits the L2
-  double est_us = 0;            // the cost model's kernel time (device side, emulated)
-  double mte_us = 0;            // busy time of the critical core's GM port (MTE2 + MTE3)
-  double vec_us = 0;            // busy time of its vector unit
-  std::uint64_t seed = 0;       // the block order's seed
+  bool l2_resident = false;  // the launch's GM working set fits the L2
+  double est_us = 0;         // the cost model's kernel time (device side, emulated)
+  double mte_us = 0;         // busy time of the critical core's GM port (MTE2 + MTE3)
+  double vec_us = 0;         // busy time of its vector unit
+  std::uint64_t seed = 0;    // the block order's seed
   double ub_ratio() const { return ub_size == 0 ? 0.0 : static_cast<double>(ub_peak) / static_cast<double>(ub_size); }
   // " block_dim=40 waves=1 ... est_us=31.2": the keys `opreg run` appends to its result line.
   std::string note() const;
@@ -88,7 +88,7 @@ struct Buffer {
   double read_done = 0;
 };
 
-inline constexpr int kMaxBuffers = 64;  // TPipe: at most 64 buffers in all [S20]
+inline constexpr int kMaxBuffers = 64;               // TPipe: at most 64 buffers in all [S20]
 inline constexpr int kMaxQueBuffersPerPosition = 8;  // at most 8 queue buffers per TPosition on A2 [S20]
 
 // A core's clock in the cost model, in nanoseconds from the start of the launch. Instructions

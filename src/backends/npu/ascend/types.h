@@ -35,7 +35,7 @@ enum pipe_t : std::uint8_t { PIPE_S, PIPE_V, PIPE_MTE2, PIPE_MTE3, PIPE_ALL };
 
 enum class RoundMode : std::uint8_t { CAST_NONE, CAST_RINT, CAST_FLOOR, CAST_CEIL, CAST_ROUND, CAST_TRUNC, CAST_ODD };
 
-inline constexpr std::uint32_t ONE_BLK_SIZE = 32;          // a UB data block
+inline constexpr std::uint32_t ONE_BLK_SIZE = 32;           // a UB data block
 inline constexpr std::uint32_t ONE_REPEAT_BYTE_SIZE = 256;  // what one vector repeat reads (8 blocks)
 inline constexpr std::uint32_t MAX_REPEAT_TIMES = 255;      // repeatTimes is a uint8
 

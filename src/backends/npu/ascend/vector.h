@@ -22,7 +22,8 @@ namespace detail_ {
 template <class T>
 inline constexpr bool kFloatLike = std::is_same_v<T, float> || std::is_same_v<T, half>;
 template <class T>
-inline constexpr bool kVectorArith = kFloatLike<T> || std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::int16_t>;
+inline constexpr bool kVectorArith =
+    kFloatLike<T> || std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::int16_t>;
 template <class T>
 inline constexpr bool kScalarFallback = std::is_same_v<T, std::int64_t>;
 

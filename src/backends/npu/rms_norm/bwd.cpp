@@ -111,7 +111,9 @@ class KernelRmsNormGrad {
 
  private:
   std::uint32_t bytes(const UbItem& item) const { return static_cast<std::uint32_t>(item_bytes(item, shape_)); }
-  std::uint64_t at(std::int64_t row, std::int64_t col = 0) const { return static_cast<std::uint64_t>(row * cols_ + col); }
+  std::uint64_t at(std::int64_t row, std::int64_t col = 0) const {
+    return static_cast<std::uint64_t>(row * cols_ + col);
+  }
   static std::uint32_t u32(std::int64_t v) { return static_cast<std::uint32_t>(v); }
 
   GlobalTensor<float> AtomicTarget() {
@@ -169,7 +171,7 @@ class KernelRmsNormGrad {
       if (groups > 1) CopyRowsOut(wsGm_[static_cast<std::uint64_t>(p_.ws_coeff + g0)], coeff, 1, gn, gn);
     }
     if (groups > 1) PipeBarrier<PIPE_ALL>();  // the coefficients come back from GM: MTE3 -> MTE2
-    if (count == 0) {  // no rows: the partials are zero
+    if (count == 0) {                         // no rows: the partials are zero
       for (std::int64_t c = 0; c < plan.chunks; ++c) {
         StartPartial(ChunkStart(c), ChunkWidth(c));
         FlushPartial(ChunkStart(c), ChunkWidth(c));
@@ -355,7 +357,8 @@ class KernelRmsNormGrad {
   }
 
   void PrepareWeight(std::int64_t col0, std::int64_t width) {
-    if (p_.has_weight) PrepareScale(wfBuf_.Get<float>(), wGm_, tBuf_.Get<float>(), col0, width, p_.offset, p_.scale_round);
+    if (p_.has_weight)
+      PrepareScale(wfBuf_.Get<float>(), wGm_, tBuf_.Get<float>(), col0, width, p_.offset, p_.scale_round);
   }
 
   LocalTensor<float> Scratch(TBuf<TPosition::VECCALC>& buf) {
@@ -431,8 +434,10 @@ void run_bwd(Impl impl, const RmsNormBwdArgs& a, Emulator& emulator, const Kerne
   if (p.ws_floats > 0) {
     lease = ctx.backend->workspace(ctx.device.index).acquire(static_cast<std::size_t>(p.ws_floats) * 4, ctx.stream);
   }
-  std::vector<GmArg> args{{"dy", a.dy.data(), a.dy.nbytes()},   {"x", a.x.data(), a.x.nbytes()},
-                          {"rstd", a.rstd.data(), a.rstd.nbytes()}, {"dx", a.dx.data(), a.dx.nbytes()},
+  std::vector<GmArg> args{{"dy", a.dy.data(), a.dy.nbytes()},
+                          {"x", a.x.data(), a.x.nbytes()},
+                          {"rstd", a.rstd.data(), a.rstd.nbytes()},
+                          {"dx", a.dx.data(), a.dx.nbytes()},
                           {"workspace", lease.data(), lease.bytes()}};
   if (s.has_weight) {
     args.push_back({"weight", a.weight.data(), a.weight.nbytes()});

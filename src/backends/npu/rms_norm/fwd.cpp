@@ -6,12 +6,11 @@
 // chunked (CANN's SPLIT_D): a row that does not fit UB is walked in BLOCK_SIZE_SUB chunks twice,
 // a sum-of-squares pass for a group of rows and then, chunk by chunk, the normalise pass over the
 // group, so that each chunk of the weight is read once per core and x at most twice.
-#include "backends/npu/rms_norm/kernels.h"
-
 #include <algorithm>
 #include <vector>
 
 #include "backends/npu/kernel_util.h"
+#include "backends/npu/rms_norm/kernels.h"
 
 namespace opreg::npu::rms {
 namespace {
@@ -68,7 +67,9 @@ class KernelRmsNorm {
 
  private:
   std::uint32_t bytes(const UbItem& item) const { return static_cast<std::uint32_t>(item_bytes(item, shape_)); }
-  std::uint64_t at(std::int64_t row, std::int64_t col = 0) const { return static_cast<std::uint64_t>(row * cols_ + col); }
+  std::uint64_t at(std::int64_t row, std::int64_t col = 0) const {
+    return static_cast<std::uint64_t>(row * cols_ + col);
+  }
 
   // ---- whole rows: a tile of up to rows_per_tile rows
   void ProcessRows() {
@@ -113,8 +114,8 @@ class KernelRmsNorm {
     const LocalTensor<float> rstd = rstdBuf_.Get<float>();
     Mul(sq, xf, xf, static_cast<std::uint32_t>(span));
     for (std::int64_t r = 0; r < n; ++r) {
-      ReduceSum(sums[static_cast<std::uint32_t>(r)], sq[static_cast<std::uint32_t>(r * pitch)],
-                workBuf_.Get<float>(), static_cast<std::uint32_t>(cols_));
+      ReduceSum(sums[static_cast<std::uint32_t>(r)], sq[static_cast<std::uint32_t>(r * pitch)], workBuf_.Get<float>(),
+                static_cast<std::uint32_t>(cols_));
     }
     Rstd(rstd, sums, n);
     for (std::int64_t r = 0; r < n; ++r) {
@@ -270,8 +271,8 @@ void run_fwd(Impl impl, const RmsNormFwdArgs& a, Emulator& emulator) {
     emulator.record(empty_launch(name, emulator));
     return;
   }
-  std::vector<GmArg> args{{"x", a.x.data(), a.x.nbytes()}, {"y", a.y.data(), a.y.nbytes()},
-                          {"rstd", a.rstd.data(), a.rstd.nbytes()}};
+  std::vector<GmArg> args{
+      {"x", a.x.data(), a.x.nbytes()}, {"y", a.y.data(), a.y.nbytes()}, {"rstd", a.rstd.data(), a.rstd.nbytes()}};
   if (s.has_weight) args.push_back({"weight", a.weight.data(), a.weight.nbytes()});
   auto* x = static_cast<GM_ADDR>(a.x.data());
   auto* w = static_cast<GM_ADDR>(a.weight.data());

@@ -25,9 +25,12 @@ PlanRequest request(const Shape& s, const DeviceModel& device, std::span<const U
 
 std::string_view to_string(Impl impl) {
   switch (impl) {
-    case Impl::single_pass: return "single_pass";
-    case Impl::chunked: return "chunked";
-    case Impl::atomic: return "atomic";
+    case Impl::single_pass:
+      return "single_pass";
+    case Impl::chunked:
+      return "chunked";
+    case Impl::atomic:
+      return "atomic";
   }
   return "?";
 }
