@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "backends/npu/ascend/convert.h"
@@ -103,17 +104,54 @@ void unary(const char* api, const LocalTensor<T>& dst, const LocalTensor<T>& a, 
   map1(dst.GetPhyAddr(), a.GetPhyAddr(), count, f);
 }
 
-// One repeat's worth of floats summed as a tree (pairs of halves); the order the emulator fixes
-// for ReduceSum (the hardware's own order is not documented).
-inline float tree_sum(const float* p, std::uint32_t n) {
+// One repeat's worth of floats combined as a tree (pairs of halves); the order the emulator fixes
+// for the reductions (the hardware's own order is not documented).
+template <class F>
+inline float tree(const float* p, std::uint32_t n, float identity, F combine) {
   float v[64];
   std::uint32_t i = 0;
   for (; i < n; ++i) v[i] = p[i];
-  for (; i < 64; ++i) v[i] = 0.0f;
+  for (; i < 64; ++i) v[i] = identity;
   for (std::uint32_t s = 32; s > 0; s /= 2) {
-    for (std::uint32_t k = 0; k < s; ++k) v[k] += v[k + s];
+    for (std::uint32_t k = 0; k < s; ++k) v[k] = combine(v[k], v[k + s]);
   }
   return v[0];
+}
+
+// dst[0] = src combined over `count` elements: each level combines 64-float repeats into
+// `work`, one instruction per level, until one value is left (`identity` for count 0).
+template <class F>
+void reduce(const char* api, const LocalTensor<float>& dst, const LocalTensor<float>& src,
+            const LocalTensor<float>& work, std::uint32_t count, float identity, F combine) {
+  npu::detail::Core& core = npu::detail::current();
+  npu::detail::Buffer* w = Access::use(core, dst, 1, Use::vector_write, api, "dst");
+  npu::detail::Buffer* r = Access::use(core, src, count, Use::vector_read, api, "src");
+  npu::detail::Buffer* k = Access::use(core, work, ((count + 63) / 64 + 7) / 8 * 8, Use::vector_write, api, "work");
+  float* out = work.GetPhyAddr();
+  const float* in = src.GetPhyAddr();
+  std::uint64_t repeats = 0;
+  std::uint64_t instructions = 0;
+  float result = identity;
+  for (std::uint32_t n = count; n > 0;) {
+    const std::uint32_t m = (n + 63) / 64;
+    for (std::uint32_t j = 0; j < m; ++j)
+      out[j] = tree(in + 64 * j, n - 64 * j < 64 ? n - 64 * j : 64, identity, combine);
+    repeats += m;
+    instructions += (m + MAX_REPEAT_TIMES - 1) / MAX_REPEAT_TIMES;
+    in = out;
+    if (m == 1) {
+      result = out[0];
+      break;
+    }
+    n = m;
+  }
+  dst.GetPhyAddr()[0] = result;
+  if (count != 0) {
+    core.counters.vector_repeats += repeats;
+    core.counters.vector_instructions += instructions;
+    npu::detail::vector_time(core, static_cast<double>(repeats), w, r, k);
+    k->write_done = core.time.vec;
+  }
 }
 
 }  // namespace detail_
@@ -237,43 +275,23 @@ void Cast(const LocalTensor<D>& dst, const LocalTensor<S>& src, RoundMode mode, 
   }
 }
 
-// ---- dst[0] = the sum of count elements of src. Each level sums 64-float repeats into `work`
-// (at least ceil(count / 64) floats), one instruction per level, until one value is left.
+// ---- dst[0] = the sum (the largest) of count elements of src. `work` holds at least
+// ceil(count / 64) floats (ReduceSumWorkElems).
 inline std::uint32_t ReduceSumWorkElems(std::uint32_t count) { return ((count + 63) / 64 + 7) / 8 * 8; }
 
 template <class T>
 void ReduceSum(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LocalTensor<T>& work, std::uint32_t count) {
   static_assert(std::is_same_v<T, float>, "ReduceSum: the emulator sums float");
-  npu::detail::Core& core = npu::detail::current();
-  npu::detail::Buffer* w = detail_::Access::use(core, dst, 1, detail_::Use::vector_write, "ReduceSum", "dst");
-  npu::detail::Buffer* r = detail_::Access::use(core, src, count, detail_::Use::vector_read, "ReduceSum", "src");
-  npu::detail::Buffer* k =
-      detail_::Access::use(core, work, ReduceSumWorkElems(count), detail_::Use::vector_write, "ReduceSum", "work");
-  float* out = work.GetPhyAddr();
-  const float* in = src.GetPhyAddr();
-  std::uint64_t repeats = 0;
-  std::uint64_t instructions = 0;
-  std::uint32_t n = count;
-  float result = 0.0f;
-  while (n > 0) {
-    const std::uint32_t m = (n + 63) / 64;
-    for (std::uint32_t j = 0; j < m; ++j) out[j] = detail_::tree_sum(in + 64 * j, n - 64 * j < 64 ? n - 64 * j : 64);
-    repeats += m;
-    instructions += (m + MAX_REPEAT_TIMES - 1) / MAX_REPEAT_TIMES;
-    in = out;
-    if (m == 1) {
-      result = out[0];
-      break;
-    }
-    n = m;
-  }
-  dst.GetPhyAddr()[0] = result;
-  if (count != 0) {
-    core.counters.vector_repeats += repeats;
-    core.counters.vector_instructions += instructions;
-    npu::detail::vector_time(core, static_cast<double>(repeats), w, r, k);
-    k->write_done = core.time.vec;
-  }
+  detail_::reduce("ReduceSum", dst, src, work, count, 0.0f, [](float a, float b) { return a + b; });
+}
+
+template <class T>
+void ReduceMax(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LocalTensor<T>& work, std::uint32_t count,
+               bool calIndex = false) {
+  static_assert(std::is_same_v<T, float>, "ReduceMax: the emulator reduces float");
+  if (calIndex) npu::detail::kernel_fail(npu::detail::current(), "ReduceMax: calIndex is not emulated");
+  detail_::reduce("ReduceMax", dst, src, work, count, -std::numeric_limits<float>::infinity(),
+                  [](float a, float b) { return a < b ? b : a; });
 }
 
 // ---- Synchronisation

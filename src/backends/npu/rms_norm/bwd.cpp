@@ -1,7 +1,8 @@
 // rms_norm backward on the npu (CANN's RmsNormGrad, deterministic mode):
-//   w' = offset + w, m = dy * w', coeff = rstd^3 * sum(m * x) / H,
-//   dx = rstd * m - coeff * x,  dw = sum over rows of dy * xhat (xhat = x * rstd, rounded to x's
-//   dtype under llama and none).
+//   w' = offset + w, m = dy * w', xhat = x * rstd, c = sum(m * xhat) / H,
+//   dx = rstd * (m - c * xhat)   (= rstd * m - rstd^3 * sum(m * x) / H * x, without the cube,
+//                                  which under- and overflows float for large x),
+//   dw = sum over rows of dy * xhat (xhat rounded to x's dtype under llama and none).
 // Each core keeps one float dW partial in UB across its whole row range (rows summed 32 at a time
 // into a block partial, the blocks into the core's partial), writes it once to a GM workspace
 // [cores x hidden], and after SyncAll each core sums its share of the columns over the partials
@@ -10,6 +11,7 @@
 // while the core's rows pass. The atomic variant instead adds each partial into GM with MTE3's
 // atomic-add mode (CANN's default): its float bits depend on the order the cores arrive.
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "backends/npu/rms_norm/kernels.h"
@@ -159,15 +161,15 @@ class KernelRmsNormGrad {
       const std::int64_t g0 = range_.first + g * group;
       const std::int64_t gn = std::min(group, range_.first + count - g0);
       Duplicate(dot, 0.0f, u32(gn));
+      CopyRowsIn(rstd, rstdGm_[static_cast<std::uint64_t>(g0)], 1, gn, gn);
       kernel::Pipelined(
           plan.chunks * gn, plan.depth,
           [&](std::int64_t i) { CopyIn(g0 + i % gn, 1, ChunkStart(i / gn), ChunkWidth(i / gn)); },
           [&](std::int64_t i) {
             if (i % gn == 0) PrepareWeight(ChunkStart(i / gn), ChunkWidth(i / gn));
-            DotChunk(dot[u32(i % gn)], ChunkWidth(i / gn));
+            DotChunk(dot[u32(i % gn)], rstd.GetValue(u32(i % gn)), ChunkWidth(i / gn));
           });
-      CopyRowsIn(rstd, rstdGm_[static_cast<std::uint64_t>(g0)], 1, gn, gn);
-      Coeff(coeff, rstd, dot, gn);
+      Coeff(coeff, dot, gn);
       if (groups > 1) CopyRowsOut(wsGm_[static_cast<std::uint64_t>(p_.ws_coeff + g0)], coeff, 1, gn, gn);
     }
     if (groups > 1) PipeBarrier<PIPE_ALL>();  // the coefficients come back from GM: MTE3 -> MTE2
@@ -212,14 +214,15 @@ class KernelRmsNormGrad {
     outDx_.FreeTensor(dx);
   }
 
-  // dot[r] += sum(dy * w' * x) over one chunk of a row (pass 1 of split rows).
-  void DotChunk(const LocalTensor<float>& dot, std::int64_t width) {
+  // dot[r] += sum(dy * w' * xhat) over one chunk of a row (pass 1 of split rows).
+  void DotChunk(const LocalTensor<float>& dot, float rstd, std::int64_t width) {
     LocalTensor<X> dy = inDy_.DeQue<X>();
     LocalTensor<X> x = inX_.DeQue<X>();
     const LocalTensor<float> dyf = AsFloat(dy, Scratch(dyfBuf_), width);
     const LocalTensor<float> xf = AsFloat(x, Scratch(xfBuf_), width);
     const LocalTensor<float> t = tBuf_.Get<float>();
     const LocalTensor<float> acc = accBuf_.Get<float>();
+    Muls(xf, xf, rstd, u32(width));  // xhat, in x's float tile
     if (p_.has_weight) {
       Mul(t, dyf, wfBuf_.Get<float>(), u32(width));
       Mul(t, t, xf, u32(width));
@@ -246,11 +249,20 @@ class KernelRmsNormGrad {
     const LocalTensor<float> rstd = rstdBuf_.Get<float>();
     const LocalTensor<float> coeff = coeffBuf_.Get<float>();
     auto row = [&](const LocalTensor<float>& v, std::int64_t r) { return v[u32(r * pitch)]; };
+    // xhat = x * rstd, in x's float tile (x itself is not needed again).
+    for (std::int64_t r = 0; r < n; ++r) Muls(row(xf, r), row(xf, r), rstd.GetValue(u32(s0 + r)), u32(width));
     if (p_.has_weight) {
-      // dW: dy * xhat, xhat = x * rstd rounded to X (not under gemma); dx's tile is the scratch.
-      for (std::int64_t r = 0; r < n; ++r) Muls(row(t, r), row(xf, r), rstd.GetValue(u32(s0 + r)), u32(width));
-      if (p_.casting != Casting::gemma) kernel::RoundTo(t, dx, span);
-      Mul(t, t, dyf, u32(span));
+      // dW: dy * xhat, xhat rounded to X first (not under gemma); dx's tile is the scratch.
+      bool rounded = false;
+      if constexpr (!std::is_same_v<X, float>) {
+        if (p_.casting != Casting::gemma) {
+          Cast(dx, xf, RoundMode::CAST_RINT, u32(span));
+          Cast(t, dx, RoundMode::CAST_NONE, u32(span));
+          Mul(t, t, dyf, u32(span));
+          rounded = true;
+        }
+      }
+      if (!rounded) Mul(t, xf, dyf, u32(span));
       const LocalTensor<float> blk = blkBuf_.Get<float>();
       for (std::int64_t r = 0; r < n; ++r) {
         Add(blk, blk, row(t, r), u32(width));
@@ -264,14 +276,14 @@ class KernelRmsNormGrad {
       const LocalTensor<float> dot = dotBuf_.Get<float>();
       Mul(t, dyf, xf, u32(span));
       for (std::int64_t r = 0; r < n; ++r) ReduceSum(dot[u32(r)], row(t, r), workBuf_.Get<float>(), u32(width));
-      Coeff(coeff, rstd, dot, n);
+      Coeff(coeff, dot, n);
     }
-    // dx = rstd * m - coeff * x (in dx's tile for float, else in m's).
+    // dx = rstd * (m - c * xhat), in dx's tile for float, else in m's.
     const LocalTensor<float> dxf = DxFloat(dx, dyf);
     for (std::int64_t r = 0; r < n; ++r) {
-      Muls(row(dxf, r), row(dyf, r), rstd.GetValue(u32(s0 + r)), u32(width));
       Muls(row(t, r), row(xf, r), coeff.GetValue(u32(s0 + r)), u32(width));
-      Sub(row(dxf, r), row(dxf, r), row(t, r), u32(width));
+      Sub(row(dxf, r), row(dyf, r), row(t, r), u32(width));
+      Muls(row(dxf, r), row(dxf, r), rstd.GetValue(u32(s0 + r)), u32(width));
     }
     StoreFloat(dx, dxf, span);
     outDx_.EnQue(dx);
@@ -279,13 +291,9 @@ class KernelRmsNormGrad {
     inX_.FreeTensor(x);
   }
 
-  // coeff = rstd^3 * dot / cols for n rows.
-  void Coeff(const LocalTensor<float>& coeff, const LocalTensor<float>& rstd, const LocalTensor<float>& dot,
-             std::int64_t n) {
-    Mul(coeff, rstd, rstd, u32(n));
-    Mul(coeff, coeff, rstd, u32(n));
-    Mul(coeff, coeff, dot, u32(n));
-    Muls(coeff, coeff, cols_ == 0 ? 0.0f : 1.0f / static_cast<float>(cols_), u32(n));
+  // c = dot / cols for n rows.
+  void Coeff(const LocalTensor<float>& coeff, const LocalTensor<float>& dot, std::int64_t n) {
+    Muls(coeff, dot, cols_ == 0 ? 0.0f : 1.0f / static_cast<float>(cols_), u32(n));
   }
 
   // ---- the dW partial of columns [col0, col0 + width)

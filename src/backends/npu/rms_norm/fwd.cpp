@@ -7,6 +7,8 @@
 // a sum-of-squares pass for a group of rows and then, chunk by chunk, the normalise pass over the
 // group, so that each chunk of the weight is read once per core and x at most twice.
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <vector>
 
 #include "backends/npu/kernel_util.h"
@@ -52,6 +54,7 @@ class KernelRmsNorm {
     if (l.sq.size != 0) pipe_.InitBuffer(sqBuf_, bytes(l.sq));
     if (l.wf.size != 0) pipe_.InitBuffer(wfBuf_, bytes(l.wf));
     pipe_.InitBuffer(sumsBuf_, bytes(l.sums));
+    pipe_.InitBuffer(scaleBuf_, bytes(l.scale));
     pipe_.InitBuffer(rstdBuf_, bytes(l.rstd));
     pipe_.InitBuffer(accBuf_, bytes(l.acc));
     pipe_.InitBuffer(workBuf_, bytes(l.work));
@@ -117,6 +120,12 @@ class KernelRmsNorm {
       ReduceSum(sums[static_cast<std::uint32_t>(r)], sq[static_cast<std::uint32_t>(r * pitch)], workBuf_.Get<float>(),
                 static_cast<std::uint32_t>(cols_));
     }
+    const LocalTensor<float> scale = scaleBuf_.Get<float>();
+    Duplicate(scale, 1.0f, static_cast<std::uint32_t>(n));
+    for (std::int64_t r = 0; r < n; ++r) {
+      const auto off = static_cast<std::uint32_t>(r * pitch);
+      if (sums.GetValue(static_cast<std::uint32_t>(r)) == kInf) RescaleRow(r, xf[off], sq[off]);
+    }
     Rstd(rstd, sums, n);
     for (std::int64_t r = 0; r < n; ++r) {
       const auto off = static_cast<std::uint32_t>(r * pitch);
@@ -146,6 +155,10 @@ class KernelRmsNorm {
           plan.chunks * gn, plan.depth,
           [&](std::int64_t i) { CopyIn(g0 + i % gn, 1, ChunkStart(i / gn), ChunkWidth(i / gn)); },
           [&](std::int64_t i) { SumChunk(sums[static_cast<std::uint32_t>(i % gn)], ChunkWidth(i / gn)); });
+      Duplicate(scaleBuf_.Get<float>(), 1.0f, static_cast<std::uint32_t>(gn));
+      for (std::int64_t r = 0; r < gn; ++r) {
+        if (sums.GetValue(static_cast<std::uint32_t>(r)) == kInf) RescaleSplitRow(g0 + r, r);
+      }
       Rstd(rstd, sums, gn);
       CopyRowsOut(rstdGm_[static_cast<std::uint64_t>(g0)], rstd, 1, gn, gn);
     }
@@ -191,14 +204,77 @@ class KernelRmsNorm {
 
   // ---- shared steps
 
-  // rstd[i] = 1 / sqrt(sums[i] / cols + eps) for n rows (the mean of an empty row is 0).
+  // rstd[i] = scale[i] / sqrt(sums[i] / cols + eps * scale[i]^2) for n rows, where sums[i] is the
+  // sum of (x * scale[i])^2 (scale 1 but for rows whose squares overflow; the mean of an empty
+  // row is 0). Consumes sums.
   void Rstd(const LocalTensor<float>& rstd, const LocalTensor<float>& sums, std::int64_t n) {
     const auto count = static_cast<std::uint32_t>(n);
+    const LocalTensor<float> scale = scaleBuf_.Get<float>();
     Muls(rstd, sums, cols_ == 0 ? 0.0f : 1.0f / static_cast<float>(cols_), count);
-    Adds(rstd, rstd, p_.eps, count);
+    Mul(sums, scale, scale, count);
+    Muls(sums, sums, p_.eps, count);
+    Add(rstd, rstd, sums, count);
     Sqrt(rstd, rstd, count);
     Reciprocal(rstd, rstd, count);
+    Mul(rstd, rstd, scale, count);
   }
+
+  // A row whose sum of squares overflowed float (values past ~2^64): summed again scaled by a
+  // power of two that brings its largest magnitude into [0.5, 1). A row holding an infinity keeps
+  // the infinite sum (rstd 0), as the reference does. `x` is the row as float, `scratch` a row.
+  void RescaleRow(std::int64_t r, const LocalTensor<float>& x, const LocalTensor<float>& scratch) {
+    const auto width = static_cast<std::uint32_t>(cols_);
+    const LocalTensor<float> acc = accBuf_.Get<float>();
+    Abs(scratch, x, width);
+    ReduceMax(acc, scratch, workBuf_.Get<float>(), width);
+    const float largest = acc.GetValue(0);
+    if (!std::isfinite(largest)) return;
+    const float scale = ScaleFor(largest);
+    Muls(scratch, x, scale, width);
+    Mul(scratch, scratch, scratch, width);
+    ReduceSum(sumsBuf_.Get<float>()[static_cast<std::uint32_t>(r)], scratch, workBuf_.Get<float>(), width);
+    scaleBuf_.Get<float>().SetValue(static_cast<std::uint32_t>(r), scale);
+  }
+
+  // The same for a split row: its chunks come in once for the largest magnitude, once for the
+  // scaled squares (only overflowing rows pay the two extra reads).
+  void RescaleSplitRow(std::int64_t row, std::int64_t r) {
+    const LocalTensor<float> acc = accBuf_.Get<float>();
+    auto each_chunk = [&](auto&& f) {
+      for (std::int64_t c = 0; c < p_.plan.chunks; ++c) {
+        CopyIn(row, 1, ChunkStart(c), ChunkWidth(c));
+        LocalTensor<X> x = inX_.DeQue<X>();
+        f(AsFloat(x, Scratch(xfBuf_), ChunkWidth(c)), static_cast<std::uint32_t>(ChunkWidth(c)));
+        inX_.FreeTensor(x);
+      }
+    };
+    float largest = 0.0f;
+    each_chunk([&](const LocalTensor<float>& xf, std::uint32_t width) {
+      Abs(xf, xf, width);
+      ReduceMax(acc, xf, workBuf_.Get<float>(), width);
+      largest = std::max(largest, acc.GetValue(0));
+    });
+    if (!std::isfinite(largest)) return;
+    const float scale = ScaleFor(largest);
+    float sum = 0.0f;
+    each_chunk([&](const LocalTensor<float>& xf, std::uint32_t width) {
+      Muls(xf, xf, scale, width);
+      Mul(xf, xf, xf, width);
+      ReduceSum(acc, xf, workBuf_.Get<float>(), width);
+      sum += acc.GetValue(0);
+    });
+    sumsBuf_.Get<float>().SetValue(static_cast<std::uint32_t>(r), sum);
+    scaleBuf_.Get<float>().SetValue(static_cast<std::uint32_t>(r), scale);
+  }
+
+  // 2^-e for largest = m * 2^e, m in [0.5, 1): exact, and it makes largest < 1.
+  static float ScaleFor(float largest) {
+    int e = 0;
+    std::frexp(largest, &e);
+    return std::ldexp(1.0f, -e);
+  }
+
+  static constexpr float kInf = std::numeric_limits<float>::infinity();
 
   // y = xhat * (offset + w) as the casting mode rounds it, then stored as X: xhat (yf, n rows of
   // `pitch`) is rounded to X first except under gemma; y is the X tile (its scratch for the
@@ -249,7 +325,7 @@ class KernelRmsNorm {
   TPipe pipe_;
   TQue<TPosition::VECIN, 2> inX_;
   TQue<TPosition::VECOUT, 2> outY_;
-  TBuf<TPosition::VECCALC> xfBuf_, sqBuf_, wfBuf_, sumsBuf_, rstdBuf_, accBuf_, workBuf_;
+  TBuf<TPosition::VECCALC> xfBuf_, sqBuf_, wfBuf_, sumsBuf_, scaleBuf_, rstdBuf_, accBuf_, workBuf_;
   GlobalTensor<X> xGm_, yGm_;
   GlobalTensor<W> wGm_;
   GlobalTensor<float> rstdGm_;

@@ -54,6 +54,7 @@ FwdLayout fwd_layout(DType x, bool has_weight) {
   l.sq = {"sq_f32", Extent::tile, widened(x), false};  // float x squares into y's tile
   l.wf = {"w_f32", Extent::row, has_weight ? 4U : 0U, false};
   l.sums = {"sums", Extent::stats, 4, false};
+  l.scale = {"scale", Extent::stats, 4, false};
   l.rstd = {"rstd", Extent::stats, 4, false};
   l.acc = {"acc", Extent::bytes, 32, false};
   l.work = {"reduce_work", Extent::reduce_work, 4, false};

@@ -29,10 +29,10 @@ Shape shape_of(const RmsNormBwdArgs& a);
 
 // The forward's UB: x in and y out (queues), x as float and x^2 then y as float (16-bit x: float
 // x uses its own tiles), the weight as (offset + w) in float, the row sums and rstd of the rows
-// in flight, ReduceSum's work.
+// in flight with the power of two that scaled a row whose squares overflow, ReduceSum's work.
 struct FwdLayout {
-  UbItem x, y, xf, sq, wf, sums, rstd, acc, work;
-  std::array<UbItem, 9> items() const { return {x, y, xf, sq, wf, sums, rstd, acc, work}; }
+  UbItem x, y, xf, sq, wf, sums, scale, rstd, acc, work;
+  std::array<UbItem, 10> items() const { return {x, y, xf, sq, wf, sums, scale, rstd, acc, work}; }
 };
 FwdLayout fwd_layout(DType x, bool has_weight);
 
