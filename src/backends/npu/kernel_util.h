@@ -74,6 +74,30 @@ LocalTensor<float> AsFloat(const LocalTensor<T>& src, const LocalTensor<float>& 
   }
 }
 
+// A float scratch tile that only kernels of a 16-bit T have: buf's tensor, or an empty one for
+// float (which computes in its own tiles).
+template <class T, TPosition pos>
+LocalTensor<float> FloatScratch(TBuf<pos>& buf) {
+  if constexpr (std::is_same_v<T, float>) {
+    static_cast<void>(buf);
+    return {};
+  } else {
+    return buf.template Get<float>();
+  }
+}
+
+// The float tile a result of T is computed in: the output tile itself for float, else `scratch`.
+template <class T>
+LocalTensor<float> FloatTile(const LocalTensor<T>& out, const LocalTensor<float>& scratch) {
+  if constexpr (std::is_same_v<T, float>) {
+    static_cast<void>(scratch);
+    return out;
+  } else {
+    static_cast<void>(out);
+    return scratch;
+  }
+}
+
 // v = T(v): rounds n floats to T and back through `tmp` (nothing for float).
 template <class T>
 void RoundTo(const LocalTensor<float>& v, const LocalTensor<T>& tmp, std::int64_t n) {
@@ -164,6 +188,74 @@ void Pipelined(std::int64_t n, int depth, In&& in, Body&& body) {
     body(i);
   }
 }
+
+// A core's whole rows first .. first + count - 1 in tiles of per_tile rows (the last may have
+// fewer): in(row0, rows) then body(row0, rows) for each tile, pipelined.
+template <class In, class Body>
+void RowTiles(std::int64_t first, std::int64_t count, std::int64_t per_tile, int depth, In&& in, Body&& body) {
+  auto row0 = [&](std::int64_t t) { return first + t * per_tile; };
+  auto rows = [&](std::int64_t t) { return std::min(per_tile, count - t * per_tile); };
+  Pipelined((count + per_tile - 1) / per_tile, depth, [&](std::int64_t t) { in(row0(t), rows(t)); },
+            [&](std::int64_t t) { body(row0(t), rows(t)); });
+}
+
+// The walk of a kernel whose rows do not fit UB (TileMode::split_row): the core's rows are cut
+// into BLOCK_SIZE_SUB chunks and walked twice. Pass 1 takes a group of rows at a time (as many as
+// the statistics buffers hold), every chunk of every row of the group, so each row's statistic is
+// complete at the group's end; pass 2 takes the chunks one by one and, in each, all the core's
+// rows, so what belongs to a chunk (a weight slice, a dW partial) is loaded or kept once a core.
+// The copies in of both passes are pipelined.
+struct SplitRows {
+  std::int64_t first = 0;  // the core's rows: first .. first + count - 1
+  std::int64_t count = 0;
+  std::int64_t group = 1;  // statistics rows held at once
+  std::int64_t cols = 0;
+  std::int64_t chunk = 0;  // BLOCK_SIZE_SUB
+  std::int64_t chunks = 1;
+  int depth = 1;
+
+  std::int64_t groups() const { return (count + group - 1) / group; }
+  std::int64_t start(std::int64_t c) const { return c * chunk; }
+  std::int64_t width(std::int64_t c) const { return std::min(chunk, cols - start(c)); }
+
+  // For each group (its first row g0, gn rows): begin(g0, gn); then in(row, c) and body(r, c)
+  // for every chunk c of every row g0 + r; then end(g0, gn).
+  template <class Begin, class In, class Body, class End>
+  void pass1(Begin&& begin, In&& in, Body&& body, End&& end) const {
+    for (std::int64_t g0 = first; g0 < first + count; g0 += group) {
+      const std::int64_t gn = std::min(group, first + count - g0);
+      begin(g0, gn);
+      Pipelined(
+          chunks * gn, depth, [&](std::int64_t i) { in(g0 + i % gn, i / gn); },
+          [&](std::int64_t i) { body(i % gn, i / gn); });
+      end(g0, gn);
+    }
+  }
+
+  // For each chunk c: chunk_begin(c); for each row j of the core (j counts from 0), group_begin(
+  // first + j, rows of the group) where a group starts, then in(first + j, c) and body(j, c);
+  // chunk_end(c). A core without rows still begins and ends every chunk.
+  template <class ChunkBegin, class GroupBegin, class In, class Body, class ChunkEnd>
+  void pass2(ChunkBegin&& chunk_begin, GroupBegin&& group_begin, In&& in, Body&& body, ChunkEnd&& chunk_end) const {
+    if (count == 0) {
+      for (std::int64_t c = 0; c < chunks; ++c) {
+        chunk_begin(c);
+        chunk_end(c);
+      }
+      return;
+    }
+    Pipelined(
+        chunks * count, depth, [&](std::int64_t i) { in(first + i % count, i / count); },
+        [&](std::int64_t i) {
+          const std::int64_t c = i / count;
+          const std::int64_t j = i % count;
+          if (j == 0) chunk_begin(c);
+          if (j % group == 0) group_begin(first + j, std::min(group, count - j));
+          body(j, c);
+          if (j == count - 1) chunk_end(c);
+        });
+  }
+};
 
 template <class T>
 struct Tag {

@@ -129,74 +129,56 @@ class KernelRmsNormGrad {
   // ---- whole rows
   void ProcessRows() {
     StartPartial(0, cols_);
-    const std::int64_t per_tile = p_.plan.rows_per_tile;
-    const std::int64_t tiles = (range_.count + per_tile - 1) / per_tile;
-    auto first = [&](std::int64_t t) { return range_.first + t * per_tile; };
-    auto rows = [&](std::int64_t t) { return std::min(per_tile, range_.count - t * per_tile); };
-    kernel::Pipelined(
-        tiles, p_.plan.depth, [&](std::int64_t t) { CopyIn(first(t), rows(t), 0, cols_); },
-        [&](std::int64_t t) {
-          const std::int64_t n = rows(t);
-          CopyRowsIn(rstdBuf_.Get<float>(), rstdGm_[static_cast<std::uint64_t>(first(t))], 1, n, n);
+    kernel::RowTiles(
+        range_.first, range_.count, p_.plan.rows_per_tile, p_.plan.depth,
+        [&](std::int64_t row0, std::int64_t n) { CopyIn(row0, n, 0, cols_); },
+        [&](std::int64_t row0, std::int64_t n) {
+          CopyRowsIn(rstdBuf_.Get<float>(), rstdGm_[static_cast<std::uint64_t>(row0)], 1, n, n);
           stat0_ = 0;
           Grad(n, shape_.pitch(), cols_, true);
-          CopyOut(first(t), n, 0, cols_);
+          CopyOut(row0, n, 0, cols_);
         });
     FlushPartial(0, cols_);
   }
 
   // ---- split rows: pass 1 the coefficients, pass 2 dx and dW, chunk by chunk
-  std::int64_t ChunkStart(std::int64_t c) const { return c * p_.plan.block_size_sub; }
-  std::int64_t ChunkWidth(std::int64_t c) const { return std::min(p_.plan.block_size_sub, cols_ - ChunkStart(c)); }
-
   void ProcessChunks() {
     const Plan& plan = p_.plan;
-    const std::int64_t group = plan.stat_rows;
-    const std::int64_t count = range_.count;
-    const std::int64_t groups = (count + group - 1) / group;
+    const kernel::SplitRows walk{range_.first,        range_.count, plan.stat_rows, cols_,
+                                 plan.block_size_sub, plan.chunks,  plan.depth};
     const LocalTensor<float> dot = dotBuf_.Get<float>();
     const LocalTensor<float> rstd = rstdBuf_.Get<float>();
     const LocalTensor<float> coeff = coeffBuf_.Get<float>();
-    for (std::int64_t g = 0; g < groups; ++g) {
-      const std::int64_t g0 = range_.first + g * group;
-      const std::int64_t gn = std::min(group, range_.first + count - g0);
-      Duplicate(dot, 0.0f, u32(gn));
-      CopyRowsIn(rstd, rstdGm_[static_cast<std::uint64_t>(g0)], 1, gn, gn);
-      kernel::Pipelined(
-          plan.chunks * gn, plan.depth,
-          [&](std::int64_t i) { CopyIn(g0 + i % gn, 1, ChunkStart(i / gn), ChunkWidth(i / gn)); },
-          [&](std::int64_t i) {
-            if (i % gn == 0) PrepareWeight(ChunkStart(i / gn), ChunkWidth(i / gn));
-            DotChunk(dot[u32(i % gn)], rstd.GetValue(u32(i % gn)), ChunkWidth(i / gn));
-          });
-      Coeff(coeff, dot, gn);
-      if (groups > 1) CopyRowsOut(wsGm_[static_cast<std::uint64_t>(p_.ws_coeff + g0)], coeff, 1, gn, gn);
-    }
-    if (groups > 1) PipeBarrier<PIPE_ALL>();  // the coefficients come back from GM: MTE3 -> MTE2
-    if (count == 0) {                         // no rows: the partials are zero
-      for (std::int64_t c = 0; c < plan.chunks; ++c) {
-        StartPartial(ChunkStart(c), ChunkWidth(c));
-        FlushPartial(ChunkStart(c), ChunkWidth(c));
-      }
-      return;
-    }
-    kernel::Pipelined(
-        plan.chunks * count, plan.depth,
-        [&](std::int64_t i) { CopyIn(range_.first + i % count, 1, ChunkStart(i / count), ChunkWidth(i / count)); },
-        [&](std::int64_t i) {
-          const std::int64_t c = i / count;
-          const std::int64_t j = i % count;
-          if (j == 0) StartPartial(ChunkStart(c), ChunkWidth(c));
-          if (groups > 1 && j % group == 0) {
-            const std::int64_t gn = std::min(group, count - j);
-            CopyRowsIn(rstd, rstdGm_[static_cast<std::uint64_t>(range_.first + j)], 1, gn, gn);
-            CopyRowsIn(coeff, wsGm_[static_cast<std::uint64_t>(p_.ws_coeff + range_.first + j)], 1, gn, gn);
-          }
-          stat0_ = j % group;
-          Grad(1, ChunkWidth(c), ChunkWidth(c), false);
-          CopyOut(range_.first + j, 1, ChunkStart(c), ChunkWidth(c));
-          if (j == count - 1) FlushPartial(ChunkStart(c), ChunkWidth(c));
+    const bool spill = walk.groups() > 1;  // coefficients of several groups go through GM
+    auto in = [&](std::int64_t row, std::int64_t c) { CopyIn(row, 1, walk.start(c), walk.width(c)); };
+    walk.pass1(
+        [&](std::int64_t g0, std::int64_t gn) {
+          Duplicate(dot, 0.0f, u32(gn));
+          CopyRowsIn(rstd, rstdGm_[static_cast<std::uint64_t>(g0)], 1, gn, gn);
+        },
+        in,
+        [&](std::int64_t r, std::int64_t c) {
+          if (r == 0) PrepareWeight(walk.start(c), walk.width(c));
+          DotChunk(dot[u32(r)], rstd.GetValue(u32(r)), walk.width(c));
+        },
+        [&](std::int64_t g0, std::int64_t gn) {
+          Coeff(coeff, dot, gn);
+          if (spill) CopyRowsOut(wsGm_[static_cast<std::uint64_t>(p_.ws_coeff + g0)], coeff, 1, gn, gn);
         });
+    if (spill) PipeBarrier<PIPE_ALL>();  // the coefficients come back from GM: MTE3 -> MTE2
+    walk.pass2([&](std::int64_t c) { StartPartial(walk.start(c), walk.width(c)); },
+               [&](std::int64_t row, std::int64_t gn) {
+                 if (!spill) return;
+                 CopyRowsIn(rstd, rstdGm_[static_cast<std::uint64_t>(row)], 1, gn, gn);
+                 CopyRowsIn(coeff, wsGm_[static_cast<std::uint64_t>(p_.ws_coeff + row)], 1, gn, gn);
+               },
+               in,
+               [&](std::int64_t j, std::int64_t c) {
+                 stat0_ = j % walk.group;
+                 Grad(1, walk.width(c), walk.width(c), false);
+                 CopyOut(range_.first + j, 1, walk.start(c), walk.width(c));
+               },
+               [&](std::int64_t c) { FlushPartial(walk.start(c), walk.width(c)); });
   }
 
   void CopyIn(std::int64_t row0, std::int64_t n, std::int64_t col0, std::int64_t width) {
@@ -218,8 +200,8 @@ class KernelRmsNormGrad {
   void DotChunk(const LocalTensor<float>& dot, float rstd, std::int64_t width) {
     LocalTensor<X> dy = inDy_.DeQue<X>();
     LocalTensor<X> x = inX_.DeQue<X>();
-    const LocalTensor<float> dyf = AsFloat(dy, Scratch(dyfBuf_), width);
-    const LocalTensor<float> xf = AsFloat(x, Scratch(xfBuf_), width);
+    const LocalTensor<float> dyf = AsFloat(dy, kernel::FloatScratch<X>(dyfBuf_), width);
+    const LocalTensor<float> xf = AsFloat(x, kernel::FloatScratch<X>(xfBuf_), width);
     const LocalTensor<float> t = tBuf_.Get<float>();
     const LocalTensor<float> acc = accBuf_.Get<float>();
     Muls(xf, xf, rstd, u32(width));  // xhat, in x's float tile
@@ -242,8 +224,8 @@ class KernelRmsNormGrad {
     LocalTensor<X> x = inX_.DeQue<X>();
     LocalTensor<X> dx = outDx_.AllocTensor<X>();
     const std::int64_t span = n * pitch;
-    const LocalTensor<float> dyf = AsFloat(dy, Scratch(dyfBuf_), span);
-    const LocalTensor<float> xf = AsFloat(x, Scratch(xfBuf_), span);
+    const LocalTensor<float> dyf = AsFloat(dy, kernel::FloatScratch<X>(dyfBuf_), span);
+    const LocalTensor<float> xf = AsFloat(x, kernel::FloatScratch<X>(xfBuf_), span);
     const LocalTensor<float> t = tBuf_.Get<float>();
     const std::int64_t s0 = stat0_;
     const LocalTensor<float> rstd = rstdBuf_.Get<float>();
@@ -279,7 +261,7 @@ class KernelRmsNormGrad {
       Coeff(coeff, dot, n);
     }
     // dx = rstd * (m - c * xhat), in dx's tile for float, else in m's.
-    const LocalTensor<float> dxf = DxFloat(dx, dyf);
+    const LocalTensor<float> dxf = kernel::FloatTile(dx, dyf);
     for (std::int64_t r = 0; r < n; ++r) {
       Muls(row(t, r), row(xf, r), coeff.GetValue(u32(s0 + r)), u32(width));
       Sub(row(dxf, r), row(dyf, r), row(t, r), u32(width));
@@ -367,24 +349,6 @@ class KernelRmsNormGrad {
   void PrepareWeight(std::int64_t col0, std::int64_t width) {
     if (p_.has_weight)
       PrepareScale(wfBuf_.Get<float>(), wGm_, tBuf_.Get<float>(), col0, width, p_.offset, p_.scale_round);
-  }
-
-  LocalTensor<float> Scratch(TBuf<TPosition::VECCALC>& buf) {
-    if constexpr (std::is_same_v<X, float>) {
-      static_cast<void>(buf);
-      return {};
-    } else {
-      return buf.template Get<float>();
-    }
-  }
-  static LocalTensor<float> DxFloat(const LocalTensor<X>& dx, const LocalTensor<float>& m) {
-    if constexpr (std::is_same_v<X, float>) {
-      static_cast<void>(m);
-      return dx;
-    } else {
-      static_cast<void>(dx);
-      return m;
-    }
   }
 
   BwdParams p_;

@@ -77,15 +77,12 @@ class KernelRmsNorm {
   // ---- whole rows: a tile of up to rows_per_tile rows
   void ProcessRows() {
     PrepareWeight(0, cols_);
-    const std::int64_t per_tile = p_.plan.rows_per_tile;
-    const std::int64_t tiles = (range_.count + per_tile - 1) / per_tile;
-    auto first = [&](std::int64_t t) { return range_.first + t * per_tile; };
-    auto rows = [&](std::int64_t t) { return std::min(per_tile, range_.count - t * per_tile); };
-    kernel::Pipelined(
-        tiles, p_.plan.depth, [&](std::int64_t t) { CopyIn(first(t), rows(t), 0, cols_); },
-        [&](std::int64_t t) {
-          ComputeRows(rows(t));
-          CopyOut(first(t), rows(t), 0, cols_);
+    kernel::RowTiles(
+        range_.first, range_.count, p_.plan.rows_per_tile, p_.plan.depth,
+        [&](std::int64_t row0, std::int64_t n) { CopyIn(row0, n, 0, cols_); },
+        [&](std::int64_t row0, std::int64_t n) {
+          ComputeRows(n);
+          CopyOut(row0, n, 0, cols_);
         });
   }
 
@@ -109,9 +106,9 @@ class KernelRmsNorm {
     LocalTensor<X> y = outY_.AllocTensor<X>();
     const std::int64_t pitch = shape_.pitch();
     const std::int64_t span = n * pitch;
-    const LocalTensor<float> xf = AsFloat(x, Scratch(xfBuf_), span);
+    const LocalTensor<float> xf = AsFloat(x, kernel::FloatScratch<X>(xfBuf_), span);
     // x^2 goes where y is computed next: y's own tile for float x.
-    const LocalTensor<float> yf = YFloat(y, Scratch(sqBuf_));
+    const LocalTensor<float> yf = kernel::FloatTile(y, kernel::FloatScratch<X>(sqBuf_));
     const LocalTensor<float> sq = yf;
     const LocalTensor<float> sums = sumsBuf_.Get<float>();
     const LocalTensor<float> rstd = rstdBuf_.Get<float>();
@@ -137,53 +134,45 @@ class KernelRmsNorm {
   }
 
   // ---- split rows: BLOCK_SIZE_SUB chunks, statistics of stat_rows rows at a time
-  std::int64_t ChunkStart(std::int64_t c) const { return c * p_.plan.block_size_sub; }
-  std::int64_t ChunkWidth(std::int64_t c) const { return std::min(p_.plan.block_size_sub, cols_ - ChunkStart(c)); }
+  kernel::SplitRows Walk() const {
+    const Plan& plan = p_.plan;
+    return {range_.first, range_.count, plan.stat_rows, cols_, plan.block_size_sub, plan.chunks, plan.depth};
+  }
 
   void ProcessChunks() {
-    const Plan& plan = p_.plan;
-    const std::int64_t group = plan.stat_rows;
-    const std::int64_t groups = (range_.count + group - 1) / group;
+    const kernel::SplitRows walk = Walk();
     const LocalTensor<float> sums = sumsBuf_.Get<float>();
     const LocalTensor<float> rstd = rstdBuf_.Get<float>();
-    // Pass 1: the sum of squares of each row of a group, chunk by chunk.
-    for (std::int64_t g = 0; g < groups; ++g) {
-      const std::int64_t g0 = range_.first + g * group;
-      const std::int64_t gn = std::min(group, range_.first + range_.count - g0);
-      Duplicate(sums, 0.0f, static_cast<std::uint32_t>(gn));
-      kernel::Pipelined(
-          plan.chunks * gn, plan.depth,
-          [&](std::int64_t i) { CopyIn(g0 + i % gn, 1, ChunkStart(i / gn), ChunkWidth(i / gn)); },
-          [&](std::int64_t i) { SumChunk(sums[static_cast<std::uint32_t>(i % gn)], ChunkWidth(i / gn)); });
-      Duplicate(scaleBuf_.Get<float>(), 1.0f, static_cast<std::uint32_t>(gn));
-      for (std::int64_t r = 0; r < gn; ++r) {
-        if (sums.GetValue(static_cast<std::uint32_t>(r)) == kInf) RescaleSplitRow(g0 + r, r);
-      }
-      Rstd(rstd, sums, gn);
-      CopyRowsOut(rstdGm_[static_cast<std::uint64_t>(g0)], rstd, 1, gn, gn);
-    }
-    // Pass 2: chunk by chunk (its weight loaded once), normalise every row of the core.
-    if (groups > 1) PipeBarrier<PIPE_ALL>();  // rstd is read back from GM: MTE3 -> MTE2
-    const std::int64_t count = range_.count;
-    kernel::Pipelined(
-        plan.chunks * count, plan.depth,
-        [&](std::int64_t i) { CopyIn(range_.first + i % count, 1, ChunkStart(i / count), ChunkWidth(i / count)); },
-        [&](std::int64_t i) {
-          const std::int64_t c = i / count;
-          const std::int64_t j = i % count;
-          if (j == 0) PrepareWeight(ChunkStart(c), ChunkWidth(c));
-          if (groups > 1 && j % group == 0) {
-            const std::int64_t gn = std::min(group, count - j);
-            CopyRowsIn(rstd, rstdGm_[static_cast<std::uint64_t>(range_.first + j)], 1, gn, gn);
-          }
-          NormaliseChunk(rstd.GetValue(static_cast<std::uint32_t>(j % group)), ChunkWidth(c));
-          CopyOut(range_.first + j, 1, ChunkStart(c), ChunkWidth(c));
-        });
+    auto in = [&](std::int64_t row, std::int64_t c) { CopyIn(row, 1, walk.start(c), walk.width(c)); };
+    // Pass 1: the sum of squares of each row of a group, chunk by chunk, then the group's rstd.
+    walk.pass1([&](std::int64_t, std::int64_t gn) { Duplicate(sums, 0.0f, static_cast<std::uint32_t>(gn)); }, in,
+               [&](std::int64_t r, std::int64_t c) { SumChunk(sums[static_cast<std::uint32_t>(r)], walk.width(c)); },
+               [&](std::int64_t g0, std::int64_t gn) {
+                 Duplicate(scaleBuf_.Get<float>(), 1.0f, static_cast<std::uint32_t>(gn));
+                 for (std::int64_t r = 0; r < gn; ++r) {
+                   if (sums.GetValue(static_cast<std::uint32_t>(r)) == kInf) RescaleSplitRow(g0 + r, r);
+                 }
+                 Rstd(rstd, sums, gn);
+                 CopyRowsOut(rstdGm_[static_cast<std::uint64_t>(g0)], rstd, 1, gn, gn);
+               });
+    // Pass 2: chunk by chunk (its weight loaded once), normalise every row of the core; with
+    // several groups their rstd comes back from GM (MTE3 -> MTE2: a barrier first).
+    if (walk.groups() > 1) PipeBarrier<PIPE_ALL>();
+    walk.pass2([&](std::int64_t c) { PrepareWeight(walk.start(c), walk.width(c)); },
+               [&](std::int64_t row, std::int64_t gn) {
+                 if (walk.groups() > 1) CopyRowsIn(rstd, rstdGm_[static_cast<std::uint64_t>(row)], 1, gn, gn);
+               },
+               in,
+               [&](std::int64_t j, std::int64_t c) {
+                 NormaliseChunk(rstd.GetValue(static_cast<std::uint32_t>(j % walk.group)), walk.width(c));
+                 CopyOut(range_.first + j, 1, walk.start(c), walk.width(c));
+               },
+               [](std::int64_t) {});
   }
 
   void SumChunk(const LocalTensor<float>& sum, std::int64_t width) {
     LocalTensor<X> x = inX_.DeQue<X>();
-    const LocalTensor<float> xf = AsFloat(x, Scratch(xfBuf_), width);
+    const LocalTensor<float> xf = AsFloat(x, kernel::FloatScratch<X>(xfBuf_), width);
     const LocalTensor<float> acc = accBuf_.Get<float>();
     Mul(xf, xf, xf, static_cast<std::uint32_t>(width));  // x is not needed after its squares
     ReduceSum(acc, xf, workBuf_.Get<float>(), static_cast<std::uint32_t>(width));
@@ -194,8 +183,8 @@ class KernelRmsNorm {
   void NormaliseChunk(float rstd, std::int64_t width) {
     LocalTensor<X> x = inX_.DeQue<X>();
     LocalTensor<X> y = outY_.AllocTensor<X>();
-    const LocalTensor<float> xf = AsFloat(x, Scratch(xfBuf_), width);
-    const LocalTensor<float> yf = YFloat(y, Scratch(sqBuf_));
+    const LocalTensor<float> xf = AsFloat(x, kernel::FloatScratch<X>(xfBuf_), width);
+    const LocalTensor<float> yf = kernel::FloatTile(y, kernel::FloatScratch<X>(sqBuf_));
     Muls(yf, xf, rstd, static_cast<std::uint32_t>(width));
     Scale(yf, y, 1, width, width);
     outY_.EnQue(y);
@@ -240,11 +229,12 @@ class KernelRmsNorm {
   // scaled squares (only overflowing rows pay the two extra reads).
   void RescaleSplitRow(std::int64_t row, std::int64_t r) {
     const LocalTensor<float> acc = accBuf_.Get<float>();
+    const kernel::SplitRows walk = Walk();
     auto each_chunk = [&](auto&& f) {
-      for (std::int64_t c = 0; c < p_.plan.chunks; ++c) {
-        CopyIn(row, 1, ChunkStart(c), ChunkWidth(c));
+      for (std::int64_t c = 0; c < walk.chunks; ++c) {
+        CopyIn(row, 1, walk.start(c), walk.width(c));
         LocalTensor<X> x = inX_.DeQue<X>();
-        f(AsFloat(x, Scratch(xfBuf_), ChunkWidth(c)), static_cast<std::uint32_t>(ChunkWidth(c)));
+        f(AsFloat(x, kernel::FloatScratch<X>(xfBuf_), walk.width(c)), static_cast<std::uint32_t>(walk.width(c)));
         inX_.FreeTensor(x);
       }
     };
@@ -295,27 +285,8 @@ class KernelRmsNorm {
 
   void PrepareWeight(std::int64_t col0, std::int64_t width) {
     // A 16-bit weight goes through sq on its way to float (a float x has a float weight).
-    if (p_.has_weight) PrepareScale(wfBuf_.Get<float>(), wGm_, Scratch(sqBuf_), col0, width, p_.offset, p_.scale_round);
-  }
-
-  // The float tile y is computed in: y itself when X is float, else `scratch`.
-  static LocalTensor<float> YFloat(const LocalTensor<X>& y, const LocalTensor<float>& scratch) {
-    if constexpr (std::is_same_v<X, float>) {
-      static_cast<void>(scratch);
-      return y;
-    } else {
-      static_cast<void>(y);
-      return scratch;
-    }
-  }
-  // A float scratch tile that only 16-bit kernels have (float ones get an empty tensor).
-  LocalTensor<float> Scratch(TBuf<TPosition::VECCALC>& buf) {
-    if constexpr (std::is_same_v<X, float>) {
-      static_cast<void>(buf);
-      return {};
-    } else {
-      return buf.template Get<float>();
-    }
+    if (p_.has_weight)
+      PrepareScale(wfBuf_.Get<float>(), wGm_, kernel::FloatScratch<X>(sqBuf_), col0, width, p_.offset, p_.scale_round);
   }
 
   FwdParams p_;

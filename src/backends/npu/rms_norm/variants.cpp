@@ -2,6 +2,7 @@
 // device's profile, and says what it planned (OPREG_VERBOSE=2 prints it) or why it refuses; the
 // kernel plans the same way, so a forced variant runs the plan it would have been refused for and
 // fails the way the device would (a row too long for single_pass: "ub overflow").
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,42 +35,41 @@ std::vector<Tunable> tunables(rms::Impl impl, bool backward) {
   return t;
 }
 
+// The variants of one op direction: supports() plans on the device's profile, run() plans the
+// same on the emulator's and launches.
+template <class Args, class PlanFn, class RunFn>
+void add_variants(Registry& registry, const Op<Args>& op, std::initializer_list<std::pair<rms::Impl, int>> impls,
+                  bool backward, PlanFn plan, RunFn run) {
+  for (const auto& entry : impls) {
+    const rms::Impl impl = entry.first;  // (not a structured binding: lambdas capture it)
+    VariantSpec<Args> spec;
+    spec.backend = "npu";
+    spec.impl = std::string(rms::to_string(impl));
+    spec.priority = entry.second;
+    const std::string otherwise =
+        impl == rms::Impl::single_pass
+            ? fmt::format("; npu.rms_norm.{}.chunked takes rows of any length", backward ? "bwd" : "fwd")
+            : std::string();
+    spec.supports = [impl, plan, otherwise](const Args& a, const DeviceProps& props) {
+      return verdict(plan(impl, rms::shape_of(a), model_of(props)), otherwise.c_str());
+    };
+    spec.run = [impl, run](const Args& a, const KernelContext& ctx) { run(impl, a, ctx); };
+    spec.tunables = tunables(impl, backward);
+    registry.add_variant(op, std::move(spec)).release();
+  }
+}
+
 }  // namespace
 
 void register_rms_norm(Registry& registry) {
   using rms::Impl;
-  const std::pair<Impl, int> fwd[] = {{Impl::single_pass, 200}, {Impl::chunked, 100}};
-  for (const auto& entry : fwd) {
-    const Impl impl = entry.first;  // (not a structured binding: lambdas capture it)
-    VariantSpec<RmsNormFwdArgs> spec;
-    spec.backend = "npu";
-    spec.impl = std::string(rms::to_string(impl));
-    spec.priority = entry.second;
-    spec.supports = [impl](const RmsNormFwdArgs& a, const DeviceProps& props) {
-      return verdict(rms::plan_fwd(impl, rms::shape_of(a), model_of(props)),
-                     impl == Impl::single_pass ? "; npu.rms_norm.fwd.chunked takes rows of any length" : "");
-    };
-    spec.run = [impl](const RmsNormFwdArgs& a, const KernelContext& ctx) { rms::run_fwd(impl, a, emulator_in(ctx)); };
-    spec.tunables = tunables(impl, false);
-    registry.add_variant(rms_norm_fwd_op(), std::move(spec)).release();
-  }
-  const std::pair<Impl, int> bwd[] = {{Impl::single_pass, 200}, {Impl::chunked, 100}, {Impl::atomic, 10}};
-  for (const auto& entry : bwd) {
-    const Impl impl = entry.first;
-    VariantSpec<RmsNormBwdArgs> spec;
-    spec.backend = "npu";
-    spec.impl = std::string(rms::to_string(impl));
-    spec.priority = entry.second;
-    spec.supports = [impl](const RmsNormBwdArgs& a, const DeviceProps& props) {
-      return verdict(rms::plan_bwd(impl, rms::shape_of(a), model_of(props)),
-                     impl == Impl::single_pass ? "; npu.rms_norm.bwd.chunked takes rows of any length" : "");
-    };
-    spec.run = [impl](const RmsNormBwdArgs& a, const KernelContext& ctx) {
-      rms::run_bwd(impl, a, emulator_in(ctx), ctx);
-    };
-    spec.tunables = tunables(impl, true);
-    registry.add_variant(rms_norm_bwd_op(), std::move(spec)).release();
-  }
+  add_variants(
+      registry, rms_norm_fwd_op(), {{Impl::single_pass, 200}, {Impl::chunked, 100}}, false, rms::plan_fwd,
+      [](Impl impl, const RmsNormFwdArgs& a, const KernelContext& ctx) { rms::run_fwd(impl, a, emulator_in(ctx)); });
+  add_variants(registry, rms_norm_bwd_op(), {{Impl::single_pass, 200}, {Impl::chunked, 100}, {Impl::atomic, 10}}, true,
+               rms::plan_bwd, [](Impl impl, const RmsNormBwdArgs& a, const KernelContext& ctx) {
+                 rms::run_bwd(impl, a, emulator_in(ctx), ctx);
+               });
 }
 
 namespace rms {
