@@ -9,6 +9,7 @@
 
 #include "ops/check.h"
 #include "ops/reference/reference.h"
+#include "registry/admission.h"
 #include "registry/fail.h"
 
 namespace opreg {
@@ -186,15 +187,17 @@ class TypedProblem final : public ImplBase {
     const Shape stats = grouped ? Shape{shape[0], s.groups} : Shape{rows_hidden(shape).rows};
     TensorList hl;
     op_.def().tensors(op_.def(), &host_, hl);
+    auto shape_of = [&](std::string_view name) { return is_stat(name) ? stats : is_param(name) ? Shape{params} : shape; };
+    auto dtype_of = [&](std::string_view name) {
+      return is_stat(name) ? DType::f32 : is_param(name) ? s.wdtype : s.dtype;
+    };
+    admit_problem(registry, hl, shape_of, dtype_of);
     for (int i = 0; i < hl.size(); ++i) {
       const std::string_view name = hl[i].name;
       if (left_out(name, s)) continue;
-      const bool param = is_param(name);
-      const bool stat = is_stat(name);
-      const DType dtype = stat ? DType::f32 : param ? s.wdtype : s.dtype;
-      *hl[i].tensor = Tensor::empty(stat ? stats : param ? Shape{params} : shape, dtype, Device{}, registry);
-      if (hl[i].role == Role::in && !stat) {
-        fill_random(*hl[i].tensor, s.seed, i, param ? Values::random : s.values, set);
+      *hl[i].tensor = Tensor::empty(shape_of(name), dtype_of(name), Device{}, registry);
+      if (hl[i].role == Role::in && !is_stat(name)) {
+        fill_random(*hl[i].tensor, s.seed, i, is_param(name) ? Values::random : s.values, set);
       }
     }
     prepare(host_, s, registry);
@@ -222,6 +225,36 @@ class TypedProblem final : public ImplBase {
   }
 
   DispatchResult run(const ExecContext* ctx) override { return reg->call(op_, dev_, ctx); }
+
+  // Everything the problem will hold, summed before any of it is allocated: every tensor on the
+  // host (the reference's inputs and outputs), again on the device (on the cpu that is the host
+  // too), and the outputs copied back for the check. More than the host or the device has is an
+  // error naming both numbers.
+  template <class ShapeOf, class DTypeOf>
+  void admit_problem(Registry& registry, const TensorList& list, ShapeOf shape_of, DTypeOf dtype_of) const {
+    std::uint64_t all = 0;
+    std::uint64_t outputs = 0;
+    bool overflow = false;
+    for (int i = 0; i < list.size(); ++i) {
+      if (left_out(list[i].name, spec)) continue;
+      std::uint64_t bytes = 0;
+      overflow |= __builtin_mul_overflow(static_cast<std::uint64_t>(shape_of(list[i].name).numel()),
+                                         element_size(dtype_of(list[i].name)), &bytes);
+      overflow |= __builtin_add_overflow(all, bytes, &all);
+      if (list[i].role != Role::in) outputs += bytes;
+    }
+    const bool on_host = device.backend == kCpuBackendId;
+    std::uint64_t host = 0;
+    overflow |= __builtin_add_overflow(all, on_host ? all : outputs, &host);
+    const std::string what = fmt::format("{} of [{}] (inputs, outputs and the reference's copies)", op_.name(),
+                                         spec.shape.str());
+    if (overflow) fail(ErrorKind::device, "{} needs more than 2^64 bytes", what);
+    admit(registry.backend(kCpuBackendId), 0, registry.device_props(Device{}).memory_bytes, host, "the host", what);
+    if (!on_host) {
+      admit(registry.backend(device.backend), device.index, registry.device_props(device).memory_bytes, all,
+            registry.device_name(device), what);
+    }
+  }
   Verdict run_variant(std::string_view variant, const ExecContext* ctx) override {
     return reg->call_variant(op_, variant, dev_, ctx);
   }

@@ -8,6 +8,7 @@
 
 #include "opreg/error.h"
 #include "opreg/registry.h"
+#include "registry/admission.h"
 #include "registry/fail.h"
 
 namespace opreg {
@@ -238,6 +239,10 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, Registry& r
   std::shared_ptr<Backend> backend = registry.backend(device.backend).shared_from_this();
   const int index = device.index;
   const std::size_t bytes = t.nbytes_;
+  if (bytes >= kAdmissionThreshold) {
+    admit(*backend, index, registry.device_props(device).memory_bytes, bytes, registry.device_name(device),
+          fmt::format("a {} tensor of [{}]", to_string(dtype), shape.str()));
+  }
   void* p = backend->allocate(index, bytes);
   backend->count_tensor(1);
   // If the control block cannot be allocated, shared_ptr calls the deleter itself.

@@ -201,6 +201,9 @@ expect 2 'group_norm\.fwd: num_groups = 1099511627776 with 6 channels' -- \
   "$opreg" run group_norm.fwd --device cpu --shape 2x6x4 --groups 1099511627776
 expect 2 'group_norm\.fwd: num_groups = 9223372036854775807 with 6 channels' -- \
   "$opreg" run group_norm.fwd --device cpu --shape 2x6x4 --groups 9223372036854775807
+# More memory than the machine has: refused at once, naming both numbers (exit 3).
+expect 3 'rms_norm\.fwd of \[200000x200000\] .*needs 640003200000 bytes .* on the host, which has [0-9]+ bytes' -- \
+  "$opreg" run rms_norm.fwd --device cpu --shape 200000x200000
 # An output that cannot be written is an error (exit 1), not a silent success.
 if [[ -w /dev/full ]]; then
   expect 1 'cannot write to standard output' -- sh -c "\"$opreg\" run rms_norm.fwd --device cpu --shape 2x3 >/dev/full"
