@@ -122,6 +122,10 @@ class Backend : public std::enable_shared_from_this<Backend> {
                     std::size_t pattern_bytes, void* stream) = 0;
   virtual void synchronize(int index, void* stream) = 0;
   virtual void* default_stream(int /*index*/) { return nullptr; }
+  // Extra " key=value" pairs about the last kernel device `index` ran (each with a leading
+  // space), which `opreg run` appends to its result line; empty when the backend has none (the
+  // npu emulator reports its launch counters here).
+  virtual std::string last_run_note(int /*index*/) const { return {}; }
   // Bytes of device memory that can be allocated now, for the admission checks that refuse a
   // request before allocating it (0: unknown, the checks then use properties().memory_bytes).
   // Host memory: the kernel's MemAvailable.

@@ -120,8 +120,9 @@ Choice walk(const BackendTable& bt, const void* args, const DeviceProps& props, 
   }
   for (const auto* v : bt.order) {
     if (refuses_strides(v)) continue;
+    Verdict verdict;
     if (v->supports) {
-      Verdict verdict = v->supports(args, props);
+      verdict = v->supports(args, props);
       if (!verdict.ok) {
         c.rejected.push_back(fmt::format("{}: {}", v->info->name, verdict.reason));
         continue;
@@ -129,6 +130,8 @@ Choice walk(const BackendTable& bt, const void* args, const DeviceProps& props, 
     }
     c.variant = v;
     c.how = bt.order.size() == 1 ? "the only variant" : fmt::format("first accepted of {} by priority", bt.order.size());
+    // An accepting supports() may say what it decided (the npu planner's tiling).
+    if (!verdict.reason.empty()) c.how += fmt::format(": {}", verdict.reason);
     return c;
   }
   return c;

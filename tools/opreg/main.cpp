@@ -286,6 +286,7 @@ int cmd_run(const std::vector<std::string_view>& args) {
   line += fmt::format(" dtype={} wdtype={} shape={} err={:.3g} time_us={} gbps={} status={}",
                       opreg::to_string(spec.dtype), params ? opreg::to_string(spec.wdtype) : std::string_view("-"),
                       spec.shape.str(), report.err, plain3(time_us), plain3(gbps), report.pass() ? "pass" : "fail");
+  if (!result.fell_back) line += reg.backend(device.backend).last_run_note(device.index);
   fmt::print("{}\n", line);
   std::fflush(stdout);
   if (report.pass()) return kExitOk;

@@ -1,0 +1,110 @@
+// The copy engines: MTE2 (GM -> UB) and MTE3 (UB -> GM) on the core's GM port, with the counters
+// and the cost model's timing of each transfer.
+#include "backends/npu/ascend/data_copy.h"
+
+#include <cstring>
+#include <mutex>
+
+#include "registry/fail.h"
+
+namespace opreg::npu::AscendC::detail_ {
+
+namespace {
+
+// A DMA moves whole 32-byte granules of GM.
+std::uint64_t burst_bytes(const Blocks& b) { return b.count * ((b.len + 31) / 32 * 32); }
+
+// The port carries one transfer at a time; a transfer starts when it is issued and its UB
+// buffer is ready (a copy in waits for the buffer's last reader and writer).
+double transfer(npu::detail::Core& core, double start, double ns) {
+  if (core.time.issue > start) start = core.time.issue;
+  if (core.time.port > start) start = core.time.port;
+  core.time.port = start + ns;
+  core.time.port_busy += ns;
+  return core.time.port;
+}
+
+}  // namespace
+
+void check_pad_params(npu::detail::Core& core, const char* api, const DataCopyExtParams& p) {
+  struct Limit {
+    const char* what;
+    std::uint64_t value;
+    std::uint64_t lo;
+    std::uint64_t hi;
+  };
+  const Limit limits[] = {{"blockCount", p.blockCount, 1, 4095},
+                          {"blockLen (bytes)", p.blockLen, 1, 65535},
+                          {"srcStride", p.srcStride, 0, 65535},
+                          {"dstStride", p.dstStride, 0, 65535}};
+  for (const Limit& l : limits) {
+    if (l.value >= l.lo && l.value <= l.hi) continue;
+    npu::detail::kernel_fail(core, fmt::format("{}: {} = {} is outside the A2 DMA's limits ({} to {}): blockCount "
+                                               "1..4095, blockLen 1..65535 bytes, strides at most 65535 (GM in "
+                                               "bytes, UB in 32-byte blocks); split the copy",
+                                               api, l.what, l.value, l.lo, l.hi));
+  }
+}
+
+void check_params(npu::detail::Core& core, const char* api, const DataCopyParams& p) {
+  if (p.blockCount < 1 || p.blockCount > 4095 || p.blockLen < 1) {
+    npu::detail::kernel_fail(core, fmt::format("{}: blockCount {} and blockLen {} (32-byte blocks): blockCount is "
+                                               "1..4095 and blockLen at least 1",
+                                               api, p.blockCount, p.blockLen));
+  }
+}
+
+std::uint64_t block_bytes(npu::detail::Core& core, const char* api, std::uint64_t count, std::size_t elem_bytes) {
+  const std::uint64_t bytes = count * elem_bytes;
+  const std::uint64_t moved = bytes / 32 * 32;
+  if (moved != bytes) {
+    ++core.counters.truncated_copies;
+    core.counters.truncated_bytes += bytes - moved;
+    npu::detail::warn_once(core, api,
+                           fmt::format("{} of {} elements of {} bytes ({} bytes) is not a multiple of 32 bytes: the "
+                                       "device moves {} bytes, dropping the last {} (DataCopyPad copies exact "
+                                       "lengths); further truncations of this launch are only counted",
+                                       api, count, elem_bytes, bytes, moved, bytes - moved));
+  }
+  return moved;
+}
+
+void copy_in(npu::detail::Core& core, std::byte* ub, npu::detail::Buffer* buffer, const std::byte* gm, const Blocks& b,
+             const void* pad_value, std::size_t elem_bytes, std::uint32_t right_pad) {
+  for (std::uint64_t i = 0; i < b.count; ++i) {
+    std::byte* row = ub + i * (b.ub_len + b.ub_gap);
+    std::memcpy(row, gm + i * (b.len + b.gm_gap), b.len);
+    for (std::uint32_t k = 0; k < right_pad; ++k) std::memcpy(row + b.len + k * elem_bytes, pad_value, elem_bytes);
+  }
+  ++core.counters.dma_in;
+  core.counters.dma_blocks += b.count;
+  core.counters.gm_read += b.count * b.len;
+  double ready = buffer->read_done > buffer->write_done ? buffer->read_done : buffer->write_done;
+  buffer->write_done = transfer(core, ready, static_cast<double>(burst_bytes(b)) * core.in_ns_per_byte);
+}
+
+void copy_out(npu::detail::Core& core, std::byte* gm, const std::byte* ub, npu::detail::Buffer* buffer, const Blocks& b,
+              bool atomic_f32) {
+  if (atomic_f32) {
+    // L2 atomics serialise the cores' adds; their order is whatever order the cores arrive in.
+    std::lock_guard lock(npu::detail::atomic_mutex(core));
+    for (std::uint64_t i = 0; i < b.count; ++i) {
+      auto* dst = reinterpret_cast<float*>(gm + i * (b.len + b.gm_gap));
+      const auto* src = reinterpret_cast<const float*>(ub + i * (b.ub_len + b.ub_gap));
+      for (std::uint64_t k = 0; k < b.len / sizeof(float); ++k) dst[k] += src[k];
+    }
+    ++core.counters.atomic_adds;
+    core.counters.atomic_bytes += b.count * b.len;
+  } else {
+    for (std::uint64_t i = 0; i < b.count; ++i) {
+      std::memcpy(gm + i * (b.len + b.gm_gap), ub + i * (b.ub_len + b.ub_gap), b.len);
+    }
+  }
+  ++core.counters.dma_out;
+  core.counters.dma_blocks += b.count;
+  core.counters.gm_write += b.count * b.len;
+  const double end = transfer(core, buffer->write_done, static_cast<double>(burst_bytes(b)) * core.out_ns_per_byte);
+  if (buffer->read_done < end) buffer->read_done = end;
+}
+
+}  // namespace opreg::npu::AscendC::detail_

@@ -1,0 +1,228 @@
+// The host emulator of an Ascend vector-core launch: the per-core state the device API works on
+// (Unified Buffer arena, buffer records, counters, the cost model's timeline), the launch itself
+// (blocks in waves over the vector cores, on host threads, in a shuffled seeded order, with
+// SyncAll), and the counters a launch reports. Kernels do not include this directly: they include
+// ascend/kernel_operator.h and use the Ascend C names.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "backends/npu/ascend/types.h"
+#include "backends/npu/profile.h"
+
+namespace opreg::npu {
+
+// What one launch did, summed over its blocks.
+struct Counters {
+  std::uint64_t gm_read = 0;              // bytes GM -> UB (DataCopy, DataCopyPad, GlobalTensor::GetValue)
+  std::uint64_t gm_write = 0;             // bytes UB -> GM (atomic adds included)
+  std::uint64_t dma_in = 0;               // MTE2 instructions
+  std::uint64_t dma_out = 0;              // MTE3 instructions
+  std::uint64_t dma_blocks = 0;           // bursts (blockCount summed)
+  std::uint64_t vector_instructions = 0;  // each at most 255 repeats
+  std::uint64_t vector_repeats = 0;       // 256 bytes each
+  std::uint64_t scalar_accesses = 0;      // GetValue / SetValue on UB or GM
+  std::uint64_t scalar_fallbacks = 0;     // vector ops on a dtype the vector unit lacks, run element by element
+  std::uint64_t atomic_adds = 0;          // MTE3 copies in atomic-add mode
+  std::uint64_t atomic_bytes = 0;
+  std::uint64_t truncated_copies = 0;  // DataCopy lengths rounded down to 32 bytes
+  std::uint64_t truncated_bytes = 0;
+  std::uint64_t sync_alls = 0;
+  void add(const Counters& other);
+};
+
+struct LaunchCounters {
+  std::string kernel;
+  std::string profile;
+  std::int64_t block_dim = 0;  // 0: nothing was launched (an empty problem)
+  std::int64_t cores = 0;      // vector cores of the profile
+  std::int64_t waves = 0;
+  std::int64_t idle_cores = 0;  // in the last wave
+  std::uint64_t ub_size = 0;
+  std::uint64_t ub_peak = 0;  // the largest UB high-water mark of any core
+  Counters counters;
+  bool l2_resident = false;  // the launch's GM working set fits the L2
+  double est_us = 0;         // the cost model's kernel time (device side, emulated)
+  double mte_us = 0;         // busy time of the critical core's GM port (MTE2 + MTE3)
+  double vec_us = 0;         // busy time of its vector unit
+  std::uint64_t seed = 0;    // the block order's seed
+  double ub_ratio() const { return ub_size == 0 ? 0.0 : static_cast<double>(ub_peak) / static_cast<double>(ub_size); }
+  // " block_dim=40 waves=1 ... est_us=31.2": the keys `opreg run` appends to its result line.
+  std::string note() const;
+};
+
+// A kernel argument in GM: named, so that an out-of-bounds access can say which tensor it hit.
+struct GmArg {
+  const char* name;
+  const void* data;
+  std::size_t bytes;
+};
+
+namespace detail {
+
+enum class BufState : std::uint8_t { none, free, allocated, enqueued, dequeued };
+
+// One UB allocation made by TPipe::InitBuffer (a queue buffer or a TBuf). Records live in the
+// core, so that a LocalTensor outliving its pipe finds a changed generation rather than freed
+// memory.
+struct Buffer {
+  std::uint32_t offset = 0;
+  std::uint32_t bytes = 0;
+  std::uint32_t generation = 0;
+  BufState state = BufState::none;  // none: a TBuf (no state machine)
+  AscendC::TPosition position = AscendC::TPosition::VECCALC;
+  const void* owner = nullptr;  // the queue or TBuf
+  // The cost model's scoreboard: when the last write into the buffer completes, and when the
+  // last read of it does (a new write must wait for both).
+  double write_done = 0;
+  double read_done = 0;
+};
+
+inline constexpr int kMaxBuffers = 64;               // TPipe: at most 64 buffers in all [S20]
+inline constexpr int kMaxQueBuffersPerPosition = 8;  // at most 8 queue buffers per TPosition on A2 [S20]
+
+// A core's clock in the cost model, in nanoseconds from the start of the launch. Instructions
+// are issued in program order by the scalar unit (`issue`), run on their pipe when their
+// operands are ready, and the GM port carries MTE2 and MTE3 one transfer at a time.
+struct Timeline {
+  double issue = 0;
+  double port = 0;
+  double vec = 0;
+  double port_busy = 0;
+  double vec_busy = 0;
+  double end() const;
+  void start_at(double t);
+};
+
+class Launch;
+class HostPool;
+
+// A vector core during a launch. The arena and the buffer records stay with the core across
+// launches; the rest is reset by each block.
+struct Core {
+  int index = 0;
+  std::byte* ub = nullptr;
+  std::uint32_t ub_size = 0;
+  std::array<Buffer, kMaxBuffers> buffers{};
+  Buffer loose{};  // timing record of tensors made with SetAddr (no buffer behind them)
+  bool pipe_alive = false;
+  std::uint32_t ub_top = 0;
+  std::uint64_t ub_peak = 0;
+  Launch* launch = nullptr;
+  std::int64_t block = -1;
+  std::int64_t blocks_run = 0;  // in this launch
+  bool atomic_add = false;
+  Counters counters;
+  Timeline time;
+  // This wave's DMA cost (ns per byte, a core's share of the memory bandwidth) and clock.
+  double in_ns_per_byte = 0;
+  double out_ns_per_byte = 0;
+  double cycle_ns = 1;
+};
+
+// The core the calling host thread is emulating; an opreg::Error outside a launch.
+Core& core();
+inline thread_local Core* t_core = nullptr;
+inline Core& current() {
+  Core* c = t_core;
+  return c != nullptr ? *c : core();
+}
+
+// Throws opreg::Error (internal) prefixed with the kernel, block and core.
+[[noreturn]] void kernel_fail(const Core& core, const std::string& message);
+std::string_view kernel_name(const Core& core);
+std::int64_t block_dim(const Core& core);
+// The kernel argument containing [p, p + bytes), or nullptr.
+const GmArg* find_arg(const Core& core, const void* p, std::size_t bytes);
+void sync_all(Core& core);
+std::mutex& atomic_mutex(Core& core);
+// Logs `message` once per launch and kernel (the emulator's warnings: truncated copies).
+void warn_once(Core& core, std::string_view key, const std::string& message);
+
+// The scoreboard (see Timeline): a vector instruction of `cycles` reading r0, r1 and writing w.
+inline void vector_time(Core& c, double cycles, Buffer* w, Buffer* r0, Buffer* r1) {
+  double start = c.time.issue > c.time.vec ? c.time.issue : c.time.vec;
+  for (const Buffer* r : {r0, r1}) {
+    if (r != nullptr && r->write_done > start) start = r->write_done;
+  }
+  if (w != nullptr) {
+    if (w->read_done > start) start = w->read_done;
+    if (w->write_done > start) start = w->write_done;
+  }
+  const double dur = cycles * c.cycle_ns;
+  const double end = start + dur;
+  c.time.vec = end;
+  c.time.vec_busy += dur;
+  for (Buffer* r : {r0, r1}) {
+    if (r != nullptr && r->read_done < end) r->read_done = end;
+  }
+  if (w != nullptr) w->write_done = end;
+}
+
+}  // namespace detail
+
+// One emulated device: the profile, the UB arenas of its vector cores, and the launch machinery.
+class Emulator {
+ public:
+  explicit Emulator(DeviceModel model);
+  ~Emulator();
+  Emulator(const Emulator&) = delete;
+  Emulator& operator=(const Emulator&) = delete;
+
+  const DeviceModel& model() const { return model_; }
+  const Profile& profile() const { return *model_.profile; }
+  std::uint64_t ub_bytes() const { return model_.ub_bytes; }
+  int vector_cores() const { return model_.profile->vector_cores; }
+
+  // The n-th launch after set_seed shuffles its blocks with mix(seed, n): each launch a new
+  // order, the same sequence of orders after the same seed.
+  void set_seed(std::uint64_t seed) {
+    seed_.store(seed);
+    launches_.store(0);
+  }
+  // How many blocks run on host threads at once (1: one at a time, fully determined by the
+  // seed); 0 restores the default, the host's hardware threads.
+  void set_host_threads(int threads) { host_threads_.store(threads); }
+
+  // Runs `body` once per block, block ids 0..block_dim-1 in waves of the vector core count,
+  // each block on a core of its own. Launches on one device run one at a time (one stream).
+  // Throws opreg::Error for a block_dim outside 1..65535 (the messages users know from
+  // triton-ascend and the ACL runtime) and rethrows the first error a block raised.
+  LaunchCounters launch(std::string_view kernel, std::int64_t block_dim, std::span<const GmArg> args,
+                        const std::function<void()>& body);
+
+  // The last launch's counters (nullopt before the first).
+  std::optional<LaunchCounters> last_launch() const;
+  // Records counters of a call that launched nothing (an empty problem), so that they replace
+  // the last launch's.
+  void record(const LaunchCounters& counters);
+
+ private:
+  friend class detail::Launch;
+  DeviceModel model_;
+  std::unique_ptr<std::byte, void (*)(void*)> arena_;
+  std::unique_ptr<detail::Core[]> cores_;
+  std::unique_ptr<detail::HostPool> pool_;
+  std::mutex launch_mutex_;
+  mutable std::mutex last_mutex_;
+  std::optional<LaunchCounters> last_;
+  std::atomic<std::uint64_t> seed_{0x5EED0A5CE4D0ULL};
+  std::atomic<std::uint64_t> launches_{0};
+  std::atomic<int> host_threads_{0};
+};
+
+// triton-ascend's grid rule: up to 3 grid dims whose product is the block count, at most 65535.
+// Returns the product or throws the message triton-ascend raises.
+std::int64_t grid_blocks(std::span<const std::int64_t> grid);
+
+}  // namespace opreg::npu

@@ -1,0 +1,268 @@
+// GlobalTensor (a bounds-checked view of GM) and LocalTensor (memory in the current vector core's
+// Unified Buffer). They are different types, so a vector instruction or a GM copy given the wrong
+// kind of tensor does not compile; where a kernel erases the type (LocalTensor::SetAddr), the
+// instruction checks at run time that its operands lie in the core's UB.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "backends/npu/ascend/runtime.h"
+
+namespace opreg::npu::AscendC {
+
+template <class T>
+class LocalTensor;
+
+namespace detail_ {
+struct Access;
+}
+
+template <class T>
+class GlobalTensor {
+ public:
+  GlobalTensor() = default;
+
+  // `bufferSize` elements from `buffer`, which must lie inside one of the kernel's GM arguments.
+  void SetGlobalBuffer(__gm__ T* buffer, std::uint64_t bufferSize);
+  __gm__ T* GetPhyAddr() const { return base_; }
+  std::uint64_t GetSize() const { return size_; }
+  // The tensor from element `offset` on (Ascend C's `xGm[offset]`).
+  GlobalTensor operator[](std::uint64_t offset) const;
+  T GetValue(std::uint64_t index) const;
+  void SetValue(std::uint64_t index, const T& value) const;
+
+  // The emulator's check of a GM access: elements [first, first + count) of this tensor.
+  void check_range(const char* api, std::uint64_t first, std::uint64_t count) const {
+    if (first <= size_ && count <= size_ - first) return;
+    out_of_bounds(api, first, count);
+  }
+
+ private:
+  friend struct detail_::Access;
+  [[noreturn]] void out_of_bounds(const char* api, std::uint64_t first, std::uint64_t count) const;
+  T* base_ = nullptr;
+  std::uint64_t size_ = 0;
+  const GmArg* arg_ = nullptr;  // the kernel argument the tensor lies in
+};
+
+template <class T>
+class LocalTensor {
+ public:
+  LocalTensor() = default;
+
+  std::uint32_t GetSize() const { return size_; }
+  T* GetPhyAddr() const { return addr_; }
+  TPosition GetPosition() const { return position_; }
+  // The tensor from element `offset` on (Ascend C's `xLocal[offset]`).
+  LocalTensor operator[](std::uint32_t offset) const;
+  // Scalar access through the scalar unit: waits for the vector pipe to finish writing.
+  T GetValue(std::uint32_t index) const;
+  void SetValue(std::uint32_t index, const T& value) const;
+  template <class U>
+  LocalTensor<U> ReinterpretCast() const;
+  // Points the tensor at a raw UB address (type erased: the emulator checks each use).
+  void SetAddr(const TBuffAddr& address);
+
+ private:
+  friend struct detail_::Access;
+  template <class U>
+  friend class LocalTensor;
+  T* addr_ = nullptr;
+  std::uint32_t size_ = 0;  // elements
+  npu::detail::Buffer* buffer_ = nullptr;
+  std::uint32_t generation_ = 0;
+  TPosition position_ = TPosition::VECCALC;
+};
+
+namespace detail_ {
+
+enum class Use : std::uint8_t { vector_read, vector_write, dma_in, dma_out, scalar };
+
+[[noreturn]] void bad_use(const npu::detail::Core& core, const void* addr, std::uint64_t bytes,
+                          const npu::detail::Buffer* buffer, std::uint32_t generation, std::uint64_t tensor_bytes,
+                          Use use, const char* api, const char* role);
+
+// The emulator's view of tensors: raw addresses, buffer records, and the checks every
+// instruction makes on its operands.
+struct Access {
+  template <class T>
+  static LocalTensor<T> make(T* addr, std::uint32_t size, npu::detail::Buffer* buffer, TPosition position) {
+    LocalTensor<T> t;
+    t.addr_ = addr;
+    t.size_ = size;
+    t.buffer_ = buffer;
+    t.generation_ = buffer != nullptr ? buffer->generation : 0;
+    t.position_ = position;
+    return t;
+  }
+  template <class T>
+  static npu::detail::Buffer* buffer(const LocalTensor<T>& t) {
+    return t.buffer_;
+  }
+  template <class T>
+  static std::uint32_t generation(const LocalTensor<T>& t) {
+    return t.generation_;
+  }
+  template <class T>
+  static const GmArg* arg(const GlobalTensor<T>& t) {
+    return t.arg_;
+  }
+
+  // Checks that `count` elements from t are usable for `use` now, and returns the buffer
+  // record whose timing the instruction updates.
+  template <class T>
+  static npu::detail::Buffer* use(npu::detail::Core& core, const LocalTensor<T>& t, std::uint64_t count, Use how,
+                                  const char* api, const char* role) {
+    npu::detail::Buffer* b = t.buffer_;
+    const std::uint64_t bytes = count * sizeof(T);
+    bool ok = count <= t.size_;
+    if (b != nullptr) {
+      ok = ok && b->generation == t.generation_ && state_allows(*b, how);
+    } else {
+      // Type-erased (SetAddr): the address itself must be in this core's UB.
+      const auto lo = reinterpret_cast<std::uintptr_t>(t.addr_);
+      const auto ub = reinterpret_cast<std::uintptr_t>(core.ub);
+      ok = ok && t.addr_ != nullptr && lo >= ub && lo - ub <= core.ub_size && bytes <= core.ub_size - (lo - ub);
+      b = &core.loose;
+    }
+    if (!ok) [[unlikely]] {
+      bad_use(core, t.addr_, bytes, t.buffer_, t.generation_, std::uint64_t{t.size_} * sizeof(T), how, api, role);
+    }
+    return b;
+  }
+
+  // Queue buffers follow their state machine: an input is computed on after DeQue, an output is
+  // written before EnQue and copied out after DeQue. TBuf scratch has no states.
+  static bool state_allows(const npu::detail::Buffer& b, Use how) {
+    using npu::detail::BufState;
+    switch (b.state) {
+      case BufState::none:
+        return true;
+      case BufState::free:
+      case BufState::enqueued:
+        return false;
+      case BufState::allocated:
+        // Freshly allocated: filled by a copy in, or (an output) written by the vector unit.
+        return how == Use::dma_in || (b.position != TPosition::VECIN && how != Use::dma_out);
+      case BufState::dequeued:
+        // An input after DeQue is the vector unit's (it may compute in place); an output after
+        // DeQue belongs to MTE3.
+        return b.position == TPosition::VECOUT ? how == Use::dma_out : how != Use::dma_in;
+    }
+    return false;
+  }
+};
+
+}  // namespace detail_
+
+// ---- GlobalTensor
+
+template <class T>
+void GlobalTensor<T>::SetGlobalBuffer(__gm__ T* buffer, std::uint64_t bufferSize) {
+  npu::detail::Core& core = npu::detail::current();
+  arg_ = npu::detail::find_arg(core, buffer, bufferSize * sizeof(T));
+  if (arg_ == nullptr) [[unlikely]] {
+    npu::detail::kernel_fail(core, "SetGlobalBuffer: " + std::to_string(bufferSize) + " elements of " +
+                                       std::to_string(sizeof(T)) +
+                                       " bytes do not lie inside any GM argument of the kernel (a kernel sees only "
+                                       "the GM it is given)");
+  }
+  base_ = buffer;
+  size_ = bufferSize;
+}
+
+template <class T>
+GlobalTensor<T> GlobalTensor<T>::operator[](std::uint64_t offset) const {
+  check_range("GlobalTensor[]", offset, 0);
+  GlobalTensor out = *this;
+  out.base_ += offset;
+  out.size_ -= offset;
+  return out;
+}
+
+template <class T>
+T GlobalTensor<T>::GetValue(std::uint64_t index) const {
+  check_range("GlobalTensor::GetValue", index, 1);
+  npu::detail::Core& core = npu::detail::current();
+  ++core.counters.scalar_accesses;
+  core.counters.gm_read += sizeof(T);
+  return base_[index];
+}
+
+template <class T>
+void GlobalTensor<T>::SetValue(std::uint64_t index, const T& value) const {
+  check_range("GlobalTensor::SetValue", index, 1);
+  npu::detail::Core& core = npu::detail::current();
+  ++core.counters.scalar_accesses;
+  core.counters.gm_write += sizeof(T);
+  base_[index] = value;
+}
+
+[[noreturn]] void gm_out_of_bounds(const char* api, const GmArg* arg, const void* base, std::uint64_t size,
+                                   std::size_t elem_bytes, std::uint64_t first, std::uint64_t count);
+
+template <class T>
+void GlobalTensor<T>::out_of_bounds(const char* api, std::uint64_t first, std::uint64_t count) const {
+  gm_out_of_bounds(api, arg_, base_, size_, sizeof(T), first, count);
+}
+
+// ---- LocalTensor
+
+template <class T>
+LocalTensor<T> LocalTensor<T>::operator[](std::uint32_t offset) const {
+  LocalTensor out = *this;
+  if (offset > size_) [[unlikely]] {
+    detail_::bad_use(npu::detail::current(), addr_ + offset, 0, buffer_, generation_, std::uint64_t{size_} * sizeof(T),
+                     detail_::Use::scalar, "LocalTensor[]", "offset");
+  }
+  out.addr_ += offset;
+  out.size_ -= offset;
+  return out;
+}
+
+template <class T>
+T LocalTensor<T>::GetValue(std::uint32_t index) const {
+  npu::detail::Core& core = npu::detail::current();
+  const npu::detail::Buffer* b =
+      detail_::Access::use(core, (*this)[index], 1, detail_::Use::scalar, "LocalTensor::GetValue", "tensor");
+  // The scalar unit waits for the vector pipe's write (a V -> S synchronisation).
+  if (b->write_done > core.time.issue) core.time.issue = b->write_done;
+  ++core.counters.scalar_accesses;
+  return addr_[index];
+}
+
+template <class T>
+void LocalTensor<T>::SetValue(std::uint32_t index, const T& value) const {
+  npu::detail::Core& core = npu::detail::current();
+  npu::detail::Buffer* b =
+      detail_::Access::use(core, (*this)[index], 1, detail_::Use::scalar, "LocalTensor::SetValue", "tensor");
+  if (b->read_done > core.time.issue) core.time.issue = b->read_done;
+  if (b->write_done < core.time.issue) b->write_done = core.time.issue;
+  ++core.counters.scalar_accesses;
+  addr_[index] = value;
+}
+
+template <class T>
+template <class U>
+LocalTensor<U> LocalTensor<T>::ReinterpretCast() const {
+  LocalTensor<U> out;
+  out.addr_ = reinterpret_cast<U*>(addr_);
+  out.size_ = static_cast<std::uint32_t>(std::uint64_t{size_} * sizeof(T) / sizeof(U));
+  out.buffer_ = buffer_;
+  out.generation_ = generation_;
+  out.position_ = position_;
+  return out;
+}
+
+template <class T>
+void LocalTensor<T>::SetAddr(const TBuffAddr& address) {
+  addr_ = reinterpret_cast<T*>(static_cast<std::uintptr_t>(address.bufferAddr));
+  size_ = static_cast<std::uint32_t>(address.dataLen / sizeof(T));
+  buffer_ = nullptr;
+  generation_ = 0;
+  position_ = address.logicPos;
+}
+
+}  // namespace opreg::npu::AscendC

@@ -1,0 +1,77 @@
+// The vocabulary of the Ascend C device API (names as CANN's kernel_operator.h spells them), for
+// kernels written against the emulator. Everything lives in opreg::npu::AscendC so that a kernel
+// reads as the Ascend C kernel it stands for (`using namespace AscendC;`).
+#pragma once
+
+#include <cstdint>
+
+#include "opreg/dtype.h"
+
+// Ascend C's function and address-space qualifiers. On the host they mean nothing; kept so that
+// kernel code keeps its device spelling.
+#ifndef __aicore__
+#define __aicore__
+#endif
+#ifndef __gm__
+#define __gm__
+#endif
+
+namespace opreg::npu::AscendC {
+
+// The 16-bit storage types: the same bit patterns as opreg's tensors hold.
+using half = opreg::half;
+using bfloat16_t = opreg::bfloat16;
+
+// A kernel argument in global memory (GM). In Ascend C a macro for `__gm__ uint8_t*`.
+using GM_ADDR = std::uint8_t*;
+
+// Where a local tensor lives in the vector core's pipeline: copied in by MTE2 (VECIN), copied
+// out by MTE3 (VECOUT), or scratch for the vector unit (VECCALC).
+enum class TPosition : std::uint8_t { GM, VECIN, VECOUT, VECCALC };
+using QuePosition = TPosition;
+
+// The pipes of a vector core: scalar, vector, GM -> UB (MTE2), UB -> GM (MTE3).
+enum pipe_t : std::uint8_t { PIPE_S, PIPE_V, PIPE_MTE2, PIPE_MTE3, PIPE_ALL };
+
+enum class RoundMode : std::uint8_t { CAST_NONE, CAST_RINT, CAST_FLOOR, CAST_CEIL, CAST_ROUND, CAST_TRUNC, CAST_ODD };
+
+inline constexpr std::uint32_t ONE_BLK_SIZE = 32;           // a UB data block
+inline constexpr std::uint32_t ONE_REPEAT_BYTE_SIZE = 256;  // what one vector repeat reads (8 blocks)
+inline constexpr std::uint32_t MAX_REPEAT_TIMES = 255;      // repeatTimes is a uint8
+
+// DataCopy's strided form: blockLen, srcStride and dstStride count 32-byte blocks.
+struct DataCopyParams {
+  std::uint16_t blockCount = 1;
+  std::uint16_t blockLen = 0;
+  std::uint16_t srcStride = 0;
+  std::uint16_t dstStride = 0;
+};
+
+// DataCopyPad's parameters: blockLen in bytes; the GM side's stride in bytes, the UB side's in
+// 32-byte blocks (each UB block starts 32-byte aligned).
+struct DataCopyExtParams {
+  std::uint16_t blockCount = 1;
+  std::uint32_t blockLen = 0;
+  std::uint32_t srcStride = 0;
+  std::uint32_t dstStride = 0;
+  std::uint32_t rsv = 0;
+};
+
+// What DataCopyPad writes into the rest of each block's last 32-byte granule (GM -> UB).
+template <class T>
+struct DataCopyPadExtParams {
+  bool isPad = false;
+  std::uint8_t leftPadding = 0;
+  std::uint8_t rightPadding = 0;
+  T paddingValue{};
+};
+
+// A raw UB address, as LocalTensor::SetAddr takes it: the one place where a kernel can hand a
+// vector instruction memory whose type says nothing about where it is.
+struct TBuffAddr {
+  std::uint32_t dataLen = 0;
+  std::uint64_t bufferAddr = 0;
+  TPosition logicPos = TPosition::VECCALC;
+};
+
+}  // namespace opreg::npu::AscendC

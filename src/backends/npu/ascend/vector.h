@@ -1,0 +1,317 @@
+// Vector instructions (Ascend C's count-form API): they read and write LocalTensors only, so a GM
+// tensor handed to one does not compile, and a type-erased address outside the core's UB is
+// refused when the instruction runs. An instruction covers up to 255 repeats of 256 bytes; a
+// longer count is several instructions, and the counters and the cost model charge per
+// instruction and per repeat, never per element. Arithmetic follows the A2 vector unit's types:
+// float and half (rounded to half after each operation), int16/int32 for the integer ops; int64
+// runs element by element on the scalar unit (counted as a scalar fallback); bf16 has no
+// arithmetic (Cast it to float).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#include "backends/npu/ascend/convert.h"
+#include "backends/npu/ascend/tensor.h"
+
+namespace opreg::npu::AscendC {
+
+namespace detail_ {
+
+template <class T>
+inline constexpr bool kFloatLike = std::is_same_v<T, float> || std::is_same_v<T, half>;
+template <class T>
+inline constexpr bool kVectorArith =
+    kFloatLike<T> || std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::int16_t>;
+template <class T>
+inline constexpr bool kScalarFallback = std::is_same_v<T, std::int64_t>;
+
+// Counts the instruction(s) and charges them to the vector pipe (or, for a scalar fallback, to
+// the scalar unit, element by element).
+template <class T>
+inline void issue(npu::detail::Core& core, std::uint64_t elems, std::uint64_t elem_bytes, npu::detail::Buffer* w,
+                  npu::detail::Buffer* r0, npu::detail::Buffer* r1) {
+  if (elems == 0) return;
+  if constexpr (kScalarFallback<T>) {
+    ++core.counters.scalar_fallbacks;
+    double start = core.time.issue;
+    for (const npu::detail::Buffer* r : {r0, r1}) {
+      if (r != nullptr && r->write_done > start) start = r->write_done;
+    }
+    core.time.issue = start + static_cast<double>(elems) * core.cycle_ns;
+    if (w != nullptr) w->write_done = core.time.issue;
+  } else {
+    const std::uint64_t repeats = (elems * elem_bytes + ONE_REPEAT_BYTE_SIZE - 1) / ONE_REPEAT_BYTE_SIZE;
+    core.counters.vector_repeats += repeats;
+    core.counters.vector_instructions += (repeats + MAX_REPEAT_TIMES - 1) / MAX_REPEAT_TIMES;
+    npu::detail::vector_time(core, static_cast<double>(repeats), w, r0, r1);
+  }
+}
+
+// d[i] = f(a[i], b[i]) in the lane type (float for half).
+template <class T, class F>
+inline void map2(T* d, const T* a, const T* b, std::uint32_t n, F f) {
+  if constexpr (std::is_same_v<T, half>) {
+    const float* tab = npu::detail::half_table();
+    for (std::uint32_t i = 0; i < n; ++i) d[i].bits = npu::detail::float_to_half(f(tab[a[i].bits], tab[b[i].bits]));
+  } else {
+    for (std::uint32_t i = 0; i < n; ++i) d[i] = static_cast<T>(f(a[i], b[i]));
+  }
+}
+
+template <class T, class F>
+inline void map1(T* d, const T* a, std::uint32_t n, F f) {
+  if constexpr (std::is_same_v<T, half>) {
+    const float* tab = npu::detail::half_table();
+    for (std::uint32_t i = 0; i < n; ++i) d[i].bits = npu::detail::float_to_half(f(tab[a[i].bits]));
+  } else {
+    for (std::uint32_t i = 0; i < n; ++i) d[i] = static_cast<T>(f(a[i]));
+  }
+}
+
+template <class T>
+inline auto lane(const T& v) {
+  if constexpr (std::is_same_v<T, half>) {
+    return npu::detail::half_table()[v.bits];
+  } else {
+    return v;
+  }
+}
+
+template <class T, class F>
+void binary(const char* api, const LocalTensor<T>& dst, const LocalTensor<T>& a, const LocalTensor<T>& b,
+            std::uint32_t count, F f) {
+  static_assert(kVectorArith<T> || kScalarFallback<T>,
+                "no vector arithmetic on this type (the A2 vector unit has none on bf16: Cast to float first)");
+  npu::detail::Core& core = npu::detail::current();
+  npu::detail::Buffer* w = Access::use(core, dst, count, Use::vector_write, api, "dst");
+  npu::detail::Buffer* r0 = Access::use(core, a, count, Use::vector_read, api, "src0");
+  npu::detail::Buffer* r1 = Access::use(core, b, count, Use::vector_read, api, "src1");
+  issue<T>(core, count, sizeof(T), w, r0, r1);
+  map2(dst.GetPhyAddr(), a.GetPhyAddr(), b.GetPhyAddr(), count, f);
+}
+
+template <class T, class F>
+void unary(const char* api, const LocalTensor<T>& dst, const LocalTensor<T>& a, std::uint32_t count, F f) {
+  static_assert(kVectorArith<T> || kScalarFallback<T>,
+                "no vector arithmetic on this type (the A2 vector unit has none on bf16: Cast to float first)");
+  npu::detail::Core& core = npu::detail::current();
+  npu::detail::Buffer* w = Access::use(core, dst, count, Use::vector_write, api, "dst");
+  npu::detail::Buffer* r0 = Access::use(core, a, count, Use::vector_read, api, "src");
+  issue<T>(core, count, sizeof(T), w, r0, nullptr);
+  map1(dst.GetPhyAddr(), a.GetPhyAddr(), count, f);
+}
+
+// One repeat's worth of floats combined as a tree (pairs of halves); the order the emulator fixes
+// for the reductions (the hardware's own order is not documented).
+template <class F>
+inline float tree(const float* p, std::uint32_t n, float identity, F combine) {
+  float v[64];
+  std::uint32_t i = 0;
+  for (; i < n; ++i) v[i] = p[i];
+  for (; i < 64; ++i) v[i] = identity;
+  for (std::uint32_t s = 32; s > 0; s /= 2) {
+    for (std::uint32_t k = 0; k < s; ++k) v[k] = combine(v[k], v[k + s]);
+  }
+  return v[0];
+}
+
+// dst[0] = src combined over `count` elements: each level combines 64-float repeats into
+// `work`, one instruction per level, until one value is left (`identity` for count 0).
+template <class F>
+void reduce(const char* api, const LocalTensor<float>& dst, const LocalTensor<float>& src,
+            const LocalTensor<float>& work, std::uint32_t count, float identity, F combine) {
+  npu::detail::Core& core = npu::detail::current();
+  npu::detail::Buffer* w = Access::use(core, dst, 1, Use::vector_write, api, "dst");
+  npu::detail::Buffer* r = Access::use(core, src, count, Use::vector_read, api, "src");
+  npu::detail::Buffer* k = Access::use(core, work, ((count + 63) / 64 + 7) / 8 * 8, Use::vector_write, api, "work");
+  float* out = work.GetPhyAddr();
+  const float* in = src.GetPhyAddr();
+  std::uint64_t repeats = 0;
+  std::uint64_t instructions = 0;
+  float result = identity;
+  for (std::uint32_t n = count; n > 0;) {
+    const std::uint32_t m = (n + 63) / 64;
+    for (std::uint32_t j = 0; j < m; ++j)
+      out[j] = tree(in + 64 * j, n - 64 * j < 64 ? n - 64 * j : 64, identity, combine);
+    repeats += m;
+    instructions += (m + MAX_REPEAT_TIMES - 1) / MAX_REPEAT_TIMES;
+    in = out;
+    if (m == 1) {
+      result = out[0];
+      break;
+    }
+    n = m;
+  }
+  dst.GetPhyAddr()[0] = result;
+  if (count != 0) {
+    core.counters.vector_repeats += repeats;
+    core.counters.vector_instructions += instructions;
+    npu::detail::vector_time(core, static_cast<double>(repeats), w, r, k);
+    k->write_done = core.time.vec;
+  }
+}
+
+}  // namespace detail_
+
+// ---- dst = src0 op src1
+template <class T>
+void Add(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, std::uint32_t calCount) {
+  detail_::binary("Add", dst, src0, src1, calCount, [](auto a, auto b) { return a + b; });
+}
+template <class T>
+void Sub(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, std::uint32_t calCount) {
+  detail_::binary("Sub", dst, src0, src1, calCount, [](auto a, auto b) { return a - b; });
+}
+template <class T>
+void Mul(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, std::uint32_t calCount) {
+  detail_::binary("Mul", dst, src0, src1, calCount, [](auto a, auto b) { return a * b; });
+}
+template <class T>
+void Div(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, std::uint32_t calCount) {
+  static_assert(detail_::kFloatLike<T>, "Div: float or half");
+  detail_::binary("Div", dst, src0, src1, calCount, [](auto a, auto b) { return a / b; });
+}
+template <class T>
+void Max(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, std::uint32_t calCount) {
+  detail_::binary("Max", dst, src0, src1, calCount, [](auto a, auto b) { return a > b ? a : b; });
+}
+template <class T>
+void Min(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, std::uint32_t calCount) {
+  detail_::binary("Min", dst, src0, src1, calCount, [](auto a, auto b) { return a < b ? a : b; });
+}
+
+// ---- dst = src op scalar
+template <class T>
+void Adds(const LocalTensor<T>& dst, const LocalTensor<T>& src, const T& scalarValue, std::uint32_t calCount) {
+  const auto s = detail_::lane(scalarValue);
+  detail_::unary("Adds", dst, src, calCount, [s](auto a) { return a + s; });
+}
+template <class T>
+void Muls(const LocalTensor<T>& dst, const LocalTensor<T>& src, const T& scalarValue, std::uint32_t calCount) {
+  const auto s = detail_::lane(scalarValue);
+  detail_::unary("Muls", dst, src, calCount, [s](auto a) { return a * s; });
+}
+template <class T>
+void Maxs(const LocalTensor<T>& dst, const LocalTensor<T>& src, const T& scalarValue, std::uint32_t calCount) {
+  const auto s = detail_::lane(scalarValue);
+  detail_::unary("Maxs", dst, src, calCount, [s](auto a) { return a > s ? a : s; });
+}
+template <class T>
+void Mins(const LocalTensor<T>& dst, const LocalTensor<T>& src, const T& scalarValue, std::uint32_t calCount) {
+  const auto s = detail_::lane(scalarValue);
+  detail_::unary("Mins", dst, src, calCount, [s](auto a) { return a < s ? a : s; });
+}
+
+// ---- dst = f(src), float and half
+template <class T>
+void Exp(const LocalTensor<T>& dst, const LocalTensor<T>& src, std::uint32_t calCount) {
+  static_assert(detail_::kFloatLike<T>, "Exp: float or half");
+  detail_::unary("Exp", dst, src, calCount, [](float a) { return std::exp(a); });
+}
+template <class T>
+void Ln(const LocalTensor<T>& dst, const LocalTensor<T>& src, std::uint32_t calCount) {
+  static_assert(detail_::kFloatLike<T>, "Ln: float or half");
+  detail_::unary("Ln", dst, src, calCount, [](float a) { return std::log(a); });
+}
+template <class T>
+void Sqrt(const LocalTensor<T>& dst, const LocalTensor<T>& src, std::uint32_t calCount) {
+  static_assert(detail_::kFloatLike<T>, "Sqrt: float or half");
+  detail_::unary("Sqrt", dst, src, calCount, [](float a) { return std::sqrt(a); });
+}
+template <class T>
+void Rsqrt(const LocalTensor<T>& dst, const LocalTensor<T>& src, std::uint32_t calCount) {
+  static_assert(detail_::kFloatLike<T>, "Rsqrt: float or half");
+  detail_::unary("Rsqrt", dst, src, calCount, [](float a) { return 1.0f / std::sqrt(a); });
+}
+template <class T>
+void Reciprocal(const LocalTensor<T>& dst, const LocalTensor<T>& src, std::uint32_t calCount) {
+  static_assert(detail_::kFloatLike<T>, "Reciprocal: float or half");
+  detail_::unary("Reciprocal", dst, src, calCount, [](float a) { return 1.0f / a; });
+}
+template <class T>
+void Abs(const LocalTensor<T>& dst, const LocalTensor<T>& src, std::uint32_t calCount) {
+  static_assert(detail_::kFloatLike<T>, "Abs: float or half");
+  detail_::unary("Abs", dst, src, calCount, [](float a) { return std::fabs(a); });
+}
+
+// ---- dst[i] = scalar
+template <class T>
+void Duplicate(const LocalTensor<T>& dst, const T& scalarValue, std::uint32_t calCount) {
+  npu::detail::Core& core = npu::detail::current();
+  npu::detail::Buffer* w = detail_::Access::use(core, dst, calCount, detail_::Use::vector_write, "Duplicate", "dst");
+  detail_::issue<T>(core, calCount, sizeof(T), w, nullptr, nullptr);
+  T* d = dst.GetPhyAddr();
+  for (std::uint32_t i = 0; i < calCount; ++i) d[i] = scalarValue;
+}
+
+// ---- dst = src converted: half/bf16 -> float (exact), float -> half/bf16 (CAST_RINT; CAST_NONE
+// rounds the same way when the value does not fit).
+template <class D, class S>
+void Cast(const LocalTensor<D>& dst, const LocalTensor<S>& src, RoundMode mode, std::uint32_t calCount) {
+  constexpr bool widen = std::is_same_v<D, float> && (std::is_same_v<S, half> || std::is_same_v<S, bfloat16_t>);
+  constexpr bool narrow = std::is_same_v<S, float> && (std::is_same_v<D, half> || std::is_same_v<D, bfloat16_t>);
+  static_assert(widen || narrow, "Cast: the emulator converts between float and half or bfloat16_t");
+  npu::detail::Core& core = npu::detail::current();
+  if (narrow && mode != RoundMode::CAST_RINT && mode != RoundMode::CAST_NONE) [[unlikely]] {
+    npu::detail::kernel_fail(core, "Cast: only CAST_RINT and CAST_NONE are emulated for float -> 16-bit");
+  }
+  npu::detail::Buffer* w = detail_::Access::use(core, dst, calCount, detail_::Use::vector_write, "Cast", "dst");
+  npu::detail::Buffer* r = detail_::Access::use(core, src, calCount, detail_::Use::vector_read, "Cast", "src");
+  detail_::issue<float>(core, calCount, 4, w, r, nullptr);
+  D* d = dst.GetPhyAddr();
+  const S* s = src.GetPhyAddr();
+  if constexpr (std::is_same_v<S, half>) {
+    const float* tab = npu::detail::half_table();
+    for (std::uint32_t i = 0; i < calCount; ++i) d[i] = tab[s[i].bits];
+  } else if constexpr (std::is_same_v<S, bfloat16_t>) {
+    for (std::uint32_t i = 0; i < calCount; ++i) d[i] = npu::detail::bf16_to_float(s[i].bits);
+  } else if constexpr (std::is_same_v<D, half>) {
+    for (std::uint32_t i = 0; i < calCount; ++i) d[i].bits = npu::detail::float_to_half(s[i]);
+  } else {
+    for (std::uint32_t i = 0; i < calCount; ++i) d[i].bits = npu::detail::float_to_bf16(s[i]);
+  }
+}
+
+// ---- dst[0] = the sum (the largest) of count elements of src. `work` holds at least
+// ceil(count / 64) floats (ReduceSumWorkElems).
+inline std::uint32_t ReduceSumWorkElems(std::uint32_t count) { return ((count + 63) / 64 + 7) / 8 * 8; }
+
+template <class T>
+void ReduceSum(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LocalTensor<T>& work, std::uint32_t count) {
+  static_assert(std::is_same_v<T, float>, "ReduceSum: the emulator sums float");
+  detail_::reduce("ReduceSum", dst, src, work, count, 0.0f, [](float a, float b) { return a + b; });
+}
+
+template <class T>
+void ReduceMax(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LocalTensor<T>& work, std::uint32_t count,
+               bool calIndex = false) {
+  static_assert(std::is_same_v<T, float>, "ReduceMax: the emulator reduces float");
+  if (calIndex) npu::detail::kernel_fail(npu::detail::current(), "ReduceMax: calIndex is not emulated");
+  detail_::reduce("ReduceMax", dst, src, work, count, -std::numeric_limits<float>::infinity(),
+                  [](float a, float b) { return a < b ? b : a; });
+}
+
+// ---- Synchronisation
+// Waits for every core of the launch (refused when the launch has more blocks than vector cores).
+template <bool isAIVOnly = true>
+void SyncAll() {
+  npu::detail::sync_all(npu::detail::current());
+}
+
+// A barrier on the issuing core: PIPE_ALL waits for every pipe; the emulator's scoreboard
+// already orders the others.
+template <pipe_t pipe>
+void PipeBarrier() {
+  if constexpr (pipe == PIPE_ALL) {
+    npu::detail::Core& core = npu::detail::current();
+    core.time.issue = core.time.end();
+  }
+}
+
+inline std::int64_t GetBlockIdx() { return npu::detail::current().block; }
+inline std::int64_t GetBlockNum() { return npu::detail::block_dim(npu::detail::current()); }
+
+}  // namespace opreg::npu::AscendC

@@ -1,0 +1,288 @@
+// Building blocks the npu kernels share, written against the Ascend C device API: row tiles
+// copied with one DataCopyPad (rows land 32-byte padded in UB), float views of 16-bit tiles, a
+// float row rounded to a narrower type and back, GM zero fill. A kernel for another op reuses
+// these rather than repeating the copy parameters.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <type_traits>
+
+#include "backends/npu/ascend/kernel_operator.h"
+#include "opreg/dtype.h"
+
+namespace opreg::npu::kernel {
+
+using namespace AscendC;
+
+// Elements of T a tile row is padded to: rows of a tile start 32 bytes apart.
+template <class T>
+constexpr std::int64_t kRowAlign = 32 / static_cast<std::int64_t>(sizeof(T));
+
+inline std::int64_t row_pitch(std::int64_t width, std::int64_t align) { return (width + align - 1) / align * align; }
+
+// A value for a narrow DMA parameter field: refusing rather than wrapping, because a wrapped
+// field (70000 rows in a uint16) would copy something else without any error.
+template <class Field>
+Field field(const char* name, std::int64_t value) {
+  if (value < 0 || static_cast<std::uint64_t>(value) > std::numeric_limits<Field>::max()) [[unlikely]] {
+    npu::detail::kernel_fail(npu::detail::current(), std::string("DataCopyExtParams.") + name + " = " +
+                                                         std::to_string(value) + " does not fit its field");
+  }
+  return static_cast<Field>(value);
+}
+
+// `rows` rows of `width` elements, row r at src[r * gm_pitch], into a tile of 32-byte padded rows
+// (`gm_pitch` matters only for several rows).
+template <class T>
+void CopyRowsIn(const LocalTensor<T>& dst, const GlobalTensor<T>& src, std::int64_t rows, std::int64_t width,
+                std::int64_t gm_pitch) {
+  if (rows == 0 || width == 0) return;
+  const DataCopyExtParams p{
+      field<std::uint16_t>("blockCount", rows),
+      field<std::uint32_t>("blockLen", width * static_cast<std::int64_t>(sizeof(T))),
+      field<std::uint32_t>("srcStride", rows > 1 ? (gm_pitch - width) * static_cast<std::int64_t>(sizeof(T)) : 0), 0,
+      0};
+  DataCopyPad(dst, src, p, DataCopyPadExtParams<T>{});
+}
+
+// The inverse: a tile of 32-byte padded rows out to rows `gm_pitch` elements apart (`gm_pitch`
+// matters only for several rows).
+template <class T>
+void CopyRowsOut(const GlobalTensor<T>& dst, const LocalTensor<T>& src, std::int64_t rows, std::int64_t width,
+                 std::int64_t gm_pitch) {
+  if (rows == 0 || width == 0) return;
+  const DataCopyExtParams p{
+      field<std::uint16_t>("blockCount", rows),
+      field<std::uint32_t>("blockLen", width * static_cast<std::int64_t>(sizeof(T))), 0,
+      field<std::uint32_t>("dstStride", rows > 1 ? (gm_pitch - width) * static_cast<std::int64_t>(sizeof(T)) : 0), 0};
+  DataCopyPad(dst, src, p);
+}
+
+// A float view of `n` elements of `src`: src itself when T is float, else src cast into `scratch`.
+template <class T>
+LocalTensor<float> AsFloat(const LocalTensor<T>& src, const LocalTensor<float>& scratch, std::int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    static_cast<void>(scratch);
+    static_cast<void>(n);
+    return src;
+  } else {
+    Cast(scratch, src, RoundMode::CAST_NONE, static_cast<std::uint32_t>(n));
+    return scratch;
+  }
+}
+
+// A float scratch tile that only kernels of a 16-bit T have: buf's tensor, or an empty one for
+// float (which computes in its own tiles).
+template <class T, TPosition pos>
+LocalTensor<float> FloatScratch(TBuf<pos>& buf) {
+  if constexpr (std::is_same_v<T, float>) {
+    static_cast<void>(buf);
+    return {};
+  } else {
+    return buf.template Get<float>();
+  }
+}
+
+// The float tile a result of T is computed in: the output tile itself for float, else `scratch`.
+template <class T>
+LocalTensor<float> FloatTile(const LocalTensor<T>& out, const LocalTensor<float>& scratch) {
+  if constexpr (std::is_same_v<T, float>) {
+    static_cast<void>(scratch);
+    return out;
+  } else {
+    static_cast<void>(out);
+    return scratch;
+  }
+}
+
+// v = T(v): rounds n floats to T and back through `tmp` (nothing for float).
+template <class T>
+void RoundTo(const LocalTensor<float>& v, const LocalTensor<T>& tmp, std::int64_t n) {
+  if constexpr (!std::is_same_v<T, float>) {
+    Cast(tmp, v, RoundMode::CAST_RINT, static_cast<std::uint32_t>(n));
+    Cast(v, tmp, RoundMode::CAST_NONE, static_cast<std::uint32_t>(n));
+  }
+}
+
+// v = dtype(v) for a dtype chosen at run time (f32: nothing), through `scratch` of n 16-bit values.
+inline void RoundToDType(const LocalTensor<float>& v, const LocalTensor<float>& scratch, DType dtype, std::int64_t n) {
+  if (dtype == DType::f16) RoundTo(v, scratch.ReinterpretCast<half>(), n);
+  if (dtype == DType::bf16) RoundTo(v, scratch.ReinterpretCast<bfloat16_t>(), n);
+}
+
+// dst = T(src): casts into dst (for float, src must already be dst: the kernel computed in place).
+template <class T>
+void StoreFloat(const LocalTensor<T>& dst, const LocalTensor<float>& src, std::int64_t n) {
+  if constexpr (!std::is_same_v<T, float>) {
+    Cast(dst, src, RoundMode::CAST_RINT, static_cast<std::uint32_t>(n));
+  } else {
+    static_cast<void>(dst);
+    static_cast<void>(src);
+    static_cast<void>(n);
+  }
+}
+
+// `width` elements of a GM row (from element col0) as floats into dst; `raw` is scratch of at
+// least width elements of T when T is not float.
+template <class T>
+void LoadRowAsFloat(const LocalTensor<float>& dst, const GlobalTensor<T>& src, std::int64_t col0, std::int64_t width,
+                    const LocalTensor<float>& raw) {
+  if constexpr (std::is_same_v<T, float>) {
+    static_cast<void>(raw);
+    CopyRowsIn(dst, src[static_cast<std::uint64_t>(col0)], 1, width, width);
+  } else {
+    const LocalTensor<T> narrow = raw.ReinterpretCast<T>();
+    CopyRowsIn(narrow, src[static_cast<std::uint64_t>(col0)], 1, width, width);
+    Cast(dst, narrow, RoundMode::CAST_NONE, static_cast<std::uint32_t>(width));
+  }
+}
+
+// `count` zeros into GM from element 0 of dst, in DataCopyPad blocks, through `scratch` (a float
+// tensor of at least 8 elements; zeroed here).
+inline void ZeroGm(const GlobalTensor<float>& dst, std::int64_t count, const LocalTensor<float>& scratch) {
+  const std::int64_t piece = std::min<std::int64_t>(scratch.GetSize(), 16383) / 8 * 8;
+  Duplicate(scratch, 0.0f, static_cast<std::uint32_t>(std::min(piece, count)));
+  for (std::int64_t at = 0; at < count; at += piece) {
+    CopyRowsOut(dst[static_cast<std::uint64_t>(at)], scratch, 1, std::min(piece, count - at), piece);
+  }
+}
+
+template <class T>
+constexpr DType dtype_of() {
+  if constexpr (std::is_same_v<T, float>) {
+    return DType::f32;
+  } else if constexpr (std::is_same_v<T, half>) {
+    return DType::f16;
+  } else {
+    static_assert(std::is_same_v<T, bfloat16_t>, "npu kernels compute on float, half and bfloat16_t");
+    return DType::bf16;
+  }
+}
+
+// Columns [first, first + count) of `cols` that part `part` of `parts` takes, in units of `unit`
+// columns (512-byte pieces keep the parts on L2 lines): the split of a column reduction.
+struct ColumnRange {
+  std::int64_t first = 0;
+  std::int64_t count = 0;
+};
+inline ColumnRange columns_of(std::int64_t cols, std::int64_t parts, std::int64_t part, std::int64_t unit) {
+  const std::int64_t units = (cols + unit - 1) / unit;
+  const std::int64_t q = units / parts;
+  const std::int64_t extra = units % parts;
+  const std::int64_t first = (part * q + std::min(part, extra)) * unit;
+  const std::int64_t end = std::min(cols, first + (q + (part < extra ? 1 : 0)) * unit);
+  return {std::min(first, cols), std::max<std::int64_t>(0, end - first)};
+}
+
+// Items 0..n-1, each a copy in and then a compute-and-copy-out. Double-buffered (depth 2), the
+// copy in of item i + 1 is issued before item i's compute, so MTE2 overlaps that compute even
+// when it stalls the scalar unit (a GetValue of a statistic); single-buffered, they alternate.
+template <class In, class Body>
+void Pipelined(std::int64_t n, int depth, In&& in, Body&& body) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (depth < 2 || i == 0) in(i);
+    if (depth >= 2 && i + 1 < n) in(i + 1);
+    body(i);
+  }
+}
+
+// A core's whole rows first .. first + count - 1 in tiles of per_tile rows (the last may have
+// fewer): in(row0, rows) then body(row0, rows) for each tile, pipelined.
+template <class In, class Body>
+void RowTiles(std::int64_t first, std::int64_t count, std::int64_t per_tile, int depth, In&& in, Body&& body) {
+  auto row0 = [&](std::int64_t t) { return first + t * per_tile; };
+  auto rows = [&](std::int64_t t) { return std::min(per_tile, count - t * per_tile); };
+  Pipelined((count + per_tile - 1) / per_tile, depth, [&](std::int64_t t) { in(row0(t), rows(t)); },
+            [&](std::int64_t t) { body(row0(t), rows(t)); });
+}
+
+// The walk of a kernel whose rows do not fit UB (TileMode::split_row): the core's rows are cut
+// into BLOCK_SIZE_SUB chunks and walked twice. Pass 1 takes a group of rows at a time (as many as
+// the statistics buffers hold), every chunk of every row of the group, so each row's statistic is
+// complete at the group's end; pass 2 takes the chunks one by one and, in each, all the core's
+// rows, so what belongs to a chunk (a weight slice, a dW partial) is loaded or kept once a core.
+// The copies in of both passes are pipelined.
+struct SplitRows {
+  std::int64_t first = 0;  // the core's rows: first .. first + count - 1
+  std::int64_t count = 0;
+  std::int64_t group = 1;  // statistics rows held at once
+  std::int64_t cols = 0;
+  std::int64_t chunk = 0;  // BLOCK_SIZE_SUB
+  std::int64_t chunks = 1;
+  int depth = 1;
+
+  std::int64_t groups() const { return (count + group - 1) / group; }
+  std::int64_t start(std::int64_t c) const { return c * chunk; }
+  std::int64_t width(std::int64_t c) const { return std::min(chunk, cols - start(c)); }
+
+  // For each group (its first row g0, gn rows): begin(g0, gn); then in(row, c) and body(r, c)
+  // for every chunk c of every row g0 + r; then end(g0, gn).
+  template <class Begin, class In, class Body, class End>
+  void pass1(Begin&& begin, In&& in, Body&& body, End&& end) const {
+    for (std::int64_t g0 = first; g0 < first + count; g0 += group) {
+      const std::int64_t gn = std::min(group, first + count - g0);
+      begin(g0, gn);
+      Pipelined(
+          chunks * gn, depth, [&](std::int64_t i) { in(g0 + i % gn, i / gn); },
+          [&](std::int64_t i) { body(i % gn, i / gn); });
+      end(g0, gn);
+    }
+  }
+
+  // For each chunk c: chunk_begin(c); for each row j of the core (j counts from 0), group_begin(
+  // first + j, rows of the group) where a group starts, then in(first + j, c) and body(j, c);
+  // chunk_end(c). A core without rows still begins and ends every chunk.
+  template <class ChunkBegin, class GroupBegin, class In, class Body, class ChunkEnd>
+  void pass2(ChunkBegin&& chunk_begin, GroupBegin&& group_begin, In&& in, Body&& body, ChunkEnd&& chunk_end) const {
+    if (count == 0) {
+      for (std::int64_t c = 0; c < chunks; ++c) {
+        chunk_begin(c);
+        chunk_end(c);
+      }
+      return;
+    }
+    Pipelined(
+        chunks * count, depth, [&](std::int64_t i) { in(first + i % count, i / count); },
+        [&](std::int64_t i) {
+          const std::int64_t c = i / count;
+          const std::int64_t j = i % count;
+          if (j == 0) chunk_begin(c);
+          if (j % group == 0) group_begin(first + j, std::min(group, count - j));
+          body(j, c);
+          if (j == count - 1) chunk_end(c);
+        });
+  }
+};
+
+template <class T>
+struct Tag {
+  using type = T;
+};
+
+// Calls f(Tag<X>{}, Tag<W>{}) for an activation dtype x (f32, f16, bf16) and a weight dtype w
+// that is x's or f32: one kernel instantiation per pair the ops accept.
+template <class F>
+void with_types(DType x, DType w, F&& f) {
+  auto on_x = [&](auto xt) {
+    if (w == DType::f32) {
+      f(xt, Tag<float>{});
+    } else {
+      f(xt, xt);
+    }
+  };
+  switch (x) {
+    case DType::f32:
+      return on_x(Tag<float>{});
+    case DType::f16:
+      return on_x(Tag<half>{});
+    case DType::bf16:
+      return on_x(Tag<bfloat16_t>{});
+    default:
+      npu::detail::kernel_fail(npu::detail::current(), "npu kernels take f32, f16 or bf16 activations");
+  }
+}
+
+}  // namespace opreg::npu::kernel

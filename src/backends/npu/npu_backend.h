@@ -1,0 +1,51 @@
+// The npu backend's object: host memory as GM, the emulated device behind it, and what the
+// backend reports (device properties, the last launch's counters for `opreg run`).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/npu/ascend/runtime.h"
+#include "backends/npu/profile.h"
+#include "opreg/device.h"
+
+namespace opreg {
+class Registry;
+}
+
+namespace opreg::npu {
+
+class NpuBackend final : public HostMemoryBackend {
+ public:
+  // Reads OPREG_NPU_PROFILE / OPREG_NPU_UB_BYTES when probed.
+  NpuBackend() = default;
+  // A fixed device model, whatever the environment says (tests, benchmarks).
+  explicit NpuBackend(DeviceModel model) : fixed_(model) {}
+
+  std::string name() const override { return "npu"; }
+  int inference_priority() const override { return 300; }
+  FallbackPolicy default_fallback() const override { return FallbackPolicy::warn; }
+  std::vector<std::string> env_vars() const override { return {"OPREG_NPU_PROFILE", "OPREG_NPU_UB_BYTES"}; }
+  Availability probe() override;
+  DeviceProps properties(int index) const override;
+  std::string last_run_note(int index) const override;
+
+  // The emulated device (after probe()).
+  Emulator& emulator() const { return *emulator_; }
+
+ private:
+  std::optional<DeviceModel> fixed_;
+  std::unique_ptr<Emulator> emulator_;
+};
+
+// The device model a device's properties describe (its profile and UB size).
+DeviceModel model_of(const DeviceProps& props);
+
+// The emulator of `registry`'s npu device, or nullptr when the registry has no npu backend.
+Emulator* emulator_of(Registry& registry);
+
+// Registers the rms_norm variants on `registry` (for the npu backend registered there).
+void register_rms_norm(Registry& registry);
+
+}  // namespace opreg::npu

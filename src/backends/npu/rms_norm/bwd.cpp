@@ -1,0 +1,429 @@
+// rms_norm backward on the npu (CANN's RmsNormGrad, deterministic mode):
+//   w' = offset + w, m = dy * w', xhat = x * rstd, c = sum(m * xhat) / H,
+//   dx = rstd * (m - c * xhat)   (= rstd * m - rstd^3 * sum(m * x) / H * x, without the cube,
+//                                  which under- and overflows float for large x),
+//   dw = sum over rows of dy * xhat (xhat rounded to x's dtype under llama and none).
+// Each core keeps one float dW partial in UB across its whole row range (rows summed 32 at a time
+// into a block partial, the blocks into the core's partial), writes it once to a GM workspace
+// [cores x hidden], and after SyncAll each core sums its share of the columns over the partials
+// in core order: the same bits whatever order the blocks ran in. Rows too long for UB are walked
+// in BLOCK_SIZE_SUB chunks, columns outside and rows inside, so that a chunk's partial stays in UB
+// while the core's rows pass. The atomic variant instead adds each partial into GM with MTE3's
+// atomic-add mode (CANN's default): its float bits depend on the order the cores arrive.
+#include <algorithm>
+#include <type_traits>
+#include <vector>
+
+#include "backends/npu/rms_norm/kernels.h"
+
+namespace opreg::npu::rms {
+namespace {
+
+using namespace AscendC;
+using kernel::AsFloat;
+using kernel::CopyRowsIn;
+using kernel::CopyRowsOut;
+using kernel::StoreFloat;
+
+// Rows summed into the block partial before it joins the core's partial: the float chains stay
+// short however many rows a core has.
+constexpr std::int64_t kRowsPerBlockPartial = 32;
+// The column reduction hands out columns in 512-byte pieces.
+constexpr std::int64_t kReduceUnit = 128;
+
+struct BwdParams {
+  Plan plan;
+  Impl impl = Impl::single_pass;
+  float offset = 0;
+  Casting casting = Casting::llama;
+  bool has_weight = true;
+  DType scale_round = DType::f32;
+  std::int64_t ws_acc = 0;    // floats into the workspace: the atomic accumulator [cols]
+  std::int64_t ws_coeff = 0;  // the coefficients of split rows in several groups [rows]
+  std::int64_t ws_floats = 0;
+  std::int64_t reduce_width = 0;  // columns a reduction step takes
+  int reduce_depth = 2;
+};
+
+template <class X, class W>
+class KernelRmsNormGrad {
+ public:
+  explicit KernelRmsNormGrad(const BwdParams& p) : p_(p), shape_(p.plan.shape()) {}
+
+  void Init(GM_ADDR dy, GM_ADDR x, GM_ADDR weight, GM_ADDR rstd, GM_ADDR dx, GM_ADDR dweight, GM_ADDR workspace) {
+    const Plan& plan = p_.plan;
+    block_ = GetBlockIdx();
+    range_ = rows_of_block(plan, block_);
+    cols_ = plan.cols;
+    const auto elems = static_cast<std::uint64_t>(plan.rows * cols_);
+    dyGm_.SetGlobalBuffer(reinterpret_cast<__gm__ X*>(dy), elems);
+    xGm_.SetGlobalBuffer(reinterpret_cast<__gm__ X*>(x), elems);
+    dxGm_.SetGlobalBuffer(reinterpret_cast<__gm__ X*>(dx), elems);
+    rstdGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(rstd), static_cast<std::uint64_t>(plan.rows));
+    if (p_.has_weight) {
+      wGm_.SetGlobalBuffer(reinterpret_cast<__gm__ W*>(weight), static_cast<std::uint64_t>(cols_));
+      dwGm_.SetGlobalBuffer(reinterpret_cast<__gm__ W*>(dweight), static_cast<std::uint64_t>(cols_));
+    }
+    if (p_.ws_floats > 0) {
+      wsGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(workspace), static_cast<std::uint64_t>(p_.ws_floats));
+    }
+    const BwdLayout l = bwd_layout(kernel::dtype_of<X>(), p_.has_weight);
+    const auto depth = static_cast<std::uint8_t>(plan.depth);
+    pipe_.InitBuffer(inDy_, depth, bytes(l.dy));
+    pipe_.InitBuffer(inX_, depth, bytes(l.x));
+    pipe_.InitBuffer(outDx_, depth, bytes(l.dx));
+    if (l.dyf.size != 0) pipe_.InitBuffer(dyfBuf_, bytes(l.dyf));
+    if (l.xf.size != 0) pipe_.InitBuffer(xfBuf_, bytes(l.xf));
+    pipe_.InitBuffer(tBuf_, bytes(l.t));
+    if (p_.has_weight) {
+      pipe_.InitBuffer(wfBuf_, bytes(l.wf));
+      pipe_.InitBuffer(dwpBuf_, bytes(l.dwp));
+      pipe_.InitBuffer(blkBuf_, bytes(l.blk));
+    }
+    pipe_.InitBuffer(rstdBuf_, bytes(l.rstd));
+    pipe_.InitBuffer(dotBuf_, bytes(l.dot));
+    pipe_.InitBuffer(coeffBuf_, bytes(l.coeff));
+    pipe_.InitBuffer(accBuf_, bytes(l.acc));
+    pipe_.InitBuffer(workBuf_, bytes(l.work));
+  }
+
+  void Process() {
+    const bool atomic = p_.impl == Impl::atomic && p_.has_weight;
+    if (atomic) {
+      // The accumulator starts at zero (block 0 clears it) before any core adds into it.
+      if (block_ == 0) kernel::ZeroGm(AtomicTarget(), cols_, tBuf_.Get<float>());
+      SyncAll();
+    }
+    if (p_.plan.mode == TileMode::split_row) {
+      ProcessChunks();
+    } else {
+      ProcessRows();
+    }
+    if (!p_.has_weight) return;
+    if (atomic && std::is_same_v<W, float>) return;  // the adds landed in dweight itself
+    SyncAll();
+    // After the barrier the partials (or the atomic sum) are complete: each core finishes its
+    // share of dweight's columns.
+    if (atomic) {
+      ReduceColumns(p_.ws_acc, 1);
+    } else {
+      ReduceColumns(0, p_.plan.block_dim);
+    }
+  }
+
+ private:
+  std::uint32_t bytes(const UbItem& item) const { return static_cast<std::uint32_t>(item_bytes(item, shape_)); }
+  std::uint64_t at(std::int64_t row, std::int64_t col = 0) const {
+    return static_cast<std::uint64_t>(row * cols_ + col);
+  }
+  static std::uint32_t u32(std::int64_t v) { return static_cast<std::uint32_t>(v); }
+
+  GlobalTensor<float> AtomicTarget() {
+    if constexpr (std::is_same_v<W, float>) {
+      return dwGm_;
+    } else {
+      return wsGm_[static_cast<std::uint64_t>(p_.ws_acc)];
+    }
+  }
+
+  // ---- whole rows
+  void ProcessRows() {
+    StartPartial(0, cols_);
+    kernel::RowTiles(
+        range_.first, range_.count, p_.plan.rows_per_tile, p_.plan.depth,
+        [&](std::int64_t row0, std::int64_t n) { CopyIn(row0, n, 0, cols_); },
+        [&](std::int64_t row0, std::int64_t n) {
+          CopyRowsIn(rstdBuf_.Get<float>(), rstdGm_[static_cast<std::uint64_t>(row0)], 1, n, n);
+          stat0_ = 0;
+          Grad(n, shape_.pitch(), cols_, true);
+          CopyOut(row0, n, 0, cols_);
+        });
+    FlushPartial(0, cols_);
+  }
+
+  // ---- split rows: pass 1 the coefficients, pass 2 dx and dW, chunk by chunk
+  void ProcessChunks() {
+    const Plan& plan = p_.plan;
+    const kernel::SplitRows walk{range_.first,        range_.count, plan.stat_rows, cols_,
+                                 plan.block_size_sub, plan.chunks,  plan.depth};
+    const LocalTensor<float> dot = dotBuf_.Get<float>();
+    const LocalTensor<float> rstd = rstdBuf_.Get<float>();
+    const LocalTensor<float> coeff = coeffBuf_.Get<float>();
+    const bool spill = walk.groups() > 1;  // coefficients of several groups go through GM
+    auto in = [&](std::int64_t row, std::int64_t c) { CopyIn(row, 1, walk.start(c), walk.width(c)); };
+    walk.pass1(
+        [&](std::int64_t g0, std::int64_t gn) {
+          Duplicate(dot, 0.0f, u32(gn));
+          CopyRowsIn(rstd, rstdGm_[static_cast<std::uint64_t>(g0)], 1, gn, gn);
+        },
+        in,
+        [&](std::int64_t r, std::int64_t c) {
+          if (r == 0) PrepareWeight(walk.start(c), walk.width(c));
+          DotChunk(dot[u32(r)], rstd.GetValue(u32(r)), walk.width(c));
+        },
+        [&](std::int64_t g0, std::int64_t gn) {
+          Coeff(coeff, dot, gn);
+          if (spill) CopyRowsOut(wsGm_[static_cast<std::uint64_t>(p_.ws_coeff + g0)], coeff, 1, gn, gn);
+        });
+    if (spill) PipeBarrier<PIPE_ALL>();  // the coefficients come back from GM: MTE3 -> MTE2
+    walk.pass2([&](std::int64_t c) { StartPartial(walk.start(c), walk.width(c)); },
+               [&](std::int64_t row, std::int64_t gn) {
+                 if (!spill) return;
+                 CopyRowsIn(rstd, rstdGm_[static_cast<std::uint64_t>(row)], 1, gn, gn);
+                 CopyRowsIn(coeff, wsGm_[static_cast<std::uint64_t>(p_.ws_coeff + row)], 1, gn, gn);
+               },
+               in,
+               [&](std::int64_t j, std::int64_t c) {
+                 stat0_ = j % walk.group;
+                 Grad(1, walk.width(c), walk.width(c), false);
+                 CopyOut(range_.first + j, 1, walk.start(c), walk.width(c));
+               },
+               [&](std::int64_t c) { FlushPartial(walk.start(c), walk.width(c)); });
+  }
+
+  void CopyIn(std::int64_t row0, std::int64_t n, std::int64_t col0, std::int64_t width) {
+    LocalTensor<X> dy = inDy_.AllocTensor<X>();
+    LocalTensor<X> x = inX_.AllocTensor<X>();
+    CopyRowsIn(dy, dyGm_[at(row0, col0)], n, width, cols_);
+    CopyRowsIn(x, xGm_[at(row0, col0)], n, width, cols_);
+    inDy_.EnQue(dy);
+    inX_.EnQue(x);
+  }
+
+  void CopyOut(std::int64_t row0, std::int64_t n, std::int64_t col0, std::int64_t width) {
+    LocalTensor<X> dx = outDx_.DeQue<X>();
+    CopyRowsOut(dxGm_[at(row0, col0)], dx, n, width, cols_);
+    outDx_.FreeTensor(dx);
+  }
+
+  // dot[r] += sum(dy * w' * xhat) over one chunk of a row (pass 1 of split rows).
+  void DotChunk(const LocalTensor<float>& dot, float rstd, std::int64_t width) {
+    LocalTensor<X> dy = inDy_.DeQue<X>();
+    LocalTensor<X> x = inX_.DeQue<X>();
+    const LocalTensor<float> dyf = AsFloat(dy, kernel::FloatScratch<X>(dyfBuf_), width);
+    const LocalTensor<float> xf = AsFloat(x, kernel::FloatScratch<X>(xfBuf_), width);
+    const LocalTensor<float> t = tBuf_.Get<float>();
+    const LocalTensor<float> acc = accBuf_.Get<float>();
+    Muls(xf, xf, rstd, u32(width));  // xhat, in x's float tile
+    if (p_.has_weight) {
+      Mul(t, dyf, wfBuf_.Get<float>(), u32(width));
+      Mul(t, t, xf, u32(width));
+    } else {
+      Mul(t, dyf, xf, u32(width));
+    }
+    ReduceSum(acc, t, workBuf_.Get<float>(), u32(width));
+    Add(dot, dot, acc, 1);
+    inDy_.FreeTensor(dy);
+    inX_.FreeTensor(x);
+  }
+
+  // dx (and the dW partial) for n rows of `width` columns `pitch` apart, their statistics at
+  // stat0_ on. With `whole`, the rows are whole and their coefficients are computed here.
+  void Grad(std::int64_t n, std::int64_t pitch, std::int64_t width, bool whole) {
+    LocalTensor<X> dy = inDy_.DeQue<X>();
+    LocalTensor<X> x = inX_.DeQue<X>();
+    LocalTensor<X> dx = outDx_.AllocTensor<X>();
+    const std::int64_t span = n * pitch;
+    const LocalTensor<float> dyf = AsFloat(dy, kernel::FloatScratch<X>(dyfBuf_), span);
+    const LocalTensor<float> xf = AsFloat(x, kernel::FloatScratch<X>(xfBuf_), span);
+    const LocalTensor<float> t = tBuf_.Get<float>();
+    const std::int64_t s0 = stat0_;
+    const LocalTensor<float> rstd = rstdBuf_.Get<float>();
+    const LocalTensor<float> coeff = coeffBuf_.Get<float>();
+    auto row = [&](const LocalTensor<float>& v, std::int64_t r) { return v[u32(r * pitch)]; };
+    // xhat = x * rstd, in x's float tile (x itself is not needed again).
+    for (std::int64_t r = 0; r < n; ++r) Muls(row(xf, r), row(xf, r), rstd.GetValue(u32(s0 + r)), u32(width));
+    if (p_.has_weight) {
+      // dW: dy * xhat, xhat rounded to X first (not under gemma); dx's tile is the scratch.
+      bool rounded = false;
+      if constexpr (!std::is_same_v<X, float>) {
+        if (p_.casting != Casting::gemma) {
+          Cast(dx, xf, RoundMode::CAST_RINT, u32(span));
+          Cast(t, dx, RoundMode::CAST_NONE, u32(span));
+          Mul(t, t, dyf, u32(span));
+          rounded = true;
+        }
+      }
+      if (!rounded) Mul(t, xf, dyf, u32(span));
+      const LocalTensor<float> blk = blkBuf_.Get<float>();
+      for (std::int64_t r = 0; r < n; ++r) {
+        Add(blk, blk, row(t, r), u32(width));
+        if (++block_rows_ == kRowsPerBlockPartial) FoldBlock(width);
+      }
+      // m = dy * w', in dy's float tile.
+      const LocalTensor<float> wf = wfBuf_.Get<float>();
+      for (std::int64_t r = 0; r < n; ++r) Mul(row(dyf, r), row(dyf, r), wf, u32(width));
+    }
+    if (whole) {
+      const LocalTensor<float> dot = dotBuf_.Get<float>();
+      Mul(t, dyf, xf, u32(span));
+      for (std::int64_t r = 0; r < n; ++r) ReduceSum(dot[u32(r)], row(t, r), workBuf_.Get<float>(), u32(width));
+      Coeff(coeff, dot, n);
+    }
+    // dx = rstd * (m - c * xhat), in dx's tile for float, else in m's.
+    const LocalTensor<float> dxf = kernel::FloatTile(dx, dyf);
+    for (std::int64_t r = 0; r < n; ++r) {
+      Muls(row(t, r), row(xf, r), coeff.GetValue(u32(s0 + r)), u32(width));
+      Sub(row(dxf, r), row(dyf, r), row(t, r), u32(width));
+      Muls(row(dxf, r), row(dxf, r), rstd.GetValue(u32(s0 + r)), u32(width));
+    }
+    StoreFloat(dx, dxf, span);
+    outDx_.EnQue(dx);
+    inDy_.FreeTensor(dy);
+    inX_.FreeTensor(x);
+  }
+
+  // c = dot / cols for n rows.
+  void Coeff(const LocalTensor<float>& coeff, const LocalTensor<float>& dot, std::int64_t n) {
+    Muls(coeff, dot, cols_ == 0 ? 0.0f : 1.0f / static_cast<float>(cols_), u32(n));
+  }
+
+  // ---- the dW partial of columns [col0, col0 + width)
+  void StartPartial(std::int64_t col0, std::int64_t width) {
+    PrepareWeight(col0, width);
+    if (!p_.has_weight) return;
+    Duplicate(dwpBuf_.Get<float>(), 0.0f, u32(width));
+    Duplicate(blkBuf_.Get<float>(), 0.0f, u32(width));
+    block_rows_ = 0;
+  }
+
+  void FoldBlock(std::int64_t width) {
+    const LocalTensor<float> dwp = dwpBuf_.Get<float>();
+    const LocalTensor<float> blk = blkBuf_.Get<float>();
+    Add(dwp, dwp, blk, u32(width));
+    Duplicate(blk, 0.0f, u32(width));
+    block_rows_ = 0;
+  }
+
+  // The partial leaves UB once: into this core's workspace row, or added atomically.
+  void FlushPartial(std::int64_t col0, std::int64_t width) {
+    if (!p_.has_weight || width == 0) return;
+    FoldBlock(width);
+    const LocalTensor<float> dwp = dwpBuf_.Get<float>();
+    if (p_.impl == Impl::atomic) {
+      SetAtomicAdd<float>();
+      CopyRowsOut(AtomicTarget()[static_cast<std::uint64_t>(col0)], dwp, 1, width, width);
+      SetAtomicNone();
+    } else {
+      CopyRowsOut(wsGm_[static_cast<std::uint64_t>(block_ * cols_ + col0)], dwp, 1, width, width);
+    }
+  }
+
+  // dweight[c] = sum over k < parts of ws[first + k * cols + c], in k order, for this core's
+  // columns; the UB is re-planned for it.
+  void ReduceColumns(std::int64_t first, std::int64_t parts) {
+    pipe_.Reset();
+    const ReduceLayout l = reduce_layout(kernel::dtype_of<W>());
+    const kernel::ColumnRange mine = kernel::columns_of(cols_, p_.plan.block_dim, block_, kReduceUnit);
+    const std::int64_t step = p_.reduce_width;
+    const TileShape s{1, step, 1, 1};
+    const auto depth = static_cast<std::uint8_t>(p_.reduce_depth);
+    pipe_.InitBuffer(sumBuf_, static_cast<std::uint32_t>(item_bytes(l.acc, s)));
+    pipe_.InitBuffer(inPart_, depth, static_cast<std::uint32_t>(item_bytes(l.in, s)));
+    if (l.out.size != 0) pipe_.InitBuffer(outDw_, depth, static_cast<std::uint32_t>(item_bytes(l.out, s)));
+    const LocalTensor<float> sum = sumBuf_.Get<float>();
+    for (std::int64_t c0 = mine.first; c0 < mine.first + mine.count; c0 += step) {
+      const std::int64_t width = std::min(step, mine.first + mine.count - c0);
+      CopyRowsIn(sum, wsGm_[static_cast<std::uint64_t>(first + c0)], 1, width, width);
+      for (std::int64_t k = 1; k < parts; ++k) {
+        LocalTensor<float> part = inPart_.AllocTensor<float>();
+        CopyRowsIn(part, wsGm_[static_cast<std::uint64_t>(first + k * cols_ + c0)], 1, width, width);
+        inPart_.EnQue(part);
+        part = inPart_.DeQue<float>();
+        Add(sum, sum, part, u32(width));
+        inPart_.FreeTensor(part);
+      }
+      if constexpr (std::is_same_v<W, float>) {
+        CopyRowsOut(dwGm_[static_cast<std::uint64_t>(c0)], sum, 1, width, width);
+      } else {
+        LocalTensor<W> out = outDw_.AllocTensor<W>();
+        Cast(out, sum, RoundMode::CAST_RINT, u32(width));
+        outDw_.EnQue(out);
+        out = outDw_.DeQue<W>();
+        CopyRowsOut(dwGm_[static_cast<std::uint64_t>(c0)], out, 1, width, width);
+        outDw_.FreeTensor(out);
+      }
+    }
+  }
+
+  void PrepareWeight(std::int64_t col0, std::int64_t width) {
+    if (p_.has_weight)
+      PrepareScale(wfBuf_.Get<float>(), wGm_, tBuf_.Get<float>(), col0, width, p_.offset, p_.scale_round);
+  }
+
+  BwdParams p_;
+  TileShape shape_;
+  std::int64_t block_ = 0;
+  RowRange range_;
+  std::int64_t cols_ = 0;
+  std::int64_t stat0_ = 0;
+  std::int64_t block_rows_ = 0;
+  TPipe pipe_;
+  TQue<TPosition::VECIN, 2> inDy_, inX_, inPart_;
+  TQue<TPosition::VECOUT, 2> outDx_, outDw_;
+  TBuf<TPosition::VECCALC> dyfBuf_, xfBuf_, tBuf_, wfBuf_, dwpBuf_, blkBuf_, rstdBuf_, dotBuf_, coeffBuf_, accBuf_,
+      workBuf_, sumBuf_;
+  GlobalTensor<X> dyGm_, xGm_, dxGm_;
+  GlobalTensor<W> wGm_, dwGm_;
+  GlobalTensor<float> rstdGm_, wsGm_;
+};
+
+}  // namespace
+
+void run_bwd(Impl impl, const RmsNormBwdArgs& a, Emulator& emulator, const KernelContext& ctx) {
+  const Shape s = shape_of(a);
+  BwdParams p;
+  p.plan = plan_bwd(impl, s, emulator.model());
+  p.impl = impl;
+  p.offset = static_cast<float>(a.offset);
+  p.casting = a.casting;
+  p.has_weight = s.has_weight;
+  p.scale_round = a.casting == Casting::none ? none_scale_dtype(s.x, s.w) : DType::f32;
+  const std::string name = "rms_norm_bwd_" + std::string(to_string(impl));
+  // Nothing to compute: no columns, or no rows and no dweight to clear.
+  if (s.cols == 0 || (s.rows == 0 && !s.has_weight)) {
+    emulator.record(empty_launch(name, emulator));
+    return;
+  }
+  const std::int64_t cores = p.plan.block_dim;
+  // The workspace (floats): the partials [cores x cols], then the atomic accumulator [cols] of a
+  // 16-bit dweight, then the coefficients [rows] of split rows in several groups.
+  std::int64_t floats = s.has_weight && impl != Impl::atomic ? cores * s.cols : 0;
+  p.ws_acc = floats;
+  if (s.has_weight && impl == Impl::atomic && s.w != DType::f32) floats += s.cols;
+  p.ws_coeff = floats;
+  if (p.plan.mode == TileMode::split_row && p.plan.stat_rows < p.plan.block_factor) floats += s.rows;
+  p.ws_floats = floats;
+  const ReduceLayout rl = reduce_layout(s.w);
+  const auto reduce_items = rl.items();
+  const std::int64_t avail = static_cast<std::int64_t>(emulator.ub_bytes()) - kUbReserve;
+  p.reduce_width = fit_width(reduce_items, avail, 2, kMaxBlockLen / 4 / kSubAlign * kSubAlign);
+  if (p.reduce_width == 0) {
+    p.reduce_depth = 1;
+    p.reduce_width = fit_width(reduce_items, avail, 1, kMaxBlockLen / 4 / kSubAlign * kSubAlign);
+  }
+  Workspace::Lease lease;
+  if (p.ws_floats > 0) {
+    lease = ctx.backend->workspace(ctx.device.index).acquire(static_cast<std::size_t>(p.ws_floats) * 4, ctx.stream);
+  }
+  std::vector<GmArg> args{{"dy", a.dy.data(), a.dy.nbytes()},
+                          {"x", a.x.data(), a.x.nbytes()},
+                          {"rstd", a.rstd.data(), a.rstd.nbytes()},
+                          {"dx", a.dx.data(), a.dx.nbytes()},
+                          {"workspace", lease.data(), lease.bytes()}};
+  if (s.has_weight) {
+    args.push_back({"weight", a.weight.data(), a.weight.nbytes()});
+    args.push_back({"dweight", a.dweight.data(), a.dweight.nbytes()});
+  }
+  auto gm = [](const Tensor& t) { return static_cast<GM_ADDR>(t.data()); };
+  auto* workspace = static_cast<GM_ADDR>(lease.data());
+  emulator.launch(name, cores, args, [&] {
+    kernel::with_types(s.x, s.w, [&](auto xt, auto wt) {
+      KernelRmsNormGrad<typename decltype(xt)::type, typename decltype(wt)::type> op(p);
+      op.Init(gm(a.dy), gm(a.x), gm(a.weight), gm(a.rstd), gm(a.dx), gm(a.dweight), workspace);
+      op.Process();
+    });
+  });
+}
+
+}  // namespace opreg::npu::rms

@@ -1,0 +1,337 @@
+// rms_norm forward on the npu: y = x * rstd * (offset + w), rstd = 1 / sqrt(mean(x^2) + eps).
+//
+// single_pass (CANN's MERGE_N / NORMAL): each core takes a contiguous range of rows, several
+// whole rows a tile (each row 32-byte padded in UB), one DataCopyPad in and out per tile; x is
+// read once, the weight once per core.
+// chunked (CANN's SPLIT_D): a row that does not fit UB is walked in BLOCK_SIZE_SUB chunks twice,
+// a sum-of-squares pass for a group of rows and then, chunk by chunk, the normalise pass over the
+// group, so that each chunk of the weight is read once per core and x at most twice.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "backends/npu/kernel_util.h"
+#include "backends/npu/rms_norm/kernels.h"
+
+namespace opreg::npu::rms {
+namespace {
+
+using namespace AscendC;
+using kernel::AsFloat;
+using kernel::CopyRowsIn;
+using kernel::CopyRowsOut;
+using kernel::StoreFloat;
+
+struct FwdParams {
+  Plan plan;
+  float eps = 0;
+  float offset = 0;
+  Casting casting = Casting::llama;
+  bool has_weight = true;
+  DType scale_round = DType::f32;  // what (offset + w) is rounded to (casting none)
+};
+
+template <class X, class W>
+class KernelRmsNorm {
+ public:
+  explicit KernelRmsNorm(const FwdParams& p) : p_(p), shape_(p.plan.shape()) {}
+
+  void Init(GM_ADDR x, GM_ADDR weight, GM_ADDR y, GM_ADDR rstd) {
+    const Plan& plan = p_.plan;
+    range_ = rows_of_block(plan, GetBlockIdx());
+    cols_ = plan.cols;
+    const auto elems = static_cast<std::uint64_t>(plan.rows * cols_);
+    xGm_.SetGlobalBuffer(reinterpret_cast<__gm__ X*>(x), elems);
+    yGm_.SetGlobalBuffer(reinterpret_cast<__gm__ X*>(y), elems);
+    rstdGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(rstd), static_cast<std::uint64_t>(plan.rows));
+    if (p_.has_weight) wGm_.SetGlobalBuffer(reinterpret_cast<__gm__ W*>(weight), static_cast<std::uint64_t>(cols_));
+    const FwdLayout l = fwd_layout(kernel::dtype_of<X>(), p_.has_weight);
+    const auto depth = static_cast<std::uint8_t>(plan.depth);
+    pipe_.InitBuffer(inX_, depth, bytes(l.x));
+    pipe_.InitBuffer(outY_, depth, bytes(l.y));
+    if (l.xf.size != 0) pipe_.InitBuffer(xfBuf_, bytes(l.xf));
+    if (l.sq.size != 0) pipe_.InitBuffer(sqBuf_, bytes(l.sq));
+    if (l.wf.size != 0) pipe_.InitBuffer(wfBuf_, bytes(l.wf));
+    pipe_.InitBuffer(sumsBuf_, bytes(l.sums));
+    pipe_.InitBuffer(scaleBuf_, bytes(l.scale));
+    pipe_.InitBuffer(rstdBuf_, bytes(l.rstd));
+    pipe_.InitBuffer(accBuf_, bytes(l.acc));
+    pipe_.InitBuffer(workBuf_, bytes(l.work));
+  }
+
+  void Process() {
+    if (p_.plan.mode == TileMode::split_row) {
+      ProcessChunks();
+    } else {
+      ProcessRows();
+    }
+  }
+
+ private:
+  std::uint32_t bytes(const UbItem& item) const { return static_cast<std::uint32_t>(item_bytes(item, shape_)); }
+  std::uint64_t at(std::int64_t row, std::int64_t col = 0) const {
+    return static_cast<std::uint64_t>(row * cols_ + col);
+  }
+
+  // ---- whole rows: a tile of up to rows_per_tile rows
+  void ProcessRows() {
+    PrepareWeight(0, cols_);
+    kernel::RowTiles(
+        range_.first, range_.count, p_.plan.rows_per_tile, p_.plan.depth,
+        [&](std::int64_t row0, std::int64_t n) { CopyIn(row0, n, 0, cols_); },
+        [&](std::int64_t row0, std::int64_t n) {
+          ComputeRows(n);
+          CopyOut(row0, n, 0, cols_);
+        });
+  }
+
+  void CopyIn(std::int64_t row0, std::int64_t n, std::int64_t col0, std::int64_t width) {
+    LocalTensor<X> x = inX_.AllocTensor<X>();
+    CopyRowsIn(x, xGm_[at(row0, col0)], n, width, cols_);
+    inX_.EnQue(x);
+  }
+
+  void CopyOut(std::int64_t row0, std::int64_t n, std::int64_t col0, std::int64_t width) {
+    LocalTensor<X> y = outY_.DeQue<X>();
+    CopyRowsOut(yGm_[at(row0, col0)], y, n, width, cols_);
+    outY_.FreeTensor(y);
+    if (col0 == 0 && p_.plan.mode != TileMode::split_row) {
+      CopyRowsOut(rstdGm_[static_cast<std::uint64_t>(row0)], rstdBuf_.Get<float>(), 1, n, n);
+    }
+  }
+
+  void ComputeRows(std::int64_t n) {
+    LocalTensor<X> x = inX_.DeQue<X>();
+    LocalTensor<X> y = outY_.AllocTensor<X>();
+    const std::int64_t pitch = shape_.pitch();
+    const std::int64_t span = n * pitch;
+    const LocalTensor<float> xf = AsFloat(x, kernel::FloatScratch<X>(xfBuf_), span);
+    // x^2 goes where y is computed next: y's own tile for float x.
+    const LocalTensor<float> yf = kernel::FloatTile(y, kernel::FloatScratch<X>(sqBuf_));
+    const LocalTensor<float> sq = yf;
+    const LocalTensor<float> sums = sumsBuf_.Get<float>();
+    const LocalTensor<float> rstd = rstdBuf_.Get<float>();
+    Mul(sq, xf, xf, static_cast<std::uint32_t>(span));
+    for (std::int64_t r = 0; r < n; ++r) {
+      ReduceSum(sums[static_cast<std::uint32_t>(r)], sq[static_cast<std::uint32_t>(r * pitch)], workBuf_.Get<float>(),
+                static_cast<std::uint32_t>(cols_));
+    }
+    const LocalTensor<float> scale = scaleBuf_.Get<float>();
+    Duplicate(scale, 1.0f, static_cast<std::uint32_t>(n));
+    for (std::int64_t r = 0; r < n; ++r) {
+      const auto off = static_cast<std::uint32_t>(r * pitch);
+      if (sums.GetValue(static_cast<std::uint32_t>(r)) == kInf) RescaleRow(r, xf[off], sq[off]);
+    }
+    Rstd(rstd, sums, n);
+    for (std::int64_t r = 0; r < n; ++r) {
+      const auto off = static_cast<std::uint32_t>(r * pitch);
+      Muls(yf[off], xf[off], rstd.GetValue(static_cast<std::uint32_t>(r)), static_cast<std::uint32_t>(cols_));
+    }
+    Scale(yf, y, n, pitch, cols_);
+    outY_.EnQue(y);
+    inX_.FreeTensor(x);
+  }
+
+  // ---- split rows: BLOCK_SIZE_SUB chunks, statistics of stat_rows rows at a time
+  kernel::SplitRows Walk() const {
+    const Plan& plan = p_.plan;
+    return {range_.first, range_.count, plan.stat_rows, cols_, plan.block_size_sub, plan.chunks, plan.depth};
+  }
+
+  void ProcessChunks() {
+    const kernel::SplitRows walk = Walk();
+    const LocalTensor<float> sums = sumsBuf_.Get<float>();
+    const LocalTensor<float> rstd = rstdBuf_.Get<float>();
+    auto in = [&](std::int64_t row, std::int64_t c) { CopyIn(row, 1, walk.start(c), walk.width(c)); };
+    // Pass 1: the sum of squares of each row of a group, chunk by chunk, then the group's rstd.
+    walk.pass1([&](std::int64_t, std::int64_t gn) { Duplicate(sums, 0.0f, static_cast<std::uint32_t>(gn)); }, in,
+               [&](std::int64_t r, std::int64_t c) { SumChunk(sums[static_cast<std::uint32_t>(r)], walk.width(c)); },
+               [&](std::int64_t g0, std::int64_t gn) {
+                 Duplicate(scaleBuf_.Get<float>(), 1.0f, static_cast<std::uint32_t>(gn));
+                 for (std::int64_t r = 0; r < gn; ++r) {
+                   if (sums.GetValue(static_cast<std::uint32_t>(r)) == kInf) RescaleSplitRow(g0 + r, r);
+                 }
+                 Rstd(rstd, sums, gn);
+                 CopyRowsOut(rstdGm_[static_cast<std::uint64_t>(g0)], rstd, 1, gn, gn);
+               });
+    // Pass 2: chunk by chunk (its weight loaded once), normalise every row of the core; with
+    // several groups their rstd comes back from GM (MTE3 -> MTE2: a barrier first).
+    if (walk.groups() > 1) PipeBarrier<PIPE_ALL>();
+    walk.pass2([&](std::int64_t c) { PrepareWeight(walk.start(c), walk.width(c)); },
+               [&](std::int64_t row, std::int64_t gn) {
+                 if (walk.groups() > 1) CopyRowsIn(rstd, rstdGm_[static_cast<std::uint64_t>(row)], 1, gn, gn);
+               },
+               in,
+               [&](std::int64_t j, std::int64_t c) {
+                 NormaliseChunk(rstd.GetValue(static_cast<std::uint32_t>(j % walk.group)), walk.width(c));
+                 CopyOut(range_.first + j, 1, walk.start(c), walk.width(c));
+               },
+               [](std::int64_t) {});
+  }
+
+  void SumChunk(const LocalTensor<float>& sum, std::int64_t width) {
+    LocalTensor<X> x = inX_.DeQue<X>();
+    const LocalTensor<float> xf = AsFloat(x, kernel::FloatScratch<X>(xfBuf_), width);
+    const LocalTensor<float> acc = accBuf_.Get<float>();
+    Mul(xf, xf, xf, static_cast<std::uint32_t>(width));  // x is not needed after its squares
+    ReduceSum(acc, xf, workBuf_.Get<float>(), static_cast<std::uint32_t>(width));
+    Add(sum, sum, acc, 1);
+    inX_.FreeTensor(x);
+  }
+
+  void NormaliseChunk(float rstd, std::int64_t width) {
+    LocalTensor<X> x = inX_.DeQue<X>();
+    LocalTensor<X> y = outY_.AllocTensor<X>();
+    const LocalTensor<float> xf = AsFloat(x, kernel::FloatScratch<X>(xfBuf_), width);
+    const LocalTensor<float> yf = kernel::FloatTile(y, kernel::FloatScratch<X>(sqBuf_));
+    Muls(yf, xf, rstd, static_cast<std::uint32_t>(width));
+    Scale(yf, y, 1, width, width);
+    outY_.EnQue(y);
+    inX_.FreeTensor(x);
+  }
+
+  // ---- shared steps
+
+  // rstd[i] = scale[i] / sqrt(sums[i] / cols + eps * scale[i]^2) for n rows, where sums[i] is the
+  // sum of (x * scale[i])^2 (scale 1 but for rows whose squares overflow; the mean of an empty
+  // row is 0). Consumes sums.
+  void Rstd(const LocalTensor<float>& rstd, const LocalTensor<float>& sums, std::int64_t n) {
+    const auto count = static_cast<std::uint32_t>(n);
+    const LocalTensor<float> scale = scaleBuf_.Get<float>();
+    Muls(rstd, sums, cols_ == 0 ? 0.0f : 1.0f / static_cast<float>(cols_), count);
+    Mul(sums, scale, scale, count);
+    Muls(sums, sums, p_.eps, count);
+    Add(rstd, rstd, sums, count);
+    Sqrt(rstd, rstd, count);
+    Reciprocal(rstd, rstd, count);
+    Mul(rstd, rstd, scale, count);
+  }
+
+  // A row whose sum of squares overflowed float (values past ~2^64): summed again scaled by a
+  // power of two that brings its largest magnitude into [0.5, 1). A row holding an infinity keeps
+  // the infinite sum (rstd 0), as the reference does. `x` is the row as float, `scratch` a row.
+  void RescaleRow(std::int64_t r, const LocalTensor<float>& x, const LocalTensor<float>& scratch) {
+    const auto width = static_cast<std::uint32_t>(cols_);
+    const LocalTensor<float> acc = accBuf_.Get<float>();
+    Abs(scratch, x, width);
+    ReduceMax(acc, scratch, workBuf_.Get<float>(), width);
+    const float largest = acc.GetValue(0);
+    if (!std::isfinite(largest)) return;
+    const float scale = ScaleFor(largest);
+    Muls(scratch, x, scale, width);
+    Mul(scratch, scratch, scratch, width);
+    ReduceSum(sumsBuf_.Get<float>()[static_cast<std::uint32_t>(r)], scratch, workBuf_.Get<float>(), width);
+    scaleBuf_.Get<float>().SetValue(static_cast<std::uint32_t>(r), scale);
+  }
+
+  // The same for a split row: its chunks come in once for the largest magnitude, once for the
+  // scaled squares (only overflowing rows pay the two extra reads).
+  void RescaleSplitRow(std::int64_t row, std::int64_t r) {
+    const LocalTensor<float> acc = accBuf_.Get<float>();
+    const kernel::SplitRows walk = Walk();
+    auto each_chunk = [&](auto&& f) {
+      for (std::int64_t c = 0; c < walk.chunks; ++c) {
+        CopyIn(row, 1, walk.start(c), walk.width(c));
+        LocalTensor<X> x = inX_.DeQue<X>();
+        f(AsFloat(x, kernel::FloatScratch<X>(xfBuf_), walk.width(c)), static_cast<std::uint32_t>(walk.width(c)));
+        inX_.FreeTensor(x);
+      }
+    };
+    float largest = 0.0f;
+    each_chunk([&](const LocalTensor<float>& xf, std::uint32_t width) {
+      Abs(xf, xf, width);
+      ReduceMax(acc, xf, workBuf_.Get<float>(), width);
+      largest = std::max(largest, acc.GetValue(0));
+    });
+    if (!std::isfinite(largest)) return;
+    const float scale = ScaleFor(largest);
+    float sum = 0.0f;
+    each_chunk([&](const LocalTensor<float>& xf, std::uint32_t width) {
+      Muls(xf, xf, scale, width);
+      Mul(xf, xf, xf, width);
+      ReduceSum(acc, xf, workBuf_.Get<float>(), width);
+      sum += acc.GetValue(0);
+    });
+    sumsBuf_.Get<float>().SetValue(static_cast<std::uint32_t>(r), sum);
+    scaleBuf_.Get<float>().SetValue(static_cast<std::uint32_t>(r), scale);
+  }
+
+  // 2^-e for largest = m * 2^e, m in [0.5, 1): exact, and it makes largest < 1.
+  static float ScaleFor(float largest) {
+    int e = 0;
+    std::frexp(largest, &e);
+    return std::ldexp(1.0f, -e);
+  }
+
+  static constexpr float kInf = std::numeric_limits<float>::infinity();
+
+  // y = xhat * (offset + w) as the casting mode rounds it, then stored as X: xhat (yf, n rows of
+  // `pitch`) is rounded to X first except under gemma; y is the X tile (its scratch for the
+  // rounding).
+  void Scale(const LocalTensor<float>& yf, const LocalTensor<X>& y, std::int64_t n, std::int64_t pitch,
+             std::int64_t width) {
+    const std::int64_t span = n * pitch;
+    if (p_.casting != Casting::gemma) kernel::RoundTo(yf, y, span);
+    if (p_.has_weight) {
+      const LocalTensor<float> wf = wfBuf_.Get<float>();
+      for (std::int64_t r = 0; r < n; ++r) {
+        const auto off = static_cast<std::uint32_t>(r * pitch);
+        Mul(yf[off], yf[off], wf, static_cast<std::uint32_t>(width));
+      }
+    }
+    StoreFloat(y, yf, span);
+  }
+
+  void PrepareWeight(std::int64_t col0, std::int64_t width) {
+    // A 16-bit weight goes through sq on its way to float (a float x has a float weight).
+    if (p_.has_weight)
+      PrepareScale(wfBuf_.Get<float>(), wGm_, kernel::FloatScratch<X>(sqBuf_), col0, width, p_.offset, p_.scale_round);
+  }
+
+  FwdParams p_;
+  TileShape shape_;
+  RowRange range_;
+  std::int64_t cols_ = 0;
+  TPipe pipe_;
+  TQue<TPosition::VECIN, 2> inX_;
+  TQue<TPosition::VECOUT, 2> outY_;
+  TBuf<TPosition::VECCALC> xfBuf_, sqBuf_, wfBuf_, sumsBuf_, scaleBuf_, rstdBuf_, accBuf_, workBuf_;
+  GlobalTensor<X> xGm_, yGm_;
+  GlobalTensor<W> wGm_;
+  GlobalTensor<float> rstdGm_;
+};
+
+}  // namespace
+
+void run_fwd(Impl impl, const RmsNormFwdArgs& a, Emulator& emulator) {
+  const Shape s = shape_of(a);
+  FwdParams p;
+  p.plan = plan_fwd(impl, s, emulator.model());
+  p.eps = static_cast<float>(a.eps);
+  p.offset = static_cast<float>(a.offset);
+  p.casting = a.casting;
+  p.has_weight = s.has_weight;
+  p.scale_round = a.casting == Casting::none ? none_scale_dtype(s.x, s.w) : DType::f32;
+  const std::string name = "rms_norm_fwd_" + std::string(to_string(impl));
+  if (p.plan.block_dim == 0) {
+    emulator.record(empty_launch(name, emulator));
+    return;
+  }
+  std::vector<GmArg> args{
+      {"x", a.x.data(), a.x.nbytes()}, {"y", a.y.data(), a.y.nbytes()}, {"rstd", a.rstd.data(), a.rstd.nbytes()}};
+  if (s.has_weight) args.push_back({"weight", a.weight.data(), a.weight.nbytes()});
+  auto* x = static_cast<GM_ADDR>(a.x.data());
+  auto* w = static_cast<GM_ADDR>(a.weight.data());
+  auto* y = static_cast<GM_ADDR>(a.y.data());
+  auto* rstd = static_cast<GM_ADDR>(a.rstd.data());
+  emulator.launch(name, p.plan.block_dim, args, [&] {
+    kernel::with_types(s.x, s.w, [&](auto xt, auto wt) {
+      KernelRmsNorm<typename decltype(xt)::type, typename decltype(wt)::type> op(p);
+      op.Init(x, w, y, rstd);
+      op.Process();
+    });
+  });
+}
+
+}  // namespace opreg::npu::rms

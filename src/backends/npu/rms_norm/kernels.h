@@ -1,0 +1,35 @@
+// The rms_norm kernels of the npu backend and what they share. run_fwd / run_bwd plan the launch
+// (the same plan the variants' supports() judged), launch it on the emulator and leave its
+// counters as the emulator's last launch.
+#pragma once
+
+#include <string>
+
+#include "backends/npu/ascend/kernel_operator.h"
+#include "backends/npu/kernel_util.h"
+#include "backends/npu/rms_norm/plan.h"
+#include "opreg/ops.h"
+#include "opreg/registry.h"
+
+namespace opreg::npu::rms {
+
+void run_fwd(Impl impl, const RmsNormFwdArgs& args, Emulator& emulator);
+// Scratch (the [cores x hidden] dW partials, ...) comes from the backend's workspace in `ctx`.
+void run_bwd(Impl impl, const RmsNormBwdArgs& args, Emulator& emulator, const KernelContext& ctx);
+
+// The counters of a call that had nothing to launch (an empty problem).
+LaunchCounters empty_launch(const std::string& kernel, const Emulator& emulator);
+
+// wf = offset + w over columns [col0, col0 + width), as float, rounded to `round` (casting none);
+// `scratch` holds the raw weight of a 16-bit dtype on the way.
+template <class W>
+void PrepareScale(const AscendC::LocalTensor<float>& wf, const AscendC::GlobalTensor<W>& w,
+                  const AscendC::LocalTensor<float>& scratch, std::int64_t col0, std::int64_t width, float offset,
+                  DType round) {
+  if (width == 0) return;
+  kernel::LoadRowAsFloat(wf, w, col0, width, scratch);
+  if (offset != 0.0f) AscendC::Adds(wf, wf, offset, static_cast<std::uint32_t>(width));
+  kernel::RoundToDType(wf, scratch, round, width);
+}
+
+}  // namespace opreg::npu::rms

@@ -1,0 +1,117 @@
+#include "backends/npu/rms_norm/plan.h"
+
+namespace opreg::npu::rms {
+namespace {
+
+std::uint32_t bytes_of(DType d) { return static_cast<std::uint32_t>(element_size(d)); }
+
+// 16-bit activations are computed in float, so they need float copies; float ones are used in place.
+std::uint32_t widened(DType x) { return x == DType::f32 ? 0 : 4; }
+
+PlanRequest request(const Shape& s, const DeviceModel& device, std::span<const UbItem> layout, Impl impl) {
+  PlanRequest r;
+  r.rows = s.rows;
+  r.cols = s.cols;
+  r.layout = layout;
+  r.gm_elem_bytes = bytes_of(s.x);
+  r.vector_cores = device.profile->vector_cores;
+  r.ub_bytes = static_cast<std::int64_t>(device.ub_bytes);
+  r.allow_split = impl != Impl::single_pass;
+  r.force_split = impl == Impl::chunked;
+  return r;
+}
+
+}  // namespace
+
+std::string_view to_string(Impl impl) {
+  switch (impl) {
+    case Impl::single_pass:
+      return "single_pass";
+    case Impl::chunked:
+      return "chunked";
+    case Impl::atomic:
+      return "atomic";
+  }
+  return "?";
+}
+
+Shape shape_of(const RmsNormFwdArgs& a) {
+  const RowsHidden rh = rows_hidden(a.x.shape());
+  return {a.x.dtype(), a.weight.defined() ? a.weight.dtype() : a.x.dtype(), a.weight.defined(), rh.rows, rh.hidden};
+}
+
+Shape shape_of(const RmsNormBwdArgs& a) {
+  const RowsHidden rh = rows_hidden(a.x.shape());
+  return {a.x.dtype(), a.weight.defined() ? a.weight.dtype() : a.x.dtype(), a.weight.defined(), rh.rows, rh.hidden};
+}
+
+FwdLayout fwd_layout(DType x, bool has_weight) {
+  const std::uint32_t xs = bytes_of(x);
+  FwdLayout l;
+  l.x = {"x", Extent::tile, xs, true};
+  l.y = {"y", Extent::tile, xs, true};
+  l.xf = {"x_f32", Extent::tile, widened(x), false};
+  l.sq = {"sq_f32", Extent::tile, widened(x), false};  // float x squares into y's tile
+  l.wf = {"w_f32", Extent::row, has_weight ? 4U : 0U, false};
+  l.sums = {"sums", Extent::stats, 4, false};
+  l.scale = {"scale", Extent::stats, 4, false};
+  l.rstd = {"rstd", Extent::stats, 4, false};
+  l.acc = {"acc", Extent::bytes, 32, false};
+  l.work = {"reduce_work", Extent::reduce_work, 4, false};
+  return l;
+}
+
+BwdLayout bwd_layout(DType x, bool has_weight) {
+  const std::uint32_t xs = bytes_of(x);
+  const std::uint32_t w = has_weight ? 4 : 0;
+  BwdLayout l;
+  l.dy = {"dy", Extent::tile, xs, true};
+  l.x = {"x", Extent::tile, xs, true};
+  l.dx = {"dx", Extent::tile, xs, true};
+  l.dyf = {"dy_f32", Extent::tile, widened(x), false};
+  l.xf = {"x_f32", Extent::tile, widened(x), false};
+  l.t = {"tmp_f32", Extent::tile, 4, false};
+  l.wf = {"w_f32", Extent::row, w, false};
+  l.dwp = {"dw_partial", Extent::row, w, false};
+  l.blk = {"dw_block", Extent::row, w, false};
+  l.rstd = {"rstd", Extent::stats, 4, false};
+  l.dot = {"dot", Extent::stats, 4, false};
+  l.coeff = {"coeff", Extent::stats, 4, false};
+  l.acc = {"acc", Extent::bytes, 32, false};
+  l.work = {"reduce_work", Extent::reduce_work, 4, false};
+  return l;
+}
+
+ReduceLayout reduce_layout(DType w) {
+  ReduceLayout l;
+  l.acc = {"dw_sum", Extent::row, 4, false};
+  l.in = {"dw_in", Extent::row, 4, true};
+  l.out = {"dw_out", Extent::row, w == DType::f32 ? 0U : bytes_of(w), true};
+  return l;
+}
+
+Plan plan_fwd(Impl impl, const Shape& s, const DeviceModel& device) {
+  const auto items = fwd_layout(s.x, s.has_weight).items();
+  PlanRequest r = request(s, device, items, impl);
+  r.kernel = "rms_norm_fwd";
+  return plan_tiles(r);
+}
+
+Plan plan_bwd(Impl impl, const Shape& s, const DeviceModel& device) {
+  const auto items = bwd_layout(s.x, s.has_weight).items();
+  // No rows still leaves dweight to clear: one core, planned as for one row, takes none.
+  Shape planned = s;
+  planned.rows = s.rows == 0 ? 1 : s.rows;
+  PlanRequest r = request(planned, device, items, impl);
+  r.kernel = "rms_norm_bwd";
+  Plan p = plan_tiles(r);
+  if (s.rows == 0) {
+    p.rows = 0;
+    p.why = "no rows (dweight is zero): " + p.why;
+  }
+  return p;
+}
+
+DType none_scale_dtype(DType /*x*/, DType w) { return w; }
+
+}  // namespace opreg::npu::rms

@@ -1,0 +1,62 @@
+// rms_norm on the npu: the UB layout of each kernel (what the planner sizes and the kernel
+// allocates) and the plan a variant's supports() and its kernel share.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+#include "backends/npu/profile.h"
+#include "backends/npu/tiling.h"
+#include "opreg/ops.h"
+
+namespace opreg::npu::rms {
+
+// single_pass: whole rows in UB; chunked: BLOCK_SIZE_SUB chunks of a row, two passes; atomic
+// (backward only): whole rows when they fit, else chunks, with dW reduced by atomic-add DMA.
+enum class Impl : std::uint8_t { single_pass, chunked, atomic };
+std::string_view to_string(Impl impl);
+
+struct Shape {
+  DType x = DType::f32;
+  DType w = DType::f32;
+  bool has_weight = true;
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+};
+Shape shape_of(const RmsNormFwdArgs& a);
+Shape shape_of(const RmsNormBwdArgs& a);
+
+// The forward's UB: x in and y out (queues), x as float and x^2 then y as float (16-bit x: float
+// x uses its own tiles), the weight as (offset + w) in float, the row sums and rstd of the rows
+// in flight with the power of two that scaled a row whose squares overflow, ReduceSum's work.
+struct FwdLayout {
+  UbItem x, y, xf, sq, wf, sums, scale, rstd, acc, work;
+  std::array<UbItem, 10> items() const { return {x, y, xf, sq, wf, sums, scale, rstd, acc, work}; }
+};
+FwdLayout fwd_layout(DType x, bool has_weight);
+
+// The backward's UB: dy, x in and dx out (queues), dy and x as float (16-bit x), a float
+// temporary, (offset + w), the core's dW partial and the partial of its current block of rows,
+// per-row rstd, dot and coefficient, ReduceSum's work.
+struct BwdLayout {
+  UbItem dy, x, dx, dyf, xf, t, wf, dwp, blk, rstd, dot, coeff, acc, work;
+  std::array<UbItem, 14> items() const { return {dy, x, dx, dyf, xf, t, wf, dwp, blk, rstd, dot, coeff, acc, work}; }
+};
+BwdLayout bwd_layout(DType x, bool has_weight);
+
+// After SyncAll, each core sums its columns of the [cores x hidden] partials in core order.
+struct ReduceLayout {
+  UbItem acc, in, out;
+  std::array<UbItem, 3> items() const { return {acc, in, out}; }
+};
+ReduceLayout reduce_layout(DType w);
+
+Plan plan_fwd(Impl impl, const Shape& shape, const DeviceModel& device);
+Plan plan_bwd(Impl impl, const Shape& shape, const DeviceModel& device);
+
+// What casting `none` rounds (offset + w) to: the weight's dtype, as the reference defines it
+// (src/ops/reference; PyTorch's rule); with an f32 weight `none` equals `llama`.
+DType none_scale_dtype(DType x, DType w);
+
+}  // namespace opreg::npu::rms

@@ -1,0 +1,167 @@
+// The npu backend's instantiations of the conformance harness: every npu variant run by name
+// (its supports() asked: a refusal skips the case with its reason) and the registry's own choice,
+// on shapes that reach every tiling mode and boundary. One source, three programs: ctest runs
+// each with its profile (OPREG_NPU_PROFILE / OPREG_NPU_UB_BYTES, see CMakeLists.txt), and
+// OPREG_NPU_GRID picks the grid that fits it.
+#include "backends/npu/npu_backend.h"
+#include "conformance/harness.h"
+#include "registry/fail.h"
+
+namespace opreg::conformance {
+namespace {
+
+constexpr int kGrid = OPREG_NPU_GRID;
+
+const std::vector<std::pair<DType, DType>> kAllPairs{{DType::f32, DType::f32},
+                                                     {DType::f16, DType::f16},
+                                                     {DType::f16, DType::f32},
+                                                     {DType::bf16, DType::bf16},
+                                                     {DType::bf16, DType::f32}};
+const std::vector<std::pair<Casting, double>> kModes{
+    {Casting::llama, 0.0}, {Casting::gemma, 1.0}, {Casting::none, 0.5}};
+
+const std::vector<std::string> kVariants{"npu.rms_norm.fwd.single_pass", "npu.rms_norm.fwd.chunked",
+                                         "npu.rms_norm.bwd.single_pass", "npu.rms_norm.bwd.chunked",
+                                         "npu.rms_norm.bwd.atomic"};
+// For the registry's choice: the op comes from the name, the impl part is a label.
+const std::vector<std::string> kChosen{"npu.rms_norm.fwd.chosen", "npu.rms_norm.bwd.chosen"};
+
+// Short rows of 1..7 columns and unaligned pitches (123 f32 is 492 B a row), every dtype pair,
+// casting mode, weight or none, in place.
+Grid api_grid(const std::vector<std::string>& variants) {
+  Grid g;
+  g.variants = variants;
+  g.dtypes = kAllPairs;
+  g.shapes = {Shape{9, 1}, Shape{5, 2},  Shape{3, 3},    Shape{47, 4},  Shape{2, 5}, Shape{45, 6},
+              Shape{3, 7}, Shape{3, 41}, Shape{64, 123}, Shape{5, 341}, Shape{0, 7}, Shape{4, 0}};
+  g.rms_modes = kModes;
+  g.affine = {{true, false}, {false, false}};
+  g.in_place_too = true;
+  g.seed = 3;
+  return g;
+}
+
+// Where the tiling changes on the 910B4: CANN's MERGE_N bound (2000), rows at the single-pass
+// limit and past it (10240/10241 f32, 12288/12289 16-bit), rows longer than UB, many rows, rows
+// fewer than the cores and 40k + 1. The casting modes' arithmetic is the api grid's business.
+Grid boundary_grid(const std::vector<std::string>& variants, bool f32) {
+  Grid g;
+  g.variants = variants;
+  if (f32) {
+    g.dtypes = {{DType::f32, DType::f32}};
+    g.shapes = {Shape{3, 2000},   Shape{43, 2001}, Shape{41, 2048}, Shape{5, 10240}, Shape{3, 10241},
+                Shape{2, 200000}, Shape{70000, 7}, Shape{7, 4099},  Shape{81, 341},  Shape{2, 3, 5, 7}};
+    g.rms_modes = {{Casting::llama, 0.0}};
+  } else {
+    g.dtypes = {{DType::bf16, DType::bf16}, {DType::f16, DType::f32}};
+    g.shapes = {Shape{5, 12288}, Shape{3, 12289}, Shape{2, 200003}, Shape{41, 4096}, Shape{3000, 33}};
+    g.rms_modes = {{Casting::gemma, 1.0}};
+  }
+  g.in_place_too = true;
+  g.seed = 5;
+  return g;
+}
+
+// The 950PR's larger UB (253952 B usable) moves the single-pass limits; a row of 16384 f32 is
+// 65536 B, one byte more than a DataCopyPad block, so it splits although UB could hold it.
+Grid ub_950_grid(const std::vector<std::string>& variants) {
+  Grid g;
+  g.variants = variants;
+  g.dtypes = {{DType::f32, DType::f32}, {DType::bf16, DType::f32}};
+  g.shapes = {Shape{43, 2001}, Shape{5, 10241}, Shape{3, 12289}, Shape{2, 16383},
+              Shape{2, 16384}, Shape{81, 341},  Shape{65, 4099}};
+  g.in_place_too = true;
+  g.seed = 6;
+  return g;
+}
+
+// The numerical edge cases (problem.h's Values) on whole and split rows: squares that overflow
+// float (large: the forward rescales such rows by a power of two), rows of one value, NaN and
+// infinities. Not f32 backward with large values: dweight sums products of ~2^60 that cancel to
+// ~2^49, which float products alone round beyond the f32 dw tolerance (docs/backends/npu.md).
+std::vector<Grid> edge_grids(const std::vector<std::string>& variants) {
+  Grid g;
+  g.dtypes = {{DType::f32, DType::f32}, {DType::f16, DType::f16}, {DType::bf16, DType::f32}};
+  g.shapes = {Shape{3, 5}, Shape{4, 1}, Shape{5, 4099}, Shape{2, 20011}};
+  g.values = {Values::large, Values::equal, Values::special};
+  g.seed = 13;
+  Grid fwd = g;
+  Grid bwd = g;
+  Grid bwd_large = g;
+  for (const auto& v : variants) (v.find(".fwd.") != std::string::npos ? fwd : bwd).variants.push_back(v);
+  bwd.values = {Values::equal, Values::special};
+  bwd_large.variants = bwd.variants;
+  bwd_large.dtypes = {{DType::f16, DType::f16}, {DType::bf16, DType::f32}};
+  bwd_large.values = {Values::large};
+  return {fwd, bwd, bwd_large};
+}
+
+// A small UB (OPREG_NPU_UB_BYTES=16384) splits rows of a few thousand columns and shrinks tiles.
+Grid small_ub_grid(const std::vector<std::string>& variants) {
+  Grid g;
+  g.variants = variants;
+  g.dtypes = {{DType::f32, DType::f32}, {DType::bf16, DType::f32}, {DType::f16, DType::f16}};
+  g.shapes = {Shape{3, 7}, Shape{64, 123}, Shape{41, 600}, Shape{5, 1000}, Shape{3, 2001}, Shape{2, 20011}};
+  g.rms_modes = kModes;
+  g.in_place_too = true;
+  g.seed = 9;
+  return g;
+}
+
+std::vector<Case> cases(bool chosen) {
+  const auto& v = chosen ? kChosen : kVariants;
+  std::vector<Case> out;
+  auto add = [&](const Grid& g) {
+    auto more = expand(g, "npu:0");
+    out.insert(out.end(), more.begin(), more.end());
+  };
+  if (kGrid == 1) {  // the default profile, Ascend910B4
+    add(api_grid(v));
+    for (const Grid& g : edge_grids(v)) add(g);
+    add(boundary_grid(v, true));
+    add(boundary_grid(v, false));
+  } else if (kGrid == 2) {  // Ascend950PR
+    add(ub_950_grid(v));
+  } else {  // a 16 KiB Unified Buffer
+    add(small_ub_grid(v));
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(npu, ConformanceTest, ::testing::ValuesIn(cases(false)), case_name);
+
+// The registry's choice of npu variant for the problem (no fallback).
+class NpuChosen : public ::testing::TestWithParam<Case> {};
+
+TEST_P(NpuChosen, MatchesReference) {
+  const Case& c = GetParam();
+  Registry& registry = default_registry();
+  Problem problem(registry, c.spec, registry.parse_device(c.device));
+  problem.poison();
+  const DispatchResult result = problem.run();
+  ASSERT_NE(result.variant, nullptr);
+  EXPECT_FALSE(result.fell_back);
+  EXPECT_EQ(result.variant->backend, "npu");
+  const CheckReport report = problem.check();
+  EXPECT_TRUE(report.pass()) << result.variant->name << ": " << report.summary() << "\n  reproduce: opreg run "
+                             << c.spec.cli_args(c.device);
+}
+
+INSTANTIATE_TEST_SUITE_P(npu, NpuChosen, ::testing::ValuesIn(cases(true)), case_name);
+
+// This program runs against the profile its ctest entry sets.
+TEST(NpuProfile, IsTheOneThisProgramTests) {
+  const npu::Emulator* em = npu::emulator_of(default_registry());
+  ASSERT_NE(em, nullptr);
+  if (kGrid == 1) {
+    EXPECT_STREQ(em->profile().name, "Ascend910B4");
+    EXPECT_EQ(em->ub_bytes(), 196608U);
+  } else if (kGrid == 2) {
+    EXPECT_STREQ(em->profile().name, "Ascend950PR");
+  } else {
+    EXPECT_EQ(em->ub_bytes(), 16384U);
+  }
+}
+
+}  // namespace
+}  // namespace opreg::conformance

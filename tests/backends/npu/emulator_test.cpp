@@ -1,0 +1,484 @@
+// The emulator's rules, each with the kernel that breaks it (the device's failure, or the
+// emulator's stand-in for a hang), and the device API doing what the kernels rely on.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+#include <numeric>
+#include <set>
+
+#include "backends/npu/ascend/convert.h"
+#include "npu_test_util.h"
+
+namespace opreg::npu::testing {
+namespace {
+
+using namespace AscendC;
+
+// Whether a vector instruction accepts these tensor types (a concept, so that a call that does
+// not compile is false rather than an error).
+template <class Dst, class Src>
+concept AddAccepts = requires(Dst d, Src s) {
+  AscendC::Add(d, s, d, 8u);
+};
+template <class T>
+concept MulsAccepts = requires(T t) {
+  AscendC::Muls(t, t, 2.0f, 8u);
+};
+
+class Emulated : public ::testing::Test {
+ protected:
+  Emulator em{model()};
+};
+
+// ---- Unified Buffer
+
+TEST_F(Emulated, UbOverflowThrowsTheCompilerText) {
+  Gm<float> x("x", 8);
+  EXPECT_TRUE(ThrowsError(
+      [&] {
+        launch(em, 1, {x.arg()}, [] {
+          TPipe pipe;
+          TBuf<TPosition::VECCALC> a, b;
+          pipe.InitBuffer(a, 100000);
+          pipe.InitBuffer(b, 100000);  // 200000 B in all: 1600000 bits
+        });
+      },
+      ErrorKind::unsupported,
+      {"ub overflow, requires 1600000 bits while 1572864 bits available! (possible reason: tiling basic block is too "
+       "large or block number is more than what user expect due to multi-buffer feature is enabled and some ops need "
+       "extra local buffer.)",
+       "test_kernel", "UB offset 100000"}));
+}
+
+TEST_F(Emulated, UbHoldsExactlyTheProfilesBytesIn32ByteSteps) {
+  Gm<float> x("x", 8);
+  const LaunchCounters c = launch(em, 1, {x.arg()}, [] {
+    TPipe pipe;
+    TBuf<TPosition::VECCALC> a, b;
+    pipe.InitBuffer(a, 1);  // takes 32
+    pipe.InitBuffer(b, 196608 - 32);
+    EXPECT_EQ(pipe.used_bytes(), 196608U);
+  });
+  EXPECT_EQ(c.ub_peak, 196608U);
+  EXPECT_DOUBLE_EQ(c.ub_ratio(), 1.0);
+}
+
+TEST(EmulatorProfiles, UbOverrideAndEveryProfileHoldItsSize) {
+  for (const Profile& p : profiles()) {
+    Emulator em(model(p.name));
+    Gm<float> x("x", 8);
+    EXPECT_TRUE(ThrowsError(
+        [&] {
+          launch(em, 1, {x.arg()}, [&] {
+            TPipe pipe;
+            TBuf<TPosition::VECCALC> a;
+            pipe.InitBuffer(a, static_cast<std::uint32_t>(p.ub_bytes + 32));
+          });
+        },
+        ErrorKind::unsupported, {fmt::format("while {} bits available!", p.ub_bytes * 8)}));
+  }
+  Emulator small(model("Ascend910B4", "16384"));
+  EXPECT_EQ(small.ub_bytes(), 16384U);
+}
+
+TEST(EmulatorProfiles, EnvironmentValuesAreValidated) {
+  EXPECT_EQ(model("910B2").profile->vector_cores, 48);
+  EXPECT_EQ(model("Ascend950PR").ub_bytes, 253952U);
+  EXPECT_EQ(model("Ascend910_93").profile->ai_cores, 24);
+  EXPECT_EQ(select_device_model(std::nullopt, std::nullopt).profile->name, std::string("Ascend910B4"));
+  EXPECT_TRUE(ThrowsError([] { model("Ascend910B9"); }, ErrorKind::invalid_argument,
+                          {"OPREG_NPU_PROFILE='Ascend910B9'", "Ascend910B4, Ascend910B2, Ascend910_93, Ascend950PR"}));
+  for (const char* bad : {"1000", "20001", "4096x", "-64", "2097152", "abc"}) {
+    EXPECT_TRUE(ThrowsError([&] { model("Ascend910B4", bad); }, ErrorKind::invalid_argument,
+                            {fmt::format("OPREG_NPU_UB_BYTES='{}'", bad), "multiple of 32"}));
+  }
+}
+
+// ---- Launch
+
+TEST_F(Emulated, BlockDimAbove65535IsTheTritonAndAclError) {
+  Gm<float> x("x", 8);
+  EXPECT_TRUE(ThrowsError([&] { launch(em, 65536, {x.arg()}, [] {}); }, ErrorKind::unsupported,
+                          {"grid should be less than 65536! You can try \"export TRITON_ALL_BLOCKS_PARALLEL=1\" to "
+                           "avoid this problem.",
+                           "coreDim=65536 can't be greater than UINT16_MAX"}));
+  EXPECT_TRUE(ThrowsError([&] { launch(em, 0, {x.arg()}, [] {}); }, ErrorKind::unsupported, {"block_dim 0"}));
+  const std::int64_t ok[] = {255, 257};
+  EXPECT_EQ(grid_blocks(ok), 65535);
+  const std::int64_t too_many[] = {256, 16, 16};
+  EXPECT_TRUE(ThrowsError([&] { grid_blocks(too_many); }, ErrorKind::unsupported, {"grid should be less than 65536!"}));
+}
+
+TEST_F(Emulated, BlocksRunInWavesOverTheVectorCores) {
+  Gm<std::int32_t> out("out", 100, -1);
+  std::mutex m;
+  std::set<int> cores;
+  const LaunchCounters c = launch(em, 100, {out.arg()}, [&] {
+    GlobalTensor<std::int32_t> g;
+    g.SetGlobalBuffer(reinterpret_cast<std::int32_t*>(out.addr()), 100);
+    g.SetValue(static_cast<std::uint64_t>(GetBlockIdx()), static_cast<std::int32_t>(GetBlockNum()));
+    std::lock_guard lock(m);
+    cores.insert(npu::detail::current().index);
+  });
+  EXPECT_EQ(c.block_dim, 100);
+  EXPECT_EQ(c.waves, 3);
+  EXPECT_EQ(c.idle_cores, 20);
+  EXPECT_EQ(cores.size(), 40U);
+  EXPECT_TRUE(std::all_of(out.data.begin(), out.data.end(), [](std::int32_t v) { return v == 100; }));
+  // Blocks beyond the first wave pay the per-block overhead of the cost model.
+  EXPECT_GE(c.est_us, cost_constants().launch_floor_us + 2 * cost_constants().block_overhead_us);
+}
+
+// The order blocks run in is shuffled per launch and fixed by the seed (one block at a time).
+TEST_F(Emulated, BlockOrderIsShuffledAndSeeded) {
+  em.set_host_threads(1);
+  Gm<float> x("x", 8);
+  auto order = [&] {
+    std::vector<std::int64_t> seen;
+    std::mutex m;
+    launch(em, 40, {x.arg()}, [&] {
+      std::lock_guard lock(m);
+      seen.push_back(GetBlockIdx());
+    });
+    return seen;
+  };
+  em.set_seed(7);
+  const auto first = order();
+  const auto second = order();
+  em.set_seed(7);
+  const auto again = order();
+  std::vector<std::int64_t> sorted = first;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<std::int64_t> ids(40);
+  std::iota(ids.begin(), ids.end(), 0);
+  EXPECT_EQ(sorted, ids);
+  EXPECT_NE(first, ids);     // shuffled
+  EXPECT_NE(first, second);  // a new order each launch
+  EXPECT_EQ(first, again);   // the same seed, the same orders
+}
+
+TEST_F(Emulated, SyncAllIsABarrierAcrossTheLaunch) {
+  Gm<std::int32_t> slots("slots", 40, 0);
+  Gm<std::int32_t> seen("seen", 40, 0);
+  launch(em, 40, {slots.arg(), seen.arg()}, [&] {
+    GlobalTensor<std::int32_t> s, t;
+    s.SetGlobalBuffer(reinterpret_cast<std::int32_t*>(slots.addr()), 40);
+    t.SetGlobalBuffer(reinterpret_cast<std::int32_t*>(seen.addr()), 40);
+    const auto b = static_cast<std::uint64_t>(GetBlockIdx());
+    s.SetValue(b, static_cast<std::int32_t>(b) + 1);
+    SyncAll();
+    t.SetValue(b, s.GetValue((b + 1) % 40));  // every neighbour wrote before the barrier
+  });
+  for (int b = 0; b < 40; ++b) EXPECT_EQ(seen.data[static_cast<std::size_t>(b)], (b + 1) % 40 + 1);
+}
+
+TEST_F(Emulated, SyncAllWithMoreBlocksThanCoresIsRefused) {
+  Gm<float> x("x", 8);
+  EXPECT_TRUE(ThrowsError([&] { launch(em, 41, {x.arg()}, [] { SyncAll(); }); }, ErrorKind::internal,
+                          {"SyncAll with block_dim 41 above the 40 vector cores of Ascend910B4", "hangs"}));
+}
+
+TEST_F(Emulated, SyncAllMissedByABlockIsTheHangItWouldBe) {
+  Gm<float> x("x", 8);
+  EXPECT_TRUE(ThrowsError(
+      [&] {
+        launch(em, 4, {x.arg()}, [] {
+          if (GetBlockIdx() != 2) SyncAll();
+        });
+      },
+      ErrorKind::internal, {"SyncAll"}));
+}
+
+// ---- Data movement
+
+TEST_F(Emulated, DataCopyPadLimitsAreErrors) {
+  Gm<float> x("x", 1 << 20);
+  struct Bad {
+    DataCopyExtParams p;
+    const char* needle;
+  };
+  const Bad bad[] = {{{4096, 4, 0, 0, 0}, "blockCount = 4096"},
+                     {{0, 4, 0, 0, 0}, "blockCount = 0"},
+                     {{1, 65536, 0, 0, 0}, "blockLen (bytes) = 65536"},
+                     {{2, 4, 65536, 0, 0}, "srcStride = 65536"},
+                     {{2, 4, 0, 65536, 0}, "dstStride = 65536"}};
+  for (const Bad& b : bad) {
+    EXPECT_TRUE(ThrowsError(
+        [&] {
+          launch(em, 1, {x.arg()}, [&] {
+            TPipe pipe;
+            TBuf<TPosition::VECCALC> buf;
+            pipe.InitBuffer(buf, 150000);
+            GlobalTensor<float> g;
+            g.SetGlobalBuffer(reinterpret_cast<float*>(x.addr()), x.data.size());
+            DataCopyPad(buf.Get<float>(), g, b.p, DataCopyPadExtParams<float>{});
+          });
+        },
+        ErrorKind::internal, {"DataCopyPad", b.needle, "A2 DMA's limits"}));
+  }
+}
+
+TEST_F(Emulated, MultiRowTilesArePaddedPerRowTo32Bytes) {
+  // 64 rows of 123 floats (492 B) land 512 B apart: the tile takes 64 x 128 floats.
+  Gm<float> x("x", 64 * 123);
+  std::iota(x.data.begin(), x.data.end(), 0.0f);
+  Gm<float> y("y", 64 * 123, -1.0f);
+  const DataCopyExtParams rows{64, 123 * 4, 0, 0, 0};
+  EXPECT_TRUE(ThrowsError(
+      [&] {
+        launch(em, 1, {x.arg()}, [&] {
+          TPipe pipe;
+          TBuf<TPosition::VECCALC> buf;
+          pipe.InitBuffer(buf, 64 * 123 * 4);  // unpadded: too small
+          GlobalTensor<float> g;
+          g.SetGlobalBuffer(reinterpret_cast<float*>(x.addr()), x.data.size());
+          DataCopyPad(buf.Get<float>(), g, rows, DataCopyPadExtParams<float>{});
+        });
+      },
+      ErrorKind::internal, {"DataCopyPad", "32768 bytes of a LocalTensor of 31488 bytes"}));
+  launch(em, 1, {x.arg(), y.arg()}, [&] {
+    TPipe pipe;
+    TBuf<TPosition::VECCALC> buf;
+    pipe.InitBuffer(buf, 64 * 128 * 4);
+    GlobalTensor<float> g, h;
+    g.SetGlobalBuffer(reinterpret_cast<float*>(x.addr()), x.data.size());
+    h.SetGlobalBuffer(reinterpret_cast<float*>(y.addr()), y.data.size());
+    const LocalTensor<float> t = buf.Get<float>();
+    DataCopyPad(t, g, rows, DataCopyPadExtParams<float>{});
+    EXPECT_EQ(t.GetValue(128), 123.0f);        // row 1 starts at float 128
+    EXPECT_TRUE(std::isnan(t.GetValue(123)));  // the padding is not data (fresh UB reads NaN)
+    DataCopyPad(h, t, rows);
+  });
+  EXPECT_EQ(x.data, y.data);
+}
+
+TEST_F(Emulated, PlainDataCopyRoundsDownTo32BytesAndCountsIt) {
+  Gm<float> x("x", 16);
+  std::iota(x.data.begin(), x.data.end(), 1.0f);
+  const LaunchCounters c = launch(em, 1, {x.arg()}, [&] {
+    TPipe pipe;
+    TBuf<TPosition::VECCALC> buf;
+    pipe.InitBuffer(buf, 64);
+    GlobalTensor<float> g;
+    g.SetGlobalBuffer(reinterpret_cast<float*>(x.addr()), 16);
+    const LocalTensor<float> t = buf.Get<float>();
+    DataCopy(t, g, 13);  // 52 bytes: the device moves 32
+    EXPECT_EQ(t.GetValue(7), 8.0f);
+    EXPECT_TRUE(std::isnan(t.GetValue(8)));  // not copied
+  });
+  EXPECT_EQ(c.counters.truncated_copies, 1U);
+  EXPECT_EQ(c.counters.truncated_bytes, 20U);
+  EXPECT_EQ(c.counters.gm_read, 32U);
+}
+
+TEST_F(Emulated, GmAccessOutOfBoundsNamesKernelTensorAndRange) {
+  Gm<float> x("x", 100);
+  EXPECT_TRUE(ThrowsError(
+      [&] {
+        launch(
+            em, 1, {x.arg()},
+            [&] {
+              TPipe pipe;
+              TBuf<TPosition::VECCALC> buf;
+              pipe.InitBuffer(buf, 1024);
+              GlobalTensor<float> g;
+              g.SetGlobalBuffer(reinterpret_cast<float*>(x.addr()) + 40, 60);
+              DataCopyPad(buf.Get<float>(), g[50], {1, 20 * 4, 0, 0, 0}, DataCopyPadExtParams<float>{});
+            },
+            "my_kernel");
+      },
+      ErrorKind::internal, {"npu kernel my_kernel", "elements [0, 20)", "GM tensor x", "element 90", "out of bounds"}));
+  // A GlobalTensor must lie inside one of the kernel's GM arguments.
+  std::vector<float> elsewhere(16);
+  EXPECT_TRUE(ThrowsError(
+      [&] {
+        launch(em, 1, {x.arg()}, [&] {
+          GlobalTensor<float> g;
+          g.SetGlobalBuffer(elsewhere.data(), 16);
+        });
+      },
+      ErrorKind::internal, {"SetGlobalBuffer", "not lie inside any GM argument"}));
+}
+
+TEST_F(Emulated, AtomicAddCopiesAddIntoGm) {
+  Gm<float> acc("acc", 8, 1.0f);
+  const LaunchCounters c = launch(em, 40, {acc.arg()}, [&] {
+    TPipe pipe;
+    TBuf<TPosition::VECCALC> buf;
+    pipe.InitBuffer(buf, 32);
+    GlobalTensor<float> g;
+    g.SetGlobalBuffer(reinterpret_cast<float*>(acc.addr()), 8);
+    const LocalTensor<float> t = buf.Get<float>();
+    Duplicate(t, 0.5f, 8);
+    SetAtomicAdd<float>();
+    DataCopyPad(g, t, {1, 32, 0, 0, 0});
+    SetAtomicNone();
+  });
+  for (float v : acc.data) EXPECT_EQ(v, 21.0f);
+  EXPECT_EQ(c.counters.atomic_adds, 40U);
+}
+
+// ---- Vector instructions
+
+TEST_F(Emulated, VectorInstructionsTakeLocalTensorsOnly) {
+  // A GM tensor handed to a vector instruction does not compile.
+  static_assert(!AddAccepts<LocalTensor<float>, GlobalTensor<float>>);
+  static_assert(!MulsAccepts<GlobalTensor<float>>);
+  static_assert(AddAccepts<LocalTensor<float>, LocalTensor<float>>);
+  static_assert(MulsAccepts<LocalTensor<float>>);
+  // Where the type is erased (SetAddr), the instruction checks the address at run time.
+  Gm<float> x("x", 64, 1.0f);
+  EXPECT_TRUE(ThrowsError(
+      [&] {
+        launch(em, 1, {x.arg()}, [&] {
+          TPipe pipe;
+          TBuf<TPosition::VECCALC> buf;
+          pipe.InitBuffer(buf, 256);
+          LocalTensor<float> fake;
+          fake.SetAddr({256, reinterpret_cast<std::uint64_t>(x.data.data()), TPosition::VECCALC});
+          Add(buf.Get<float>(), buf.Get<float>(), fake, 64);
+        });
+      },
+      ErrorKind::internal, {"Add: src1", "not in this core's Unified Buffer", "DataCopy"}));
+}
+
+TEST_F(Emulated, QueueStatesCatchMissingSynchronisation) {
+  Gm<float> x("x", 64, 1.0f);
+  auto run = [&](const std::function<void(TQue<TPosition::VECIN, 1>&, TQue<TPosition::VECOUT, 1>&)>& body) {
+    launch(em, 1, {x.arg()}, [&] {
+      TPipe pipe;
+      TQue<TPosition::VECIN, 1> in;
+      TQue<TPosition::VECOUT, 1> out;
+      pipe.InitBuffer(in, 1, 256);
+      pipe.InitBuffer(out, 1, 256);
+      body(in, out);
+    });
+  };
+  EXPECT_TRUE(ThrowsError(
+      [&] {
+        run([](auto& in, auto& out) {
+          LocalTensor<float> a = in.template AllocTensor<float>();
+          LocalTensor<float> b = out.template AllocTensor<float>();
+          Muls(b, a, 2.0f, 64);  // computing on an input before EnQue/DeQue
+        });
+      },
+      ErrorKind::internal, {"Muls: src", "MTE2 -> V synchronisation is missing"}));
+  EXPECT_TRUE(ThrowsError(
+      [&] {
+        run([](auto& in, auto&) {
+          in.template AllocTensor<float>();
+          in.template AllocTensor<float>();
+        });
+      },
+      ErrorKind::internal, {"AllocTensor", "waits forever"}));
+  EXPECT_TRUE(ThrowsError([&] { run([](auto& in, auto&) { in.template DeQue<float>(); }); }, ErrorKind::internal,
+                          {"DeQue from an empty VECIN queue"}));
+  EXPECT_TRUE(ThrowsError(
+      [&] {
+        run([](auto& in, auto& out) {
+          LocalTensor<float> a = in.template AllocTensor<float>();
+          in.EnQue(a);
+          a = in.template DeQue<float>();
+          in.FreeTensor(a);
+          LocalTensor<float> b = out.template AllocTensor<float>();
+          Muls(b, a, 2.0f, 64);  // use after FreeTensor
+        });
+      },
+      ErrorKind::internal, {"Muls: src", "freed"}));
+  EXPECT_TRUE(ThrowsError(
+      [&] {
+        run([&](auto&, auto& out) {
+          LocalTensor<float> b = out.template AllocTensor<float>();
+          Duplicate(b, 1.0f, 64);
+          GlobalTensor<float> g;
+          g.SetGlobalBuffer(reinterpret_cast<float*>(x.addr()), 64);
+          DataCopy(g, b, 64);  // copying out before EnQue/DeQue
+        });
+      },
+      ErrorKind::internal, {"DataCopy: src", "V -> MTE3 synchronisation is missing"}));
+}
+
+TEST_F(Emulated, RepeatsAreCountedPerInstructionOf255AtMost) {
+  Gm<float> x("x", 8);
+  const LaunchCounters c = launch(em, 1, {x.arg()}, [] {
+    TPipe pipe;
+    TBuf<TPosition::VECCALC> buf;
+    pipe.InitBuffer(buf, 64 * 256 * 4);
+    const LocalTensor<float> t = buf.Get<float>();
+    Duplicate(t, 1.0f, 64 * 256);  // 256 repeats of 64 floats: two instructions
+    Add(t, t, t, 64);              // one repeat
+    Add(t, t, t, 0);               // nothing
+  });
+  EXPECT_EQ(c.counters.vector_repeats, 257U);
+  EXPECT_EQ(c.counters.vector_instructions, 3U);
+}
+
+TEST_F(Emulated, TypesTheVectorUnitLacksFallBackToScalarCode) {
+  Gm<float> x("x", 8);
+  const LaunchCounters c = launch(em, 1, {x.arg()}, [] {
+    TPipe pipe;
+    TBuf<TPosition::VECCALC> buf;
+    pipe.InitBuffer(buf, 1024);
+    const LocalTensor<std::int64_t> t = buf.Get<std::int64_t>();
+    Duplicate(t, std::int64_t{3}, 16);
+    Add(t, t, t, 16);
+    EXPECT_EQ(t.GetValue(15), 6);
+  });
+  EXPECT_EQ(c.counters.scalar_fallbacks, 2U);
+}
+
+TEST_F(Emulated, ReduceSumAndArithmetic) {
+  Gm<float> x("x", 1000);
+  for (std::size_t i = 0; i < x.data.size(); ++i) x.data[i] = static_cast<float>(i % 7) - 3.0f + 0.25f;
+  const double want = std::accumulate(x.data.begin(), x.data.end(), 0.0);
+  launch(em, 1, {x.arg()}, [&] {
+    TPipe pipe;
+    TBuf<TPosition::VECCALC> buf, sum, work;
+    pipe.InitBuffer(buf, 4000);
+    pipe.InitBuffer(sum, 32);
+    pipe.InitBuffer(work, ReduceSumWorkElems(1000) * 4);
+    GlobalTensor<float> g;
+    g.SetGlobalBuffer(reinterpret_cast<float*>(x.addr()), 1000);
+    const LocalTensor<float> t = buf.Get<float>();
+    DataCopyPad(t, g, {1, 4000, 0, 0, 0}, DataCopyPadExtParams<float>{});
+    ReduceSum(sum.Get<float>(), t, work.Get<float>(), 1000);
+    EXPECT_NEAR(sum.Get<float>().GetValue(0), want, 1e-3);
+    Muls(t, t, 2.0f, 1000);
+    Adds(t, t, 1.0f, 1000);
+    Sqrt(t, t, 7);
+    EXPECT_FLOAT_EQ(t.GetValue(6), std::sqrt(2.0f * x.data[6] + 1.0f));
+  });
+}
+
+// ---- The vector unit's conversions agree with opreg's on every class of float.
+
+TEST(EmulatorCast, ConversionsMatchOpregsExactRounding) {
+  for (std::uint32_t bits = 0; bits < 0xFFFFFFFFu - 4093; bits += 4093) {
+    const float f = std::bit_cast<float>(bits);
+    EXPECT_EQ(npu::detail::float_to_half(f), to_half(f).bits) << std::hex << bits;
+    EXPECT_EQ(npu::detail::float_to_bf16(f), to_bfloat16(f).bits) << std::hex << bits;
+  }
+  for (std::uint32_t h = 0; h < 65536; ++h) {
+    const double want = to_double(half{static_cast<std::uint16_t>(h)});
+    const float got = npu::detail::half_table()[h];
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(got));
+    } else {
+      EXPECT_EQ(static_cast<double>(got), want) << h;
+    }
+  }
+  // Ties and the edges of the half range.
+  for (const float f : {65504.0f, 65519.99f, 65520.0f, 0x1p-24f, 0x1p-25f, 0x1.8p-25f, 0x1p-14f, 1.0f + 0x1p-11f}) {
+    EXPECT_EQ(npu::detail::float_to_half(f), to_half(f).bits) << f;
+    EXPECT_EQ(npu::detail::float_to_half(-f), to_half(-f).bits) << f;
+  }
+}
+
+TEST(EmulatorOutsideALaunch, TheDeviceApiNeedsACore) {
+  EXPECT_TRUE(ThrowsError([] { TPipe pipe; }, ErrorKind::internal, {"outside a kernel launch"}));
+}
+
+}  // namespace
+}  // namespace opreg::npu::testing

@@ -1,0 +1,57 @@
+// Helpers of the npu tests: an emulator or a registry with a chosen profile, GM buffers as
+// kernel arguments, and launching a kernel body written against the Ascend C device API.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/builtin.h"
+#include "backends/npu/ascend/kernel_operator.h"
+#include "backends/npu/npu_backend.h"
+#include "backends/npu/profile.h"
+#include "opreg/ops.h"
+#include "opreg/registry.h"
+#include "support/throws_error.h"
+
+namespace opreg::npu::testing {
+
+using opreg::testing::ThrowsError;
+
+inline DeviceModel model(const char* profile = "Ascend910B4", std::optional<std::string> ub = std::nullopt) {
+  return select_device_model(std::string(profile), ub);
+}
+
+// A registry of its own with the cpu backend and an npu backend of `m` (whatever the
+// environment says), with the npu variants registered.
+inline std::unique_ptr<Registry> npu_registry(const DeviceModel& m) {
+  auto reg = std::make_unique<Registry>();
+  define_builtin_ops();
+  register_cpu(*reg);
+  reg->add_backend(std::make_shared<NpuBackend>(m)).release();
+  register_rms_norm(*reg);
+  return reg;
+}
+
+// Host memory standing for a GM tensor, with the argument naming it.
+template <class T>
+struct Gm {
+  std::vector<T> data;
+  const char* name;
+  Gm(const char* n, std::size_t count, T fill = T{}) : data(count, fill), name(n) {}
+  GmArg arg() const { return {name, data.data(), data.size() * sizeof(T)}; }
+  AscendC::GM_ADDR addr() { return reinterpret_cast<AscendC::GM_ADDR>(data.data()); }
+};
+
+// Launches `body` with the given GM arguments.
+inline LaunchCounters launch(Emulator& em, std::int64_t block_dim, std::vector<GmArg> args,
+                             const std::function<void()>& body, const char* name = "test_kernel") {
+  return em.launch(name, block_dim, args, body);
+}
+
+}  // namespace opreg::npu::testing
