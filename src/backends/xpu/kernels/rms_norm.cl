@@ -1,0 +1,260 @@
+// rms_norm forward and backward (src/backends/xpu/rms_norm.cpp launches them; semantics:
+// docs/ops.md, src/ops/reference).
+//
+// Geometry, shared by the row kernels: a work-group of L work-items is split into L / team teams
+// of `team` work-items (team a power of two); each team takes one row at a time, its work-items
+// striding over the row's columns (neighbouring work-items read neighbouring elements), and the
+// groups stride over the rows. team = L gives one row per group (long rows); a smaller team
+// packs several short rows into one group.
+//
+// Rounding follows the cpu kernel (src/backends/cpu/rms_norm.cpp) point for point: products in
+// f32, x * rstd rounded to x's format for llama and none, (offset + w) rounded to the weight's
+// format for none, dweight's terms rounded once (x * rstd split so the product is exact).
+//
+// Tensors arrive as a base pointer plus a byte offset (as USM pointers do on Intel GPUs);
+// element indices are ulong, as a tensor may hold more than 2^32 elements.
+
+// Columns of dweight each work-item keeps in private memory in the fused backward (the host
+// sets it per device and only picks the fused path when a row fits).
+#ifndef OPREG_FUSED_COLUMNS
+#define OPREG_FUSED_COLUMNS 8
+#endif
+
+// (offset + w) for column j as the casting mode sees it (1 without a weight: offset is 0 then).
+inline float rms_scale(global const uchar* w, uint j, float offset, int casting, int has_weight, int wf) {
+  if (!has_weight) return 1.0f;
+  const float wv = load_elem(w, j, wf);
+  if (casting == CAST_NONE && wf != FMT_F32) return round_to(add_odd(offset, wv), wf);
+  return offset + wv;
+}
+
+// One term of dweight: dy * xhat, with xhat = x * rstd rounded to x's format (llama, none) as
+// a single rounding of the exact product: rstd = hi + lo with 12 significant bits each makes
+// x * hi and x * lo exact (x has at most 11), and add_odd rounds their sum once.
+inline float rms_dw_term(float g, float xv, float r, float r_hi, float r_lo, int casting, int xf) {
+  if (casting == CAST_GEMMA || xf == FMT_F32) return g * (xv * r);
+  return g * round_to(add_odd(xv * r_hi, xv * r_lo), xf);
+}
+
+// Column loops run a count every work-item of the group shares (steps = ceil(h / team)) and
+// test the column inside: PoCL can then keep its loop over work-items innermost and vectorise
+// across them, and a GPU sees the same uniform trip count.
+
+inline void rms_fwd(global const uchar* x, global const uchar* w, global uchar* y, global float* rstd,
+                    ulong rows, uint h, uint team, float eps, float offset, int casting, int has_weight,
+                    local float* scratch, int xf, int wf) {
+  const uint lid = get_local_id(0);
+  const uint t = lid & (team - 1);
+  const uint per_group = (uint)get_local_size(0) / team;
+  const ulong stride = (ulong)get_num_groups(0) * per_group;
+  const uint steps = (h + team - 1) / team;
+  for (ulong base = (ulong)get_group_id(0) * per_group; base < rows; base += stride) {
+    const ulong row = base + lid / team;
+    const bool valid = row < rows;
+    const ulong first = row * h;
+    float squares = 0.0f;
+    for (uint k = 0; k < steps; ++k) {
+      const uint j = t + k * team;
+      if (valid && j < h) {
+        const float v = load_elem(x, first + j, xf);
+        squares += v * v;
+      }
+    }
+    const float total = team_sum(scratch, lid, t, team, squares);
+    const float mean = h == 0 ? 0.0f : total / (float)h;
+    const float r = 1.0f / sqrt(mean + eps);
+    if (valid && t == 0) rstd[row] = r;
+    for (uint k = 0; k < steps; ++k) {
+      const uint j = t + k * team;
+      if (valid && j < h) {
+        const float xhat = load_elem(x, first + j, xf) * r;
+        const float s = rms_scale(w, j, offset, casting, has_weight, wf);
+        store_elem(y, first + j, casting == CAST_GEMMA ? xhat * s : round_to(xhat, xf) * s, xf);
+      }
+    }
+  }
+}
+
+// dx for one element (dy may be dx: the element is read before it is written).
+inline float rms_dx(float g, float s, float xv, float r, float coeff) { return r * (g * s) - coeff * xv; }
+
+// dx for every row, and with has_dw each team's share of dweight as one row of `partial`
+// (team k of group g writes row g * (L / team) + k): its columns' sums kept in private memory,
+// which needs ceil(h / team) <= OPREG_FUSED_COLUMNS.
+inline void rms_bwd(global const uchar* dy, global const uchar* x, global const uchar* w, global const float* rstd,
+                    global uchar* dx, global float* partial, ulong rows, uint h, uint team, float offset, int casting,
+                    int has_weight, int has_dw, local float* scratch, int xf, int wf) {
+  const uint lid = get_local_id(0);
+  const uint t = lid & (team - 1);
+  const uint per_group = (uint)get_local_size(0) / team;
+  const ulong stride = (ulong)get_num_groups(0) * per_group;
+  const uint steps = (h + team - 1) / team;
+  float sum[OPREG_FUSED_COLUMNS];
+  float comp[OPREG_FUSED_COLUMNS];
+  for (int k = 0; k < OPREG_FUSED_COLUMNS; ++k) {
+    sum[k] = 0.0f;
+    comp[k] = 0.0f;
+  }
+  for (ulong base = (ulong)get_group_id(0) * per_group; base < rows; base += stride) {
+    const ulong row = base + lid / team;
+    const bool valid = row < rows;
+    const ulong first = row * h;
+    float dot = 0.0f;
+    for (uint k = 0; k < steps; ++k) {
+      const uint j = t + k * team;
+      if (valid && j < h) {
+        const float s = rms_scale(w, j, offset, casting, has_weight, wf);
+        dot += load_elem(dy, first + j, xf) * s * load_elem(x, first + j, xf);
+      }
+    }
+    dot = team_sum(scratch, lid, t, team, dot);
+    const float r = valid ? rstd[row] : 0.0f;
+    const float coeff = h == 0 ? 0.0f : r * r * r * dot / (float)h;
+    if (has_dw) {
+      const float r_hi = as_float(as_uint(r) & 0xFFFFF000u);
+      const float r_lo = r - r_hi;
+      for (int k = 0; k < OPREG_FUSED_COLUMNS; ++k) {
+        const uint j = t + (uint)k * team;
+        if (valid && j < h) {
+          const float g = load_elem(dy, first + j, xf);
+          const float xv = load_elem(x, first + j, xf);
+          const float s = rms_scale(w, j, offset, casting, has_weight, wf);
+          compensated_add(&sum[k], &comp[k], rms_dw_term(g, xv, r, r_hi, r_lo, casting, xf));
+          store_elem(dx, first + j, rms_dx(g, s, xv, r, coeff), xf);
+        }
+      }
+    } else {
+      for (uint k = 0; k < steps; ++k) {
+        const uint j = t + k * team;
+        if (valid && j < h) {
+          const float g = load_elem(dy, first + j, xf);
+          const float xv = load_elem(x, first + j, xf);
+          const float s = rms_scale(w, j, offset, casting, has_weight, wf);
+          store_elem(dx, first + j, rms_dx(g, s, xv, r, coeff), xf);
+        }
+      }
+    }
+  }
+  if (has_dw) {
+    const ulong out = ((ulong)get_group_id(0) * per_group + lid / team) * h;
+    for (int k = 0; k < OPREG_FUSED_COLUMNS; ++k) {
+      const uint j = t + (uint)k * team;
+      if (j < h) partial[out + j] = sum[k] + comp[k];
+    }
+  }
+}
+
+// dweight partials column by column, for rows too long for the fused path: group g takes the
+// column tile g % tiles (L columns, one per work-item) over the row chunk g / tiles
+// (rows_per_chunk rows) and writes row g / tiles of `partial`. No barriers, no local memory.
+inline void rms_dw_columns(global const uchar* dy, global const uchar* x, global const float* rstd,
+                           global float* partial, ulong rows, uint h, uint tiles, ulong rows_per_chunk, int casting,
+                           int xf) {
+  const uint tile = (uint)get_group_id(0) % tiles;
+  const ulong chunk = get_group_id(0) / tiles;
+  const uint j = tile * (uint)get_local_size(0) + (uint)get_local_id(0);
+  if (j >= h) return;
+  const ulong begin = chunk * rows_per_chunk;
+  const ulong end = min(rows, begin + rows_per_chunk);
+  float sum = 0.0f;
+  float comp = 0.0f;
+  for (ulong row = begin; row < end; ++row) {
+    const float r = rstd[row];
+    const float r_hi = as_float(as_uint(r) & 0xFFFFF000u);
+    const float r_lo = r - r_hi;
+    const float g = load_elem(dy, row * h + j, xf);
+    const float xv = load_elem(x, row * h + j, xf);
+    compensated_add(&sum, &comp, rms_dw_term(g, xv, r, r_hi, r_lo, casting, xf));
+  }
+  partial[chunk * h + j] = sum + comp;
+}
+
+// dweight = the column sums of `partial` (slots rows of h), in the weight's format, rounded
+// once. A group covers `cols` columns (a power of two dividing L); its L / cols lanes per column
+// sum every (L / cols)-th slot with compensation, then a tree in local memory joins the lanes
+// in a fixed order (deterministic, no atomics). `scratch` has two floats per work-item.
+inline void rms_dw_reduce(global const float* partial, global uchar* dw, uint slots, uint h, uint cols,
+                          local float* scratch, int wf) {
+  const uint lid = get_local_id(0);
+  const uint size = (uint)get_local_size(0);
+  const uint lanes = size / cols;
+  const uint lane = lid / cols;
+  const uint j = (uint)get_group_id(0) * cols + (lid & (cols - 1));
+  float sum = 0.0f;
+  float comp = 0.0f;
+  if (j < h) {
+    for (uint k = lane; k < slots; k += lanes) compensated_add(&sum, &comp, partial[(ulong)k * h + j]);
+  }
+  local float* sums = scratch;
+  local float* comps = scratch + size;
+  sums[lid] = sum;
+  comps[lid] = comp;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (uint s = lanes >> 1; s > 0; s >>= 1) {
+    if (lane < s) {
+      float a = sums[lid];
+      float c = comps[lid] + comps[lid + s * cols];
+      compensated_add(&a, &c, sums[lid + s * cols]);
+      sums[lid] = a;
+      comps[lid] = c;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (lane == 0 && j < h) {
+    // add_odd keeps the pair's value for the one rounding to a 16-bit format.
+    const float total = wf == FMT_F32 ? sums[lid] + comps[lid] : add_odd(sums[lid], comps[lid]);
+    store_elem(dw, j, total, wf);
+  }
+}
+
+// ---- Kernels: one per (x format, weight format) pair, so every format branch above folds.
+
+#define RMS_FWD_PARAMS                                                                                       \
+  global const uchar *x, ulong x_off, global const uchar *w, ulong w_off, global uchar *y, ulong y_off,      \
+      global uchar *rstd, ulong rstd_off, ulong rows, uint h, uint team, float eps, float offset, int casting, \
+      int has_weight, local float *scratch
+#define RMS_FWD_ARGS                                                                                        \
+  x + x_off, w + w_off, y + y_off, (global float*)(rstd + rstd_off), rows, h, team, eps, offset, casting, \
+      has_weight, scratch
+
+#define RMS_BWD_PARAMS                                                                                       \
+  global const uchar *dy, ulong dy_off, global const uchar *x, ulong x_off, global const uchar *w, ulong w_off, \
+      global const uchar *rstd, ulong rstd_off, global uchar *dx, ulong dx_off, global uchar *partial,           \
+      ulong partial_off, ulong rows, uint h, uint team, float offset, int casting, int has_weight, int has_dw,   \
+      local float *scratch
+#define RMS_BWD_ARGS                                                                                          \
+  dy + dy_off, x + x_off, w + w_off, (global const float*)(rstd + rstd_off), dx + dx_off,                   \
+      (global float*)(partial + partial_off), rows, h, team, offset, casting, has_weight, has_dw, scratch
+
+#define RMS_ROW_KERNELS(name, xf, wf)                                                                     \
+  kernel void rms_norm_fwd_##name(RMS_FWD_PARAMS) { rms_fwd(RMS_FWD_ARGS, xf, wf); }                    \
+  kernel void rms_norm_bwd_##name(RMS_BWD_PARAMS) { rms_bwd(RMS_BWD_ARGS, xf, wf); }
+
+RMS_ROW_KERNELS(f32_f32, FMT_F32, FMT_F32)
+RMS_ROW_KERNELS(f16_f16, FMT_F16, FMT_F16)
+RMS_ROW_KERNELS(f16_f32, FMT_F16, FMT_F32)
+RMS_ROW_KERNELS(bf16_bf16, FMT_BF16, FMT_BF16)
+RMS_ROW_KERNELS(bf16_f32, FMT_BF16, FMT_F32)
+
+#define RMS_DW_COLUMNS_KERNEL(name, xf)                                                                       \
+  kernel void rms_norm_dw_columns_##name(global const uchar* dy, ulong dy_off, global const uchar* x,         \
+                                         ulong x_off, global const uchar* rstd, ulong rstd_off,              \
+                                         global uchar* partial, ulong partial_off, ulong rows, uint h,       \
+                                         uint tiles, ulong rows_per_chunk, int casting) {                    \
+    rms_dw_columns(dy + dy_off, x + x_off, (global const float*)(rstd + rstd_off),                           \
+                   (global float*)(partial + partial_off), rows, h, tiles, rows_per_chunk, casting, xf);      \
+  }
+
+RMS_DW_COLUMNS_KERNEL(f32, FMT_F32)
+RMS_DW_COLUMNS_KERNEL(f16, FMT_F16)
+RMS_DW_COLUMNS_KERNEL(bf16, FMT_BF16)
+
+#define RMS_DW_REDUCE_KERNEL(name, wf)                                                                        \
+  kernel void rms_norm_dw_reduce_##name(global const uchar* partial, ulong partial_off, global uchar* dw,     \
+                                        ulong dw_off, uint slots, uint h, uint cols, local float* scratch) {  \
+    rms_dw_reduce((global const float*)(partial + partial_off), dw + dw_off, slots, h, cols, scratch, wf);    \
+  }
+
+RMS_DW_REDUCE_KERNEL(f32, FMT_F32)
+RMS_DW_REDUCE_KERNEL(f16, FMT_F16)
+RMS_DW_REDUCE_KERNEL(bf16, FMT_BF16)
