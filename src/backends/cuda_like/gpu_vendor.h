@@ -21,6 +21,7 @@ inline constexpr auto gpuMemcpyDefault = hipMemcpyDefault;
 #define gpuRuntimeGetVersion hipRuntimeGetVersion
 #define gpuDriverGetVersion hipDriverGetVersion
 #define OPREG_GPU_RUNTIME "HIP"
+#define OPREG_GPU_DLPACK_DEVICE 10  // kDLROCM
 #else
 #include <cuda_runtime_api.h>
 using gpuError_t = cudaError_t;
@@ -40,4 +41,5 @@ inline constexpr auto gpuMemcpyDefault = cudaMemcpyDefault;
 #define gpuRuntimeGetVersion cudaRuntimeGetVersion
 #define gpuDriverGetVersion cudaDriverGetVersion
 #define OPREG_GPU_RUNTIME "CUDA"
+#define OPREG_GPU_DLPACK_DEVICE 2  // kDLCUDA
 #endif
