@@ -94,10 +94,10 @@ struct Call {
     return rt.locate(t.data(), t.nbytes(), fmt::format("{}: tensor {}", variant, what));
   }
 
-  // Work-groups for a row loop: enough for the rows, no more than the device keeps busy.
-  std::uint64_t groups_for(std::uint64_t per_group) const {
-    const auto most = static_cast<std::uint64_t>(std::max(1, rt.info().compute_units * rt.info().groups_per_unit));
-    return std::max<std::uint64_t>(1, std::min(ceil_div(rows, per_group), most));
+  // Work-groups for `items` units of work: one each, up to the most a launch uses (the kernels
+  // stride over the rest).
+  std::uint64_t groups_for(std::uint64_t items) const {
+    return std::max<std::uint64_t>(1, std::min<std::uint64_t>(items, rt.info().max_groups));
   }
 
   std::uint64_t team(Layout layout) const { return layout == Layout::packed ? packed_team(hidden, group) : group; }
@@ -107,7 +107,7 @@ struct Call {
     const std::uint64_t cols = std::min(group, ceil_pow2(hidden));
     const DevicePointer dw = at(dweight, "dweight");
     rt.launch(queue, rt.kernel(fmt::format("rms_norm_dw_reduce_{}", format_name(dweight.dtype()))),
-              ceil_div(hidden, cols) * group, group, SvmArg{partial.base}, partial.offset, SvmArg{dw.base},
+              groups_for(ceil_div(hidden, cols)) * group, group, SvmArg{partial.base}, partial.offset, SvmArg{dw.base},
               dw.offset, static_cast<cl_uint>(slots), static_cast<cl_uint>(hidden), static_cast<cl_uint>(cols),
               LocalArg{2 * sizeof(float) * group});
   }
@@ -123,7 +123,7 @@ void forward(const RmsNormFwdArgs& a, const KernelContext& ctx, Layout layout, c
   const DevicePointer w = has_weight ? c.at(a.weight, "weight") : x;
   const DevicePointer y = c.at(a.y, "y");
   const DevicePointer rstd = c.at(a.rstd, "rstd");
-  c.rt.launch(c.queue, c.rt.kernel(kernel_name("fwd", a.x, a.weight)), c.groups_for(per_group) * c.group, c.group,
+  c.rt.launch(c.queue, c.rt.kernel(kernel_name("fwd", a.x, a.weight)), c.groups_for(ceil_div(c.rows, per_group)) * c.group, c.group,
               SvmArg{x.base}, x.offset, SvmArg{w.base}, w.offset, SvmArg{y.base}, y.offset, SvmArg{rstd.base},
               rstd.offset, static_cast<cl_ulong>(c.rows), static_cast<cl_uint>(c.hidden), static_cast<cl_uint>(team),
               static_cast<cl_float>(a.eps), static_cast<cl_float>(a.offset), static_cast<cl_int>(a.casting),
@@ -152,15 +152,14 @@ void backward(const RmsNormBwdArgs& a, const KernelContext& ctx, Layout layout, 
   std::uint64_t slots = 0;
   std::uint64_t team = c.team(layout == Layout::split ? Layout::row : layout);
   std::uint64_t per_group = c.group / team;
-  std::uint64_t groups = c.groups_for(per_group);
+  std::uint64_t groups = c.groups_for(ceil_div(c.rows, per_group));
   bool fused = has_dw;
 
   if (has_dw && layout == Layout::split) {
     // dweight first, column by column (dx may be dy: it is written last).
     fused = false;
     const std::uint64_t tiles = ceil_div(c.hidden, c.group);
-    const auto most = static_cast<std::uint64_t>(std::max(1, c.rt.info().compute_units * c.rt.info().groups_per_unit));
-    std::uint64_t chunks = std::max<std::uint64_t>(1, ceil_div(most, tiles));
+    std::uint64_t chunks = std::max<std::uint64_t>(1, ceil_div(c.rt.info().max_groups, tiles));
     chunks = std::min({chunks, ceil_div(c.rows, kMinRowsPerSlot),
                        std::max<std::uint64_t>(1, kPartialBudget / (c.hidden * sizeof(float)))});
     const std::uint64_t rows_per_chunk = ceil_div(c.rows, chunks);
@@ -168,10 +167,10 @@ void backward(const RmsNormBwdArgs& a, const KernelContext& ctx, Layout layout, 
     lease = workspace.acquire(slots * c.hidden * sizeof(float), ctx.stream);
     partial = c.rt.locate(lease.data(), lease.bytes(), "dweight partials");
     c.rt.launch(c.queue, c.rt.kernel(fmt::format("rms_norm_dw_columns_{}", format_name(a.x.dtype()))),
-                tiles * slots * c.group, c.group, SvmArg{dy.base}, dy.offset, SvmArg{x.base}, x.offset,
-                SvmArg{rstd.base}, rstd.offset, SvmArg{partial.base}, partial.offset, static_cast<cl_ulong>(c.rows),
-                static_cast<cl_uint>(c.hidden), static_cast<cl_uint>(tiles), static_cast<cl_ulong>(rows_per_chunk),
-                static_cast<cl_int>(a.casting));
+                c.groups_for(tiles * slots) * c.group, c.group, SvmArg{dy.base}, dy.offset, SvmArg{x.base},
+                x.offset, SvmArg{rstd.base}, rstd.offset, SvmArg{partial.base}, partial.offset,
+                static_cast<cl_ulong>(c.rows), static_cast<cl_uint>(c.hidden), static_cast<cl_uint>(tiles),
+                static_cast<cl_uint>(slots), static_cast<cl_ulong>(rows_per_chunk), static_cast<cl_int>(a.casting));
     c.reduce(partial, slots, a.dweight);
   } else if (fused) {
     const std::uint64_t columns = ceil_div(c.hidden, team);
@@ -223,20 +222,19 @@ Verdict row_fused_fits(const RmsNormBwdArgs& a, const DeviceProps& props) {
 std::vector<Tunable> tunables(Layout layout) {
   std::vector<Tunable> out{{"work_group", "device work_group_size"}};
   if (layout == Layout::packed) out.push_back({"elements_per_item", std::to_string(kPackedElements)});
-  out.push_back({"groups", "compute_units*4"});
+  out.push_back({"max_groups", "compute_units*4"});
   return out;
 }
 
 template <class Args>
 void add(Registry& registry, const Op<Args>& op, const char* impl, int priority, Layout layout,
-         void (*run)(const Args&, const KernelContext&),
-         std::function<Verdict(const Args&, const DeviceProps&)> supports) {
+         void (*run)(const Args&, const KernelContext&), Verdict (*supports)(const Args&, const DeviceProps&)) {
   VariantSpec<Args> spec;
   spec.backend = "xpu";
   spec.impl = impl;
   spec.priority = priority;
   spec.run = run;
-  spec.supports = std::move(supports);
+  spec.supports = supports;
   spec.tunables = tunables(layout);
   registry.add_variant(op, std::move(spec)).release();
 }

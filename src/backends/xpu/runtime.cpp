@@ -37,6 +37,9 @@ T device_value(cl_device_id device, cl_device_info what) {
   return value;
 }
 
+// The warm-up buffer: what kernels/formats.cl promises each kernel, per work-item of the launch.
+constexpr std::size_t kWarmBytesPerItem = 8;
+
 std::size_t floor_pow2(std::size_t v) {
   std::size_t p = 1;
   while (p * 2 <= v) p *= 2;
@@ -76,7 +79,9 @@ void plan_launches(DeviceInfo& d) {
   // The fused backward keeps 2 floats per column in private memory: registers on a GPU (8
   // columns, 16 registers), cache-resident arrays on a CPU.
   d.fused_columns = d.gpu ? 8 : 32;
-  d.groups_per_unit = 4;
+  // A few groups per compute unit keep every unit busy while one waits on memory; the row and
+  // column loops stride over the rest, so a launch never needs more.
+  d.max_groups = static_cast<std::size_t>(std::max(1, d.compute_units)) * 4;
 }
 
 }  // namespace
@@ -301,22 +306,30 @@ void DeviceRuntime::build_and_warm() {
   }
   const auto built = Clock::now();
   build_seconds_ = std::chrono::duration<double>(built - start).count();
-  // Each kernel at the one work-group size every launch uses, on a small and on a large grid:
-  // PoCL compiles a work-group function per (kernel, local size, grid under or over 65536
-  // work-items) at its first launch, 0.1-0.25 s each on a 2-core host.
-  placeholder_ = allocate(kPlaceholderBytes);
-  for (auto& [name, kernel] : kernels_) {
-    warm(*kernel, work_group_size_);
-    warm(*kernel, std::max(kWarmLargeGrid, work_group_size_));
+  // Each kernel at the one work-group size every launch uses, on the smallest and the largest
+  // grid a launch uses: PoCL compiles a work-group function per (kernel, local size, grid under
+  // or over 65536 work-items) at its first launch, 0.1-0.25 s each on a 2-core host.
+  placeholder_ = allocate(64);
+  const std::size_t largest = std::max<std::size_t>(1, info_.max_groups) * work_group_size_;
+  void* buffer = allocate(kWarmBytesPerItem * largest);
+  try {
+    for (auto& [name, kernel] : kernels_) {
+      warm(*kernel, work_group_size_, buffer);
+      if (largest > work_group_size_) warm(*kernel, largest, buffer);
+    }
+    finish(queue_.get());
+  } catch (...) {
+    free(buffer);
+    throw;
   }
-  finish(queue_.get());
+  free(buffer);
   warm_seconds_ = std::chrono::duration<double>(Clock::now() - built).count();
 }
 
-// Launches `global` work-items of `kernel` with every pointer on the placeholder block and every
-// scalar 1 (the contract in kernels/formats.cl), reading the argument kinds from the kernel's
+// Launches `global` work-items of `kernel` with every pointer on `buffer` (kWarmBytesPerItem per
+// work-item) and every scalar 1 (the contract in kernels/formats.cl), reading the argument kinds from the kernel's
 // own metadata (-cl-kernel-arg-info).
-void DeviceRuntime::warm(Kernel& kernel, std::size_t global) {
+void DeviceRuntime::warm(Kernel& kernel, std::size_t global, void* buffer) {
   cl_uint args = 0;
   check(clGetKernelInfo(kernel.handle.get(), CL_KERNEL_NUM_ARGS, sizeof(args), &args, nullptr), label_,
         "clGetKernelInfo");
@@ -331,7 +344,7 @@ void DeviceRuntime::warm(Kernel& kernel, std::size_t global) {
     clGetKernelArgInfo(kernel.handle.get(), i, CL_KERNEL_ARG_TYPE_NAME, size, type.data(), nullptr);
     type.resize(std::strlen(type.c_str()));
     if (space == CL_KERNEL_ARG_ADDRESS_GLOBAL) {
-      set_arg(kernel, i, SvmArg{placeholder_});
+      set_arg(kernel, i, SvmArg{buffer});
     } else if (space == CL_KERNEL_ARG_ADDRESS_LOCAL) {
       set_arg(kernel, i, LocalArg{2 * sizeof(float) * work_group_size_});
     } else if (type == "ulong") {
@@ -352,9 +365,9 @@ void DeviceRuntime::warm(Kernel& kernel, std::size_t global) {
 
 cl_command_queue DeviceRuntime::queue(void* stream) {
   if (stream == nullptr || stream == queue_.get()) return queue_.get();
+  // Asked every time (two cheap queries): a queue released and another made at the same address
+  // must not pass on an old answer.
   auto* q = static_cast<cl_command_queue>(stream);
-  std::lock_guard<std::mutex> lock(queues_mutex_);
-  if (std::find(checked_queues_.begin(), checked_queues_.end(), q) != checked_queues_.end()) return q;
   cl_context context = nullptr;
   cl_command_queue_properties properties = 0;
   if (clGetCommandQueueInfo(q, CL_QUEUE_CONTEXT, sizeof(context), &context, nullptr) != CL_SUCCESS ||
@@ -370,7 +383,6 @@ cl_command_queue DeviceRuntime::queue(void* stream) {
          "an in-order queue",
          label_, stream);
   }
-  checked_queues_.push_back(q);
   return q;
 }
 

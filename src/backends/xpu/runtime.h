@@ -79,7 +79,7 @@ struct DeviceInfo {
   // Launch parameters the kernels are planned with (see docs/backends/xpu.md).
   std::size_t work_group_size = 0;  // L: a power of two <= 1024
   int fused_columns = 0;            // dweight columns a work-item keeps in the fused backward
-  int groups_per_unit = 0;          // work-groups launched per compute unit for row loops
+  std::size_t max_groups = 0;       // work-groups a launch uses at most (the kernels stride over the rest)
 };
 
 struct Discovery {
@@ -176,7 +176,7 @@ class DeviceRuntime {
   void set_scalar(Kernel& kernel, cl_uint index, const void* value, std::size_t bytes);
   void enqueue(cl_command_queue queue, Kernel& kernel, std::size_t global, std::size_t local);
   void build_and_warm();
-  void warm(Kernel& kernel, std::size_t global);
+  void warm(Kernel& kernel, std::size_t global, void* buffer);
 
   DeviceInfo info_;
   std::string label_;
@@ -185,16 +185,11 @@ class DeviceRuntime {
   std::vector<ProgramHandle> programs_;
   std::map<std::string, std::unique_ptr<Kernel>, std::less<>> kernels_;
   std::size_t work_group_size_ = 0;
-  // A block that stands in for the memory of empty tensors, and the buffer of the warm-up launches.
-  static constexpr std::size_t kWarmLargeGrid = 65536;
-  static constexpr std::size_t kPlaceholderBytes = 8 * kWarmLargeGrid;
-  void* placeholder_ = nullptr;
+  void* placeholder_ = nullptr;  // stands in for the memory of empty tensors
   double build_seconds_ = 0;
   double warm_seconds_ = 0;
   mutable std::mutex allocations_mutex_;
   std::map<std::uintptr_t, std::size_t> allocations_;  // base -> bytes
-  std::mutex queues_mutex_;
-  std::vector<cl_command_queue> checked_queues_;  // user queues already found to be ours
 };
 
 // The programs the runtime builds: name and full source (formats.cl in front of each program's

@@ -32,6 +32,8 @@ class XpuBackend final : public Backend {
   void fill(int index, void* dst, std::size_t bytes, const void* pattern, std::size_t pattern_bytes,
             void* stream) override;
   void synchronize(int index, void* stream) override;
+  // Shared virtual memory of an OpenCL context: DLPack's kDLOpenCL.
+  int dlpack_device_type() const override { return 4; }
   // No default stream is published: the device's queue exists only once its context is made (the
   // first use of the device), and a nullptr stream means that queue everywhere.
 

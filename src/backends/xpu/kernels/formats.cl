@@ -6,10 +6,10 @@
 //
 // Every kernel must be harmless when launched with every integer and float scalar set to 1 and
 // every buffer a scratch block of 8 bytes per work-item of the launch: the runtime warms each
-// kernel that way, once as one work-group and once as a grid of 65536 work-items, so that a
-// driver's first-launch compile (PoCL specialises each kernel for its work-group size, and
-// separately for grids under and over 65536 work-items) happens when the device context is
-// made, never in a user's call.
+// kernel that way, as one work-group and as the largest grid a launch uses, so that a driver's
+// first-launch compile (PoCL specialises each kernel for its work-group size, and separately
+// for grids under and over 65536 work-items) happens when the device context is made, never in
+// a user's call.
 
 // a * b + c stays two roundings everywhere: the bit-exact conversions and add_odd rely on it, and
 // results must not depend on whether a compiler fuses.

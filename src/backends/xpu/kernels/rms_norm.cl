@@ -144,66 +144,75 @@ inline void rms_bwd(global const uchar* dy, global const uchar* x, global const 
   }
 }
 
-// dweight partials column by column, for rows too long for the fused path: group g takes the
-// column tile g % tiles (L columns, one per work-item) over the row chunk g / tiles
-// (rows_per_chunk rows) and writes row g / tiles of `partial`. No barriers, no local memory.
+// dweight partials column by column, for rows too long for the fused path: work item i (of
+// tiles * chunks) is column tile i % tiles (L columns, one per work-item) over row chunk
+// i / tiles (rows_per_chunk rows), written to row i / tiles of `partial`; the groups stride over
+// the items. No barriers, no local memory.
 inline void rms_dw_columns(global const uchar* dy, global const uchar* x, global const float* rstd,
-                           global float* partial, ulong rows, uint h, uint tiles, ulong rows_per_chunk, int casting,
-                           int xf) {
-  const uint tile = (uint)get_group_id(0) % tiles;
-  const ulong chunk = get_group_id(0) / tiles;
-  const uint j = tile * (uint)get_local_size(0) + (uint)get_local_id(0);
-  if (j >= h) return;
-  const ulong begin = chunk * rows_per_chunk;
-  const ulong end = min(rows, begin + rows_per_chunk);
-  float sum = 0.0f;
-  float comp = 0.0f;
-  for (ulong row = begin; row < end; ++row) {
-    const float r = rstd[row];
-    const float r_hi = as_float(as_uint(r) & 0xFFFFF000u);
-    const float r_lo = r - r_hi;
-    const float g = load_elem(dy, row * h + j, xf);
-    const float xv = load_elem(x, row * h + j, xf);
-    compensated_add(&sum, &comp, rms_dw_term(g, xv, r, r_hi, r_lo, casting, xf));
+                           global float* partial, ulong rows, uint h, uint tiles, uint chunks, ulong rows_per_chunk,
+                           int casting, int xf) {
+  const ulong items = (ulong)tiles * chunks;
+  for (ulong item = get_group_id(0); item < items; item += get_num_groups(0)) {
+    const uint tile = (uint)(item % tiles);
+    const ulong chunk = item / tiles;
+    const uint j = tile * (uint)get_local_size(0) + (uint)get_local_id(0);
+    if (j >= h) continue;
+    const ulong begin = chunk * rows_per_chunk;
+    const ulong end = min(rows, begin + rows_per_chunk);
+    float sum = 0.0f;
+    float comp = 0.0f;
+    for (ulong row = begin; row < end; ++row) {
+      const float r = rstd[row];
+      const float r_hi = as_float(as_uint(r) & 0xFFFFF000u);
+      const float r_lo = r - r_hi;
+      const float g = load_elem(dy, row * h + j, xf);
+      const float xv = load_elem(x, row * h + j, xf);
+      compensated_add(&sum, &comp, rms_dw_term(g, xv, r, r_hi, r_lo, casting, xf));
+    }
+    partial[chunk * h + j] = sum + comp;
   }
-  partial[chunk * h + j] = sum + comp;
 }
 
 // dweight = the column sums of `partial` (slots rows of h), in the weight's format, rounded
-// once. A group covers `cols` columns (a power of two dividing L); its L / cols lanes per column
-// sum every (L / cols)-th slot with compensation, then a tree in local memory joins the lanes
-// in a fixed order (deterministic, no atomics). `scratch` has two floats per work-item.
+// once. A column tile is `cols` columns (a power of two dividing L), the groups striding over
+// the tiles; each column's L / cols lanes sum every (L / cols)-th slot with compensation, then
+// a tree in local memory joins the lanes in a fixed order (deterministic, no atomics).
+// `scratch` has two floats per work-item.
 inline void rms_dw_reduce(global const float* partial, global uchar* dw, uint slots, uint h, uint cols,
                           local float* scratch, int wf) {
   const uint lid = get_local_id(0);
   const uint size = (uint)get_local_size(0);
   const uint lanes = size / cols;
   const uint lane = lid / cols;
-  const uint j = (uint)get_group_id(0) * cols + (lid & (cols - 1));
-  float sum = 0.0f;
-  float comp = 0.0f;
-  if (j < h) {
-    for (uint k = lane; k < slots; k += lanes) compensated_add(&sum, &comp, partial[(ulong)k * h + j]);
-  }
+  const uint tiles = (h + cols - 1) / cols;
   local float* sums = scratch;
   local float* comps = scratch + size;
-  sums[lid] = sum;
-  comps[lid] = comp;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (uint s = lanes >> 1; s > 0; s >>= 1) {
-    if (lane < s) {
-      float a = sums[lid];
-      float c = comps[lid] + comps[lid + s * cols];
-      compensated_add(&a, &c, sums[lid + s * cols]);
-      sums[lid] = a;
-      comps[lid] = c;
+  for (uint tile = get_group_id(0); tile < tiles; tile += get_num_groups(0)) {
+    const uint j = tile * cols + (lid & (cols - 1));
+    float sum = 0.0f;
+    float comp = 0.0f;
+    if (j < h) {
+      for (uint k = lane; k < slots; k += lanes) compensated_add(&sum, &comp, partial[(ulong)k * h + j]);
+    }
+    sums[lid] = sum;
+    comps[lid] = comp;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint s = lanes >> 1; s > 0; s >>= 1) {
+      if (lane < s) {
+        float a = sums[lid];
+        float c = comps[lid] + comps[lid + s * cols];
+        compensated_add(&a, &c, sums[lid + s * cols]);
+        sums[lid] = a;
+        comps[lid] = c;
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lane == 0 && j < h) {
+      // add_odd keeps the pair's value for the one rounding to a 16-bit format.
+      const float total = wf == FMT_F32 ? sums[lid] + comps[lid] : add_odd(sums[lid], comps[lid]);
+      store_elem(dw, j, total, wf);
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  if (lane == 0 && j < h) {
-    // add_odd keeps the pair's value for the one rounding to a 16-bit format.
-    const float total = wf == FMT_F32 ? sums[lid] + comps[lid] : add_odd(sums[lid], comps[lid]);
-    store_elem(dw, j, total, wf);
   }
 }
 
@@ -240,9 +249,10 @@ RMS_ROW_KERNELS(bf16_f32, FMT_BF16, FMT_F32)
   kernel void rms_norm_dw_columns_##name(global const uchar* dy, ulong dy_off, global const uchar* x,         \
                                          ulong x_off, global const uchar* rstd, ulong rstd_off,              \
                                          global uchar* partial, ulong partial_off, ulong rows, uint h,       \
-                                         uint tiles, ulong rows_per_chunk, int casting) {                    \
+                                         uint tiles, uint chunks, ulong rows_per_chunk, int casting) {       \
     rms_dw_columns(dy + dy_off, x + x_off, (global const float*)(rstd + rstd_off),                           \
-                   (global float*)(partial + partial_off), rows, h, tiles, rows_per_chunk, casting, xf);      \
+                   (global float*)(partial + partial_off), rows, h, tiles, chunks, rows_per_chunk, casting,   \
+                   xf);                                                                                      \
   }
 
 RMS_DW_COLUMNS_KERNEL(f32, FMT_F32)
