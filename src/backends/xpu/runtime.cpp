@@ -72,13 +72,15 @@ void plan_launches(DeviceInfo& d) {
   std::size_t l = std::min<std::size_t>(1024, d.max_work_group_size);
   const std::size_t local_cap = std::min<std::uint64_t>(d.local_mem, 64 * 1024) / (2 * sizeof(float));
   l = std::min(l, local_cap);
-  // On a CPU device a work-group is one thread looping over its work-items: beyond 256 a group
-  // only grows the per-work-item state PoCL keeps across barriers.
-  if (!d.gpu) l = std::min<std::size_t>(l, 256);
+  // On a CPU device (PoCL) a work-group is one thread running its work-items in a loop between
+  // barriers, vectorised across them; a row's tree sum costs log2(L) such loops, so a smaller
+  // group wins there (64 measured best of 32..256 on rms_norm 4096 x 4096, docs/perf.md).
+  if (!d.gpu) l = std::min<std::size_t>(l, 64);
   d.work_group_size = floor_pow2(std::max<std::size_t>(l, 1));
-  // The fused backward keeps 2 floats per column in private memory: registers on a GPU (8
-  // columns, 16 registers), cache-resident arrays on a CPU.
-  d.fused_columns = d.gpu ? 8 : 32;
+  // The fused backward keeps a (sum, compensation) pair per dweight column in private memory:
+  // registers on a GPU (16 columns, 32 registers a work-item, rows up to 16 L), cache-resident
+  // arrays on a CPU device, where a long row costs no registers (rows up to 256 L).
+  d.fused_columns = d.gpu ? 16 : 256;
   // A few groups per compute unit keep every unit busy while one waits on memory; the row and
   // column loops stride over the rest, so a launch never needs more.
   d.max_groups = static_cast<std::size_t>(std::max(1, d.compute_units)) * 4;

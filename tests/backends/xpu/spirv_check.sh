@@ -2,7 +2,7 @@
 # Compiles every xpu kernel program to SPIR-V with clang-15 and llvm-spirv-15 and validates it
 # with spirv-val, as an Intel GPU driver would ingest it: what a GPU compiler would reject
 # fails here, on a machine without one. Built for each OpenCL C standard the runtime uses and
-# each fused-dweight width it sets (GPU 8, CPU 32).
+# each fused-dweight width it sets (GPU 16, CPU 256).
 # usage: spirv_check.sh CLANG LLVM_SPIRV SPIRV_VAL WORK_DIR PROGRAM.cl...
 set -u
 clang=$1 llvm_spirv=$2 spirv_val=$3 work=$4
@@ -19,7 +19,7 @@ checked=0
 for program in "$@"; do
   name=$(basename "$program" .cl)
   for std in CL2.0 CL3.0; do
-    for fused in 8 32; do
+    for fused in 16 256; do
       base="$work/$name-$std-f$fused"
       if ! out=$("$clang" -x cl -cl-std=$std -target spir64 -O2 -Wall -Werror -DOPREG_FUSED_COLUMNS=$fused \
                    -emit-llvm -c "$program" -o "$base.bc" 2>&1) ||

@@ -17,7 +17,7 @@
 // Columns of dweight each work-item keeps in private memory in the fused backward (the host
 // sets it per device and only picks the fused path when a row fits).
 #ifndef OPREG_FUSED_COLUMNS
-#define OPREG_FUSED_COLUMNS 8
+#define OPREG_FUSED_COLUMNS 16
 #endif
 
 // (offset + w) for column j as the casting mode sees it (1 without a weight: offset is 0 then).
@@ -113,8 +113,8 @@ inline void rms_bwd(global const uchar* dy, global const uchar* x, global const 
     if (has_dw) {
       const float r_hi = as_float(as_uint(r) & 0xFFFFF000u);
       const float r_lo = r - r_hi;
-      for (int k = 0; k < OPREG_FUSED_COLUMNS; ++k) {
-        const uint j = t + (uint)k * team;
+      for (uint k = 0; k < OPREG_FUSED_COLUMNS && k < steps; ++k) {
+        const uint j = t + k * team;
         if (valid && j < h) {
           const float g = load_elem(dy, first + j, xf);
           const float xv = load_elem(x, first + j, xf);
@@ -137,8 +137,8 @@ inline void rms_bwd(global const uchar* dy, global const uchar* x, global const 
   }
   if (has_dw) {
     const ulong out = ((ulong)get_group_id(0) * per_group + lid / team) * h;
-    for (int k = 0; k < OPREG_FUSED_COLUMNS; ++k) {
-      const uint j = t + (uint)k * team;
+    for (uint k = 0; k < OPREG_FUSED_COLUMNS && k < steps; ++k) {
+      const uint j = t + k * team;
       if (j < h) partial[out + j] = sum[k] + comp[k];
     }
   }
