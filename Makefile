@@ -33,12 +33,17 @@ run: build
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
+# The xpu backend's OpenCL in sanitizer runs: the ICD loader restricted to PoCL, and PoCL's and
+# LLVM's process-lifetime allocations suppressed (tests/backends/xpu/lsan.supp).
+XPU_SANITIZER_ENV := OCL_ICD_VENDORS=/etc/OpenCL/vendors/pocl.icd \
+  LSAN_OPTIONS=suppressions=$(CURDIR)/tests/backends/xpu/lsan.supp
+
 asan: deps
 	@cmake -S . -B build-asan $(CLANG) -DOPREG_WERROR=ON -DOPREG_SANITIZE=address,undefined -DOPREG_WITH_CUDA=OFF \
 	  -DOPREG_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug >/dev/null
 	@cmake --build build-asan -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  ctest --test-dir build-asan --output-on-failure -j $(JOBS)
+	  $(XPU_SANITIZER_ENV) ctest --test-dir build-asan --output-on-failure -j $(JOBS)
 
 tsan: deps
 	@cmake -S . -B build-tsan $(CLANG) -DOPREG_WERROR=ON -DOPREG_SANITIZE=thread -DOPREG_WITH_OPENMP=OFF -DOPREG_WITH_CUDA=OFF \
