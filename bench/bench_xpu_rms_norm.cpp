@@ -10,70 +10,37 @@
 #include <benchmark/benchmark.h>
 
 #include <chrono>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <string>
-#include <vector>
+#include <utility>
 
 #include "opreg/ops.h"
 #include "opreg/registry.h"
+#include "ops/problem.h"
 
 namespace {
 
 using namespace opreg;
 
-void fill_pattern(Tensor& t, double scale) {
-  for (std::int64_t i = 0; i < t.numel(); ++i) {
-    const double v = scale * (0.25 + std::fabs(std::sin(0.37 * static_cast<double>(i) + 1.0)));
-    store_from_double(t.data(), t.dtype(), static_cast<std::size_t>(i), (i & 1) != 0 ? -v : v);
-  }
-}
-
-Tensor on(Device device, const Shape& shape, DType dtype, double scale) {
-  Tensor host = Tensor::empty(shape, dtype);
-  fill_pattern(host, scale);
-  return host.to(device);
-}
-
-struct RmsProblem {
-  Device device;
-  RmsNormFwdArgs fwd;
-  RmsNormBwdArgs bwd;
-  RmsProblem(Device d, const Shape& shape, DType dtype) : device(d) {
-    const std::int64_t hidden = shape[shape.ndim() - 1];
-    const Shape rows{shape.numel() / hidden};
-    fwd.x = on(device, shape, dtype, 1.0);
-    fwd.weight = on(device, {hidden}, dtype, 0.5);
-    fwd.y = Tensor::empty(shape, dtype, device, default_registry());
-    fwd.rstd = Tensor::empty(rows, DType::f32, device, default_registry());
-    bwd.dy = on(device, shape, dtype, 0.1);
-    bwd.x = fwd.x;
-    bwd.weight = fwd.weight;
-    bwd.rstd = fwd.rstd;
-    bwd.dx = Tensor::empty(shape, dtype, device, default_registry());
-    bwd.dweight = Tensor::empty({hidden}, dtype, device, default_registry());
-    run(Direction::fwd);  // the statistics the backward consumes
-    synchronize();
-  }
-  const VariantInfo* run(Direction direction) const {
-    return (direction == Direction::fwd ? rms_norm_fwd(fwd) : rms_norm_bwd(bwd)).variant;
-  }
-  void synchronize() const { default_registry().backend(device.backend).synchronize(device.index, nullptr); }
-};
-
+// The inputs are the shared problem machinery's (seeded, the same on both devices); a backward
+// problem's statistics come from the reference forward.
 void run_rms(benchmark::State& state, Device device, Direction direction, Shape shape, DType dtype) {
-  const RmsProblem p(device, shape, dtype);
+  ProblemSpec spec;
+  spec.op = direction == Direction::fwd ? "rms_norm.fwd" : "rms_norm.bwd";
+  spec.dtype = dtype;
+  spec.wdtype = dtype;
+  spec.shape = shape;
+  Problem p(default_registry(), spec, device);
   const auto start = std::chrono::steady_clock::now();
-  const VariantInfo* variant = p.run(direction);
+  const VariantInfo* variant = p.run().variant;
   p.synchronize();
   const double first_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
   for (auto _ : state) {
-    variant = p.run(direction);
+    variant = p.run().variant;
     p.synchronize();
   }
-  state.SetBytesProcessed(static_cast<std::int64_t>(bytes_moved("rms_norm", direction, shape, dtype, dtype)) *
-                          state.iterations());
+  state.SetBytesProcessed(static_cast<std::int64_t>(p.bytes()) * state.iterations());
   state.counters["first_call_us"] = first_us;
   state.SetLabel(default_registry().device_label(device) + " " + (variant != nullptr ? variant->name : "?"));
 }

@@ -12,22 +12,24 @@
 namespace opreg::xpu {
 namespace {
 
-std::string platform_string(cl_platform_id platform, cl_platform_info what) {
+// A string an OpenCL info query returns: `query(size, data, size_ret)` asked for the size, then
+// for the text; empty when either call fails.
+template <class Query>
+std::string query_string(Query query) {
   std::size_t size = 0;
-  if (clGetPlatformInfo(platform, what, 0, nullptr, &size) != CL_SUCCESS || size == 0) return {};
+  if (query(0, nullptr, &size) != CL_SUCCESS || size == 0) return {};
   std::string out(size, '\0');
-  if (clGetPlatformInfo(platform, what, size, out.data(), nullptr) != CL_SUCCESS) return {};
+  if (query(size, out.data(), nullptr) != CL_SUCCESS) return {};
   out.resize(std::strlen(out.c_str()));
   return out;
 }
 
+std::string platform_string(cl_platform_id platform, cl_platform_info what) {
+  return query_string([&](std::size_t n, void* p, std::size_t* r) { return clGetPlatformInfo(platform, what, n, p, r); });
+}
+
 std::string device_string(cl_device_id device, cl_device_info what) {
-  std::size_t size = 0;
-  if (clGetDeviceInfo(device, what, 0, nullptr, &size) != CL_SUCCESS || size == 0) return {};
-  std::string out(size, '\0');
-  if (clGetDeviceInfo(device, what, size, out.data(), nullptr) != CL_SUCCESS) return {};
-  out.resize(std::strlen(out.c_str()));
-  return out;
+  return query_string([&](std::size_t n, void* p, std::size_t* r) { return clGetDeviceInfo(device, what, n, p, r); });
 }
 
 template <class T>
@@ -235,13 +237,9 @@ ProgramHandle build_program(cl_context context, cl_device_id device, std::string
   check(status, what, "clCreateProgramWithSource");
   status = clBuildProgram(program.get(), 1, &device, options.c_str(), nullptr, nullptr);
   if (status != CL_SUCCESS) {
-    std::size_t size = 0;
-    std::string log;
-    if (clGetProgramBuildInfo(program.get(), device, CL_PROGRAM_BUILD_LOG, 0, nullptr, &size) == CL_SUCCESS && size > 0) {
-      log.resize(size);
-      clGetProgramBuildInfo(program.get(), device, CL_PROGRAM_BUILD_LOG, size, log.data(), nullptr);
-      log.resize(std::strlen(log.c_str()));
-    }
+    std::string log = query_string([&](std::size_t n, void* p, std::size_t* r) {
+      return clGetProgramBuildInfo(program.get(), device, CL_PROGRAM_BUILD_LOG, n, p, r);
+    });
     while (!log.empty() && (log.back() == '\n' || log.back() == ' ')) log.pop_back();
     constexpr std::size_t kMaxLog = 8000;
     if (log.size() > kMaxLog) log = log.substr(0, kMaxLog) + "\n[compiler log cut at 8000 characters]";
@@ -292,11 +290,9 @@ void DeviceRuntime::build_and_warm() {
     for (cl_kernel handle : handles) {
       auto kernel = std::make_unique<Kernel>();
       kernel->handle = KernelHandle(handle);
-      std::size_t size = 0;
-      clGetKernelInfo(handle, CL_KERNEL_FUNCTION_NAME, 0, nullptr, &size);
-      kernel->name.resize(size);
-      clGetKernelInfo(handle, CL_KERNEL_FUNCTION_NAME, size, kernel->name.data(), nullptr);
-      kernel->name.resize(std::strlen(kernel->name.c_str()));
+      kernel->name = query_string([&](std::size_t n, void* p, std::size_t* r) {
+        return clGetKernelInfo(handle, CL_KERNEL_FUNCTION_NAME, n, p, r);
+      });
       std::size_t limit = 0;
       check(clGetKernelWorkGroupInfo(handle, info_.device, CL_KERNEL_WORK_GROUP_SIZE, sizeof(limit), &limit, nullptr),
             label_, "clGetKernelWorkGroupInfo");
@@ -340,11 +336,9 @@ void DeviceRuntime::warm(Kernel& kernel, std::size_t global, void* buffer) {
     cl_kernel_arg_address_qualifier space = 0;
     check(clGetKernelArgInfo(kernel.handle.get(), i, CL_KERNEL_ARG_ADDRESS_QUALIFIER, sizeof(space), &space, nullptr),
           label_, "clGetKernelArgInfo");
-    std::size_t size = 0;
-    clGetKernelArgInfo(kernel.handle.get(), i, CL_KERNEL_ARG_TYPE_NAME, 0, nullptr, &size);
-    std::string type(size, '\0');
-    clGetKernelArgInfo(kernel.handle.get(), i, CL_KERNEL_ARG_TYPE_NAME, size, type.data(), nullptr);
-    type.resize(std::strlen(type.c_str()));
+    const std::string type = query_string([&](std::size_t n, void* p, std::size_t* r) {
+      return clGetKernelArgInfo(kernel.handle.get(), i, CL_KERNEL_ARG_TYPE_NAME, n, p, r);
+    });
     if (space == CL_KERNEL_ARG_ADDRESS_GLOBAL) {
       set_arg(kernel, i, SvmArg{buffer});
     } else if (space == CL_KERNEL_ARG_ADDRESS_LOCAL) {

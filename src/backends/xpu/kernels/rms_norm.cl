@@ -36,35 +36,55 @@ inline float rms_dw_term(float g, float xv, float r, float r_hi, float r_lo, int
   return g * round_to(add_odd(xv * r_hi, xv * r_lo), xf);
 }
 
-// Column loops run a count every work-item of the group shares (steps = ceil(h / team)) and
-// test the column inside: PoCL can then keep its loop over work-items innermost and vectorise
-// across them, and a GPU sees the same uniform trip count.
+// How a group's work-items split into teams over the rows. Column loops run a count every
+// work-item of the group shares (steps = ceil(h / team)) and test the column inside, so a GPU
+// sees one trip count per group.
+typedef struct {
+  uint lid;        // the work-item in its group
+  uint t;          // its place in its team
+  uint team;       // work-items per row, a power of two
+  uint steps;      // column steps of a team over a row
+  ulong first;     // the group's first row
+  ulong stride;    // rows from one turn of the groups to the next
+} Teams;
+
+inline Teams teams_of(uint team, uint h) {
+  Teams g;
+  const uint per_group = (uint)get_local_size(0) / team;
+  g.lid = get_local_id(0);
+  g.t = g.lid & (team - 1);
+  g.team = team;
+  g.steps = (h + team - 1) / team;
+  g.first = (ulong)get_group_id(0) * per_group;
+  g.stride = (ulong)get_num_groups(0) * per_group;
+  return g;
+}
+
+// This work-item's row in the turn of the groups starting at `base`.
+inline ulong team_row(Teams g, ulong base) { return base + g.lid / g.team; }
 
 inline void rms_fwd(global const uchar* x, global const uchar* w, global uchar* y, global float* rstd,
                     ulong rows, uint h, uint team, float eps, float offset, int casting, int has_weight,
                     local float* scratch, int xf, int wf) {
-  const uint lid = get_local_id(0);
-  const uint t = lid & (team - 1);
-  const uint per_group = (uint)get_local_size(0) / team;
-  const ulong stride = (ulong)get_num_groups(0) * per_group;
-  const uint steps = (h + team - 1) / team;
-  for (ulong base = (ulong)get_group_id(0) * per_group; base < rows; base += stride) {
-    const ulong row = base + lid / team;
+  const Teams g = teams_of(team, h);
+  const uint t = g.t;
+  for (ulong base = g.first; base < rows; base += g.stride) {
+    const ulong row = team_row(g, base);
     const bool valid = row < rows;
     const ulong first = row * h;
     float squares = 0.0f;
-    for (uint k = 0; k < steps; ++k) {
+    for (uint k = 0; k < g.steps; ++k) {
       const uint j = t + k * team;
       if (valid && j < h) {
         const float v = load_elem(x, first + j, xf);
         squares += v * v;
       }
     }
-    const float total = team_sum(scratch, lid, t, team, squares);
+    const float total = team_sum(scratch, g.lid, t, team, squares);
     const float mean = h == 0 ? 0.0f : total / (float)h;
     const float r = 1.0f / sqrt(mean + eps);
     if (valid && t == 0) rstd[row] = r;
-    for (uint k = 0; k < steps; ++k) {
+    for (uint k = 0; k < g.steps; ++k) {
       const uint j = t + k * team;
       if (valid && j < h) {
         const float xhat = load_elem(x, first + j, xf) * r;
@@ -84,36 +104,33 @@ inline float rms_dx(float g, float s, float xv, float r, float coeff) { return r
 inline void rms_bwd(global const uchar* dy, global const uchar* x, global const uchar* w, global const float* rstd,
                     global uchar* dx, global float* partial, ulong rows, uint h, uint team, float offset, int casting,
                     int has_weight, int has_dw, local float* scratch, int xf, int wf) {
-  const uint lid = get_local_id(0);
-  const uint t = lid & (team - 1);
-  const uint per_group = (uint)get_local_size(0) / team;
-  const ulong stride = (ulong)get_num_groups(0) * per_group;
-  const uint steps = (h + team - 1) / team;
+  const Teams g = teams_of(team, h);
+  const uint t = g.t;
   float sum[OPREG_FUSED_COLUMNS];
   float comp[OPREG_FUSED_COLUMNS];
   for (int k = 0; k < OPREG_FUSED_COLUMNS; ++k) {
     sum[k] = 0.0f;
     comp[k] = 0.0f;
   }
-  for (ulong base = (ulong)get_group_id(0) * per_group; base < rows; base += stride) {
-    const ulong row = base + lid / team;
+  for (ulong base = g.first; base < rows; base += g.stride) {
+    const ulong row = team_row(g, base);
     const bool valid = row < rows;
     const ulong first = row * h;
     float dot = 0.0f;
-    for (uint k = 0; k < steps; ++k) {
+    for (uint k = 0; k < g.steps; ++k) {
       const uint j = t + k * team;
       if (valid && j < h) {
         const float s = rms_scale(w, j, offset, casting, has_weight, wf);
         dot += load_elem(dy, first + j, xf) * s * load_elem(x, first + j, xf);
       }
     }
-    dot = team_sum(scratch, lid, t, team, dot);
+    dot = team_sum(scratch, g.lid, t, team, dot);
     const float r = valid ? rstd[row] : 0.0f;
     const float coeff = h == 0 ? 0.0f : r * r * r * dot / (float)h;
     if (has_dw) {
       const float r_hi = as_float(as_uint(r) & 0xFFFFF000u);
       const float r_lo = r - r_hi;
-      for (uint k = 0; k < OPREG_FUSED_COLUMNS && k < steps; ++k) {
+      for (uint k = 0; k < OPREG_FUSED_COLUMNS && k < g.steps; ++k) {
         const uint j = t + k * team;
         if (valid && j < h) {
           const float g = load_elem(dy, first + j, xf);
@@ -124,7 +141,7 @@ inline void rms_bwd(global const uchar* dy, global const uchar* x, global const 
         }
       }
     } else {
-      for (uint k = 0; k < steps; ++k) {
+      for (uint k = 0; k < g.steps; ++k) {
         const uint j = t + k * team;
         if (valid && j < h) {
           const float g = load_elem(dy, first + j, xf);
@@ -136,8 +153,8 @@ inline void rms_bwd(global const uchar* dy, global const uchar* x, global const 
     }
   }
   if (has_dw) {
-    const ulong out = ((ulong)get_group_id(0) * per_group + lid / team) * h;
-    for (uint k = 0; k < OPREG_FUSED_COLUMNS && k < steps; ++k) {
+    const ulong out = team_row(g, g.first) * h;
+    for (uint k = 0; k < OPREG_FUSED_COLUMNS && k < g.steps; ++k) {
       const uint j = t + k * team;
       if (j < h) partial[out + j] = sum[k] + comp[k];
     }
