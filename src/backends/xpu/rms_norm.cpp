@@ -25,6 +25,8 @@ constexpr std::uint64_t kPackedElements = 4;
 // into each partial row (fewer would make the final reduction re-read more than the rows did).
 constexpr std::uint64_t kPartialBudget = 32ull << 20;
 constexpr std::uint64_t kMinRowsPerSlot = 8;
+// A slot keeps each column's compensated sum: two floats.
+constexpr std::uint64_t kSlotBytesPerColumn = 2 * sizeof(float);
 // Kernels index columns with 32-bit integers.
 constexpr std::uint64_t kMaxHidden = std::numeric_limits<std::int32_t>::max();
 
@@ -127,7 +129,7 @@ void forward(const RmsNormFwdArgs& a, const KernelContext& ctx, Layout layout, c
               SvmArg{x.base}, x.offset, SvmArg{w.base}, w.offset, SvmArg{y.base}, y.offset, SvmArg{rstd.base},
               rstd.offset, static_cast<cl_ulong>(c.rows), static_cast<cl_uint>(c.hidden), static_cast<cl_uint>(team),
               static_cast<cl_float>(a.eps), static_cast<cl_float>(a.offset), static_cast<cl_int>(a.casting),
-              static_cast<cl_int>(has_weight), LocalArg{sizeof(float) * c.group});
+              static_cast<cl_int>(has_weight), LocalArg{2 * sizeof(float) * c.group});
 }
 
 void backward(const RmsNormBwdArgs& a, const KernelContext& ctx, Layout layout, const char* variant) {
@@ -161,10 +163,10 @@ void backward(const RmsNormBwdArgs& a, const KernelContext& ctx, Layout layout, 
     const std::uint64_t tiles = ceil_div(c.hidden, c.group);
     std::uint64_t chunks = std::max<std::uint64_t>(1, ceil_div(c.rt.info().max_groups, tiles));
     chunks = std::min({chunks, ceil_div(c.rows, kMinRowsPerSlot),
-                       std::max<std::uint64_t>(1, kPartialBudget / (c.hidden * sizeof(float)))});
+                       std::max<std::uint64_t>(1, kPartialBudget / (c.hidden * kSlotBytesPerColumn))});
     const std::uint64_t rows_per_chunk = ceil_div(c.rows, chunks);
     slots = ceil_div(c.rows, rows_per_chunk);
-    lease = workspace.acquire(slots * c.hidden * sizeof(float), ctx.stream);
+    lease = workspace.acquire(slots * c.hidden * kSlotBytesPerColumn, ctx.stream);
     partial = c.rt.locate(lease.data(), lease.bytes(), "dweight partials");
     c.rt.launch(c.queue, c.rt.kernel(fmt::format("rms_norm_dw_columns_{}", format_name(a.x.dtype()))),
                 c.groups_for(tiles * slots) * c.group, c.group, SvmArg{dy.base}, dy.offset, SvmArg{x.base},
@@ -182,9 +184,9 @@ void backward(const RmsNormBwdArgs& a, const KernelContext& ctx, Layout layout, 
            variant, c.hidden, columns, c.rt.label(), c.group, team, most);
     }
     groups = std::min({groups, std::max<std::uint64_t>(1, ceil_div(c.rows, per_group * kMinRowsPerSlot)),
-                       std::max<std::uint64_t>(1, kPartialBudget / (per_group * c.hidden * sizeof(float)))});
+                       std::max<std::uint64_t>(1, kPartialBudget / (per_group * c.hidden * kSlotBytesPerColumn))});
     slots = groups * per_group;
-    lease = workspace.acquire(slots * c.hidden * sizeof(float), ctx.stream);
+    lease = workspace.acquire(slots * c.hidden * kSlotBytesPerColumn, ctx.stream);
     partial = c.rt.locate(lease.data(), lease.bytes(), "dweight partials");
   }
   c.rt.launch(c.queue, c.rt.kernel(kernel_name("bwd", a.x, a.weight)), groups * c.group, c.group, SvmArg{dy.base},

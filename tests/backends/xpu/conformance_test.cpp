@@ -1,7 +1,7 @@
 // The xpu backend's instantiation of the conformance harness on the OpenCL CPU device (PoCL):
 // every xpu variant, every (x, weight) dtype pair, llama/gemma/none with offsets, in place,
 // with and without a weight, on the shared shapes plus a row of 200,000 columns and 70,000
-// short rows (more rows than work-groups, so the groups loop). The casting modes and offsets
+// short rows (more rows than work-groups, so the groups loop), and the edge-case values. The casting modes and offsets
 // meet every shape up to 127 x 4099; the long rows and the many rows run with llama, since a
 // mode changes the arithmetic of an element, not how rows and columns are walked, and these
 // shapes are most of the label's time (under ASan above all).
@@ -55,6 +55,16 @@ const std::vector<std::pair<Casting, double>> kModes{{Casting::llama, 0.0}, {Cas
 const std::vector<std::pair<Casting, double>> kNoOffset{{Casting::llama, 0.0}, {Casting::gemma, 0.0}};
 const std::vector<std::pair<Casting, double>> kLlama{{Casting::llama, 0.0}};
 
+// The numerical edge cases (problem.h's Values): huge values whose squares overflow an f32 sum,
+// rows of one value, NaN and infinities that must propagate.
+Grid edge_grid() {
+  Grid g = grid(kAllPairs, {Shape{3, 5}, Shape{4, 1}, Shape{5, 4099}}, kModes, true);
+  g.values = {Values::large, Values::equal, Values::special};
+  return g;
+}
+
+INSTANTIATE_TEST_SUITE_P(xpu_edges, ConformanceTest,
+                         ::testing::ValuesIn(expand(edge_grid(), xpu_test::cpu_device())), case_name);
 INSTANTIATE_TEST_SUITE_P(xpu, ConformanceTest,
                          ::testing::ValuesIn(expand(grid(kAllPairs, up_to_medium(), kModes, true),
                                                     xpu_test::cpu_device())),

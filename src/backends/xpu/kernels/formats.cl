@@ -111,6 +111,25 @@ inline void compensated_add(float* sum, float* comp, float v) {
   *sum = t;
 }
 
+// a * b = product + *error exactly (Dekker's product, no fused multiply-add needed: each half
+// has at most 12 significant bits, so the partial products are exact). Operands beyond 2^100
+// (whose halves would overflow) and non-finite products get no error term.
+inline float upper_half(float a) {
+  const float c = a * 4097.0f;  // 2^12 + 1
+  return fabs(a) < 0x1.0p+100f ? c - (c - a) : a;
+}
+
+inline float two_product(float a, float b, float* error) {
+  const float product = a * b;
+  const float ah = upper_half(a);
+  const float al = a - ah;
+  const float bh = upper_half(b);
+  const float bl = b - bh;
+  const float e = ((ah * bh - product) + ah * bl + al * bh) + al * bl;
+  *error = isfinite(product) && isfinite(e) ? e : 0.0f;
+  return product;
+}
+
 // The sum of `v` over the `team` work-items lid - t .. lid - t + team - 1 (team a power of two,
 // t = lid % team), by a tree in local memory, the same order every time. Every work-item of the
 // group must call it (it holds barriers); `scratch` has one float per work-item.
@@ -122,6 +141,56 @@ inline float team_sum(local float* scratch, uint lid, uint t, uint team, float v
     barrier(CLK_LOCAL_MEM_FENCE);
   }
   const float total = scratch[lid - t];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return total;
+}
+
+// ---- Sums of squares that neither overflow nor change ordinary results. Squares of f32 (and
+// bf16) values up to 2^64 fit f32, but a few hundred of them summed do not; the devices need
+// not have doubles. So each work-item keeps its sum scaled by 2^(-2m), m the largest exponent
+// of its values (0 for |v| < 2: then nothing is scaled and the sum is the plain one, bit for
+// bit). Scales are powers of two, so scaling is exact.
+
+// 2^e for e in [-126, 127].
+inline float pow2(int e) { return as_float((uint)(e + 127) << 23); }
+
+// The scale exponent of v: its binary exponent, at least 0 and at most 126 (infinities and NaN
+// get 126 and stay what they are).
+inline int square_scale(float v) { return clamp((int)((as_uint(v) >> 23) & 0xFFu) - 127, 0, 126); }
+
+// sum(v^2) = *sum * 2^(2 * *m); adds v.
+inline void add_square(float* sum, int* m, float v) {
+  const int e = square_scale(v);
+  if (e > *m) {
+    const float down = pow2(*m - e);  // >= 2^-126; applied twice for the square
+    *sum = *sum * down * down;
+    *m = e;
+  }
+  const float u = v * pow2(-*m);
+  *sum += u * u;
+}
+
+// The team's (sum, m) pairs joined as team_sum joins sums; `scratch` has two floats per work-item.
+inline float team_square_sum(local float* scratch, uint lid, uint t, uint team, float sum, int m, int* m_out) {
+  local float* sums = scratch;
+  local float* scales = scratch + get_local_size(0);
+  sums[lid] = sum;
+  scales[lid] = (float)m;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (uint s = team >> 1; s > 0; s >>= 1) {
+    if (t < s) {
+      const int a = (int)scales[lid];
+      const int b = (int)scales[lid + s];
+      const int top = max(a, b);
+      const float da = pow2(a - top);
+      const float db = pow2(b - top);
+      sums[lid] = sums[lid] * da * da + sums[lid + s] * db * db;
+      scales[lid] = (float)top;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  const float total = sums[lid - t];
+  *m_out = (int)scales[lid - t];
   barrier(CLK_LOCAL_MEM_FENCE);
   return total;
 }

@@ -28,12 +28,30 @@ inline float rms_scale(global const uchar* w, uint j, float offset, int casting,
   return offset + wv;
 }
 
-// One term of dweight: dy * xhat, with xhat = x * rstd rounded to x's format (llama, none) as
-// a single rounding of the exact product: rstd = hi + lo with 12 significant bits each makes
-// x * hi and x * lo exact (x has at most 11), and add_odd rounds their sum once.
-inline float rms_dw_term(float g, float xv, float r, float r_hi, float r_lo, int casting, int xf) {
-  if (casting == CAST_GEMMA || xf == FMT_F32) return g * (xv * r);
-  return g * round_to(add_odd(xv * r_hi, xv * r_lo), xf);
+// One term of dweight, dy * xhat, as hi + *lo: with xhat = x * rstd rounded to x's format
+// (llama, none) or not (gemma). A sum of such terms can cancel by orders of magnitude (huge
+// values of both signs), so the term is kept to twice f32's precision, as the reference's double
+// keeps it: exactly where both factors are short (16-bit x rounded: at most 11 significant bits
+// each); else the product's rounding error, and for gemma x * rstd's own, go into *lo.
+// (rstd = hi + lo with 12 significant bits each makes x * hi and x * lo exact for a 16-bit x,
+// and add_odd rounds their sum once.)
+inline float rms_dw_term(float g, float xv, float r, float r_hi, float r_lo, int casting, int xf, float* lo) {
+  if (xf != FMT_F32 && casting != CAST_GEMMA) {
+    *lo = 0.0f;
+    return g * round_to(add_odd(xv * r_hi, xv * r_lo), xf);
+  }
+  float xhat_error;
+  const float xhat = two_product(xv, r, &xhat_error);  // rounded once: llama's and none's f32 xhat
+  float product_error;
+  const float term = two_product(g, xhat, &product_error);
+  *lo = product_error + (casting == CAST_GEMMA ? g * xhat_error : 0.0f);
+  return term;
+}
+
+// Adds a term (hi + lo) to a compensated sum.
+inline void add_term(float* sum, float* comp, float hi, float lo) {
+  compensated_add(sum, comp, hi);
+  *comp += lo;
 }
 
 // How a group's work-items split into teams over the rows. Column loops run a count every
@@ -73,16 +91,16 @@ inline void rms_fwd(global const uchar* x, global const uchar* w, global uchar* 
     const bool valid = row < rows;
     const ulong first = row * h;
     float squares = 0.0f;
+    int m = 0;
     for (uint k = 0; k < g.steps; ++k) {
       const uint j = t + k * team;
-      if (valid && j < h) {
-        const float v = load_elem(x, first + j, xf);
-        squares += v * v;
-      }
+      if (valid && j < h) add_square(&squares, &m, load_elem(x, first + j, xf));
     }
-    const float total = team_sum(scratch, g.lid, t, team, squares);
+    const float total = team_square_sum(scratch, g.lid, t, team, squares, m, &m);
+    // rstd = 2^-m / sqrt(total / h + eps 2^-2m): with m = 0, 1 / sqrt(mean + eps).
     const float mean = h == 0 ? 0.0f : total / (float)h;
-    const float r = 1.0f / sqrt(mean + eps);
+    const float down = pow2(-m);
+    const float r = down / sqrt(mean + eps * down * down);
     if (valid && t == 0) rstd[row] = r;
     for (uint k = 0; k < g.steps; ++k) {
       const uint j = t + k * team;
@@ -96,11 +114,12 @@ inline void rms_fwd(global const uchar* x, global const uchar* w, global uchar* 
 }
 
 // dx for one element (dy may be dx: the element is read before it is written).
-inline float rms_dx(float g, float s, float xv, float r, float coeff) { return r * (g * s) - coeff * xv; }
+inline float rms_dx(float g, float s, float xv, float r, float coeff) { return r * (g * s - coeff * (xv * r)); }
 
-// dx for every row, and with has_dw each team's share of dweight as one row of `partial`
-// (team k of group g writes row g * (L / team) + k): its columns' sums kept in private memory,
-// which needs ceil(h / team) <= OPREG_FUSED_COLUMNS.
+// dx for every row, and with has_dw each team's share of dweight as one slot of `partial`
+// (team k of group g writes slot g * (L / team) + k): its columns' compensated sums kept in
+// private memory, which needs ceil(h / team) <= OPREG_FUSED_COLUMNS. A slot is 2 h floats:
+// the sums, then their compensations.
 inline void rms_bwd(global const uchar* dy, global const uchar* x, global const uchar* w, global const float* rstd,
                     global uchar* dx, global float* partial, ulong rows, uint h, uint team, float offset, int casting,
                     int has_weight, int has_dw, local float* scratch, int xf, int wf) {
@@ -116,17 +135,20 @@ inline void rms_bwd(global const uchar* dy, global const uchar* x, global const 
     const ulong row = team_row(g, base);
     const bool valid = row < rows;
     const ulong first = row * h;
+    // dx = r (dy w' - c xhat) with xhat = x r and c = sum(dy w' xhat) / h: the reference's
+    // r dy w' - r^3 sum(dy w' x) / h x, written so that nothing overflows or underflows when x is
+    // huge (r^3 would be 0 and the sum infinite in f32).
+    const float r = valid ? rstd[row] : 0.0f;
     float dot = 0.0f;
     for (uint k = 0; k < g.steps; ++k) {
       const uint j = t + k * team;
       if (valid && j < h) {
         const float s = rms_scale(w, j, offset, casting, has_weight, wf);
-        dot += load_elem(dy, first + j, xf) * s * load_elem(x, first + j, xf);
+        dot += load_elem(dy, first + j, xf) * s * (load_elem(x, first + j, xf) * r);
       }
     }
     dot = team_sum(scratch, g.lid, t, team, dot);
-    const float r = valid ? rstd[row] : 0.0f;
-    const float coeff = h == 0 ? 0.0f : r * r * r * dot / (float)h;
+    const float coeff = h == 0 ? 0.0f : dot / (float)h;
     if (has_dw) {
       const float r_hi = as_float(as_uint(r) & 0xFFFFF000u);
       const float r_lo = r - r_hi;
@@ -136,7 +158,9 @@ inline void rms_bwd(global const uchar* dy, global const uchar* x, global const 
           const float g = load_elem(dy, first + j, xf);
           const float xv = load_elem(x, first + j, xf);
           const float s = rms_scale(w, j, offset, casting, has_weight, wf);
-          compensated_add(&sum[k], &comp[k], rms_dw_term(g, xv, r, r_hi, r_lo, casting, xf));
+          float lo;
+          const float hi = rms_dw_term(g, xv, r, r_hi, r_lo, casting, xf, &lo);
+          add_term(&sum[k], &comp[k], hi, lo);
           store_elem(dx, first + j, rms_dx(g, s, xv, r, coeff), xf);
         }
       }
@@ -153,18 +177,21 @@ inline void rms_bwd(global const uchar* dy, global const uchar* x, global const 
     }
   }
   if (has_dw) {
-    const ulong out = team_row(g, g.first) * h;
+    const ulong out = team_row(g, g.first) * 2 * h;
     for (uint k = 0; k < OPREG_FUSED_COLUMNS && k < g.steps; ++k) {
       const uint j = t + k * team;
-      if (j < h) partial[out + j] = sum[k] + comp[k];
+      if (j < h) {
+        partial[out + j] = sum[k];
+        partial[out + h + j] = comp[k];
+      }
     }
   }
 }
 
 // dweight partials column by column, for rows too long for the fused path: work item i (of
 // tiles * chunks) is column tile i % tiles (L columns, one per work-item) over row chunk
-// i / tiles (rows_per_chunk rows), written to row i / tiles of `partial`; the groups stride over
-// the items. No barriers, no local memory.
+// i / tiles (rows_per_chunk rows), written to slot i / tiles of `partial` (as the fused path's
+// slots); the groups stride over the items. No barriers, no local memory.
 inline void rms_dw_columns(global const uchar* dy, global const uchar* x, global const float* rstd,
                            global float* partial, ulong rows, uint h, uint tiles, uint chunks, ulong rows_per_chunk,
                            int casting, int xf) {
@@ -184,14 +211,16 @@ inline void rms_dw_columns(global const uchar* dy, global const uchar* x, global
       const float r_lo = r - r_hi;
       const float g = load_elem(dy, row * h + j, xf);
       const float xv = load_elem(x, row * h + j, xf);
-      compensated_add(&sum, &comp, rms_dw_term(g, xv, r, r_hi, r_lo, casting, xf));
+      float lo;
+      const float hi = rms_dw_term(g, xv, r, r_hi, r_lo, casting, xf, &lo);
+      add_term(&sum, &comp, hi, lo);
     }
-    partial[chunk * h + j] = sum + comp;
+    partial[chunk * 2 * h + j] = sum;
+    partial[chunk * 2 * h + h + j] = comp;
   }
 }
 
-// dweight = the column sums of `partial` (slots rows of h), in the weight's format, rounded
-// once. A column tile is `cols` columns (a power of two dividing L), the groups striding over
+// dweight = the column sums of `partial`'s slots, in the weight's format, rounded once. A column tile is `cols` columns (a power of two dividing L), the groups striding over
 // the tiles; each column's L / cols lanes sum every (L / cols)-th slot with compensation, then
 // a tree in local memory joins the lanes in a fixed order (deterministic, no atomics).
 // `scratch` has two floats per work-item.
@@ -209,7 +238,9 @@ inline void rms_dw_reduce(global const float* partial, global uchar* dw, uint sl
     float sum = 0.0f;
     float comp = 0.0f;
     if (j < h) {
-      for (uint k = lane; k < slots; k += lanes) compensated_add(&sum, &comp, partial[(ulong)k * h + j]);
+      for (uint k = lane; k < slots; k += lanes) {
+        add_term(&sum, &comp, partial[(ulong)k * 2 * h + j], partial[(ulong)k * 2 * h + h + j]);
+      }
     }
     sums[lid] = sum;
     comps[lid] = comp;
