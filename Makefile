@@ -48,11 +48,16 @@ ASAN_CONFIGURE = cmake -S . -B build-asan $(CLANG) -DOPREG_WERROR=ON -DOPREG_SAN
 FUZZ_SECONDS ?= 30
 FUZZERS := fuzz_parsers fuzz_env fuzz_run_args fuzz_op_check fuzz_dlpack
 
+# The xpu backend's OpenCL in sanitizer runs: the ICD loader restricted to PoCL, and PoCL's and
+# LLVM's process-lifetime allocations suppressed (tests/backends/xpu/lsan.supp).
+XPU_SANITIZER_ENV := OCL_ICD_VENDORS=/etc/OpenCL/vendors/pocl.icd \
+  LSAN_OPTIONS=suppressions=$(CURDIR)/tests/backends/xpu/lsan.supp
+
 asan: deps
 	@$(ASAN_CONFIGURE)
 	@cmake --build build-asan -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  ctest --test-dir build-asan --output-on-failure -j $(JOBS)
+	  $(XPU_SANITIZER_ENV) ctest --test-dir build-asan --output-on-failure -j $(JOBS)
 
 # The fuzzers share build-asan's instrumented library (a `make asan` before costs nothing more).
 # Each target runs from its seed corpus (tests/fuzz/corpus/<target>) for FUZZ_SECONDS.
@@ -62,7 +67,7 @@ fuzz: deps
 	@for t in $(FUZZERS); do \
 	  mkdir -p build-asan/fuzz-corpus/$$t; \
 	  echo "== $$t ($(FUZZ_SECONDS) s)"; \
-	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 $(XPU_SANITIZER_ENV) \
 	    build-asan/tests/fuzz/$$t -max_total_time=$(FUZZ_SECONDS) -timeout=20 -rss_limit_mb=4096 \
 	    -artifact_prefix=build-asan/fuzz-corpus/$$t- \
 	    -print_final_stats=1 build-asan/fuzz-corpus/$$t tests/fuzz/corpus/$$t 2>&1 | \
@@ -74,7 +79,7 @@ tsan: deps
 	@cmake -S . -B build-tsan $(CLANG) -DOPREG_WERROR=ON -DOPREG_SANITIZE=thread -DOPREG_WITH_OPENMP=OFF -DOPREG_WITH_CUDA=OFF \
 	  -DOPREG_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug >/dev/null
 	@cmake --build build-tsan -j $(JOBS)
-	TSAN_OPTIONS=halt_on_error=1:allocator_may_return_null=1 ctest --test-dir build-tsan --output-on-failure -L registry -j $(JOBS)
+	TSAN_OPTIONS=halt_on_error=1:allocator_may_return_null=1 $(XPU_SANITIZER_ENV) ctest --test-dir build-tsan --output-on-failure -L registry -j $(JOBS)
 
 bench: build
 	@for b in $(BUILD)/bench/bench_*; do echo "== $$b"; $$b --benchmark_repetitions=5 --benchmark_report_aggregates_only=true; done

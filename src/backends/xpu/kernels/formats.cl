@@ -1,0 +1,196 @@
+// Shared by every xpu program (the runtime puts it in front of each program's source).
+//
+// Portable OpenCL C: 1.2 semantics, nothing optional (no half arithmetic, no sub-groups, no
+// work-group collectives, no generic address space, no double), so the same text runs on PoCL's
+// CPU device and on Intel GPUs, and compiles to valid SPIR-V.
+//
+// Every kernel must be harmless when launched with every integer and float scalar set to 1 and
+// every buffer a scratch block of 8 bytes per work-item of the launch: the runtime warms each
+// kernel that way, as one work-group and as the largest grid a launch uses, so that a driver's
+// first-launch compile (PoCL specialises each kernel for its work-group size, and separately
+// for grids under and over 65536 work-items) happens when the device context is made, never in
+// a user's call.
+
+// a * b + c stays two roundings everywhere: the bit-exact conversions and add_odd rely on it, and
+// results must not depend on whether a compiler fuses.
+#pragma OPENCL FP_CONTRACT OFF
+
+#define FMT_F32 0
+#define FMT_F16 1
+#define FMT_BF16 2
+
+#define CAST_LLAMA 0
+#define CAST_GEMMA 1
+#define CAST_NONE 2
+
+// ---- 16-bit formats as bit patterns: the same results as opreg::to_half / to_bfloat16 on the
+// f32 value (round to nearest even, overflow to infinity, gradual underflow, NaN made quiet), so
+// that a kernel rounds where the cpu kernel does and gets the same bits.
+
+inline float bf16_to_float(ushort h) { return as_float((uint)h << 16); }
+
+// Adding 0x7FFF plus the lowest kept bit rounds to nearest even; the carry moves into the
+// exponent by itself (the largest finite values round up to infinity).
+inline ushort float_to_bf16(float f) {
+  const uint w = as_uint(f);
+  const uint rounded = (w + 0x7FFFu + ((w >> 16) & 1u)) >> 16;
+  const uint nan = (w >> 16) | 0x40u;
+  return (ushort)((w & 0x7FFFFFFFu) > 0x7F800000u ? nan : rounded);
+}
+
+// The f32 unit does the rebias: exponent and mantissa moved to f32 position with the exponent
+// raised by 224 (so f16's all-ones exponent becomes f32's), then scaled by 2^-112. Subnormals:
+// the mantissa under the exponent of 0.5 reads as 0.5 + m * 2^-24, less 0.5 exactly.
+inline float f16_to_float(ushort h) {
+  const uint w = (uint)h << 16;
+  const uint sign = w & 0x80000000u;
+  const uint two_w = w + w;
+  const float normal = as_float((two_w >> 4) + (0xE0u << 23)) * 0x1.0p-112f;
+  const float subnormal = as_float((two_w >> 17) | (126u << 23)) - 0.5f;
+  const uint magnitude = (h & 0x7C00u) == 0 ? as_uint(subnormal) : as_uint(normal);
+  return as_float(sign | magnitude);
+}
+
+// Scaling by 2^112 then 2^-110 sends everything at or above 2^16 to infinity and leaves 4|f|;
+// adding 2^(e+15) (e: f's exponent, at least f16's -14) leaves exactly f16's precision in the
+// sum's mantissa, so the f32 add rounds where f16 would and the low bits hold the f16 encoding.
+inline ushort float_to_f16(float f) {
+  const uint w = as_uint(f);
+  const uint sign = w & 0x80000000u;
+  const uint magnitude = w & 0x7FFFFFFFu;
+  float base = (fabs(f) * 0x1.0p+112f) * 0x1.0p-110f;
+  uint bias = magnitude & 0x7F800000u;
+  bias = bias < 0x38800000u ? 0x38800000u : bias;
+  base = as_float(bias + 0x07800000u) + base;
+  const uint bits = as_uint(base);
+  const uint nonsign = ((bits >> 13) & 0x00007C00u) + (bits & 0x00000FFFu);
+  const uint nan = 0x7E00u | ((w >> 13) & 0x3FFu);
+  return (ushort)((sign >> 16) | (magnitude > 0x7F800000u ? nan : nonsign));
+}
+
+// Element i of a tensor of format `fmt`. `fmt` is a constant at every call site, so the
+// branches fold away when the kernel is compiled.
+inline float load_elem(global const uchar* base, ulong i, int fmt) {
+  if (fmt == FMT_F32) return ((global const float*)base)[i];
+  const ushort h = ((global const ushort*)base)[i];
+  return fmt == FMT_F16 ? f16_to_float(h) : bf16_to_float(h);
+}
+
+inline void store_elem(global uchar* base, ulong i, float v, int fmt) {
+  if (fmt == FMT_F32) {
+    ((global float*)base)[i] = v;
+  } else {
+    ((global ushort*)base)[i] = fmt == FMT_F16 ? float_to_f16(v) : float_to_bf16(v);
+  }
+}
+
+// What storing v in `fmt` and reading it back gives.
+inline float round_to(float v, int fmt) {
+  if (fmt == FMT_F16) return f16_to_float(float_to_f16(v));
+  if (fmt == FMT_BF16) return bf16_to_float(float_to_bf16(v));
+  return v;
+}
+
+// a + b rounded to odd: the f32 sum and its exact error (two-sum, exact without contraction)
+// say whether and which way the sum was rounded. Rounding the result to a format with at least
+// two fewer mantissa bits (f16, bf16) then gives what rounding the exact sum would.
+inline float add_odd(float a, float b) {
+  const float s = a + b;
+  const float bb = s - a;
+  const float err = (a - (s - bb)) + (b - bb);
+  const uint inexact = (err < 0.0f || err > 0.0f) ? 1u : 0u;
+  const uint away = ((s > 0.0f && err < 0.0f) || (s < 0.0f && err > 0.0f)) ? 1u : 0u;
+  return as_float((as_uint(s) - away) | inexact);
+}
+
+// ---- Sums that do not lose a long chain's low bits (the devices need not have doubles):
+// Neumaier's compensated sum, a running (sum, compensation) pair.
+inline void compensated_add(float* sum, float* comp, float v) {
+  const float t = *sum + v;
+  *comp += fabs(*sum) >= fabs(v) ? (*sum - t) + v : (v - t) + *sum;
+  *sum = t;
+}
+
+// a * b = product + *error exactly (Dekker's product, no fused multiply-add needed: each half
+// has at most 12 significant bits, so the partial products are exact). Operands beyond 2^100
+// (whose halves would overflow) and non-finite products get no error term.
+inline float upper_half(float a) {
+  const float c = a * 4097.0f;  // 2^12 + 1
+  return fabs(a) < 0x1.0p+100f ? c - (c - a) : a;
+}
+
+inline float two_product(float a, float b, float* error) {
+  const float product = a * b;
+  const float ah = upper_half(a);
+  const float al = a - ah;
+  const float bh = upper_half(b);
+  const float bl = b - bh;
+  const float e = ((ah * bh - product) + ah * bl + al * bh) + al * bl;
+  *error = isfinite(product) && isfinite(e) ? e : 0.0f;
+  return product;
+}
+
+// The sum of `v` over the `team` work-items lid - t .. lid - t + team - 1 (team a power of two,
+// t = lid % team), by a tree in local memory, the same order every time. Every work-item of the
+// group must call it (it holds barriers); `scratch` has one float per work-item.
+inline float team_sum(local float* scratch, uint lid, uint t, uint team, float v) {
+  scratch[lid] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (uint s = team >> 1; s > 0; s >>= 1) {
+    if (t < s) scratch[lid] += scratch[lid + s];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  const float total = scratch[lid - t];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return total;
+}
+
+// ---- Sums of squares that neither overflow nor change ordinary results. Squares of f32 (and
+// bf16) values up to 2^64 fit f32, but a few hundred of them summed do not; the devices need
+// not have doubles. So each work-item keeps its sum scaled by 2^(-2m), m the largest exponent
+// of its values (0 for |v| < 2: then nothing is scaled and the sum is the plain one, bit for
+// bit). Scales are powers of two, so scaling is exact.
+
+// 2^e for e in [-126, 127].
+inline float pow2(int e) { return as_float((uint)(e + 127) << 23); }
+
+// The scale exponent of v: its binary exponent, at least 0 and at most 126 (infinities and NaN
+// get 126 and stay what they are).
+inline int square_scale(float v) { return clamp((int)((as_uint(v) >> 23) & 0xFFu) - 127, 0, 126); }
+
+// sum(v^2) = *sum * 2^(2 * *m); adds v.
+inline void add_square(float* sum, int* m, float v) {
+  const int e = square_scale(v);
+  if (e > *m) {
+    const float down = pow2(*m - e);  // >= 2^-126; applied twice for the square
+    *sum = *sum * down * down;
+    *m = e;
+  }
+  const float u = v * pow2(-*m);
+  *sum += u * u;
+}
+
+// The team's (sum, m) pairs joined as team_sum joins sums; `scratch` has two floats per work-item.
+inline float team_square_sum(local float* scratch, uint lid, uint t, uint team, float sum, int m, int* m_out) {
+  local float* sums = scratch;
+  local float* scales = scratch + get_local_size(0);
+  sums[lid] = sum;
+  scales[lid] = (float)m;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (uint s = team >> 1; s > 0; s >>= 1) {
+    if (t < s) {
+      const int a = (int)scales[lid];
+      const int b = (int)scales[lid + s];
+      const int top = max(a, b);
+      const float da = pow2(a - top);
+      const float db = pow2(b - top);
+      sums[lid] = sums[lid] * da * da + sums[lid + s] * db * db;
+      scales[lid] = (float)top;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  const float total = sums[lid - t];
+  *m_out = (int)scales[lid - t];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return total;
+}

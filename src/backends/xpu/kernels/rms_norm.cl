@@ -1,0 +1,318 @@
+// rms_norm forward and backward (src/backends/xpu/rms_norm.cpp launches them; semantics:
+// docs/ops.md, src/ops/reference).
+//
+// Geometry, shared by the row kernels: a work-group of L work-items is split into L / team teams
+// of `team` work-items (team a power of two); each team takes one row at a time, its work-items
+// striding over the row's columns (neighbouring work-items read neighbouring elements), and the
+// groups stride over the rows. team = L gives one row per group (long rows); a smaller team
+// packs several short rows into one group.
+//
+// Rounding follows the cpu kernel (src/backends/cpu/rms_norm.cpp) point for point: products in
+// f32, x * rstd rounded to x's format for llama and none, (offset + w) rounded to the weight's
+// format for none, dweight's terms rounded once (x * rstd split so the product is exact).
+//
+// Tensors arrive as a base pointer plus a byte offset (as USM pointers do on Intel GPUs);
+// element indices are ulong, as a tensor may hold more than 2^32 elements.
+
+// Columns of dweight each work-item keeps in private memory in the fused backward (the host
+// sets it per device and only picks the fused path when a row fits).
+#ifndef OPREG_FUSED_COLUMNS
+#define OPREG_FUSED_COLUMNS 16
+#endif
+
+// (offset + w) for column j as the casting mode sees it (1 without a weight: offset is 0 then).
+inline float rms_scale(global const uchar* w, uint j, float offset, int casting, int has_weight, int wf) {
+  if (!has_weight) return 1.0f;
+  const float wv = load_elem(w, j, wf);
+  if (casting == CAST_NONE && wf != FMT_F32) return round_to(add_odd(offset, wv), wf);
+  return offset + wv;
+}
+
+// One term of dweight, dy * xhat, as hi + *lo: with xhat = x * rstd rounded to x's format
+// (llama, none) or not (gemma). A sum of such terms can cancel by orders of magnitude (huge
+// values of both signs), so the term is kept to twice f32's precision, as the reference's double
+// keeps it: exactly where both factors are short (16-bit x rounded: at most 11 significant bits
+// each); else the product's rounding error, and for gemma x * rstd's own, go into *lo.
+// (rstd = hi + lo with 12 significant bits each makes x * hi and x * lo exact for a 16-bit x,
+// and add_odd rounds their sum once.)
+inline float rms_dw_term(float g, float xv, float r, float r_hi, float r_lo, int casting, int xf, float* lo) {
+  if (xf != FMT_F32 && casting != CAST_GEMMA) {
+    *lo = 0.0f;
+    return g * round_to(add_odd(xv * r_hi, xv * r_lo), xf);
+  }
+  float xhat_error;
+  const float xhat = two_product(xv, r, &xhat_error);  // rounded once: llama's and none's f32 xhat
+  float product_error;
+  const float term = two_product(g, xhat, &product_error);
+  *lo = product_error + (casting == CAST_GEMMA ? g * xhat_error : 0.0f);
+  return term;
+}
+
+// Adds a term (hi + lo) to a compensated sum.
+inline void add_term(float* sum, float* comp, float hi, float lo) {
+  compensated_add(sum, comp, hi);
+  *comp += lo;
+}
+
+// How a group's work-items split into teams over the rows. Column loops run a count every
+// work-item of the group shares (steps = ceil(h / team)) and test the column inside, so a GPU
+// sees one trip count per group.
+typedef struct {
+  uint lid;        // the work-item in its group
+  uint t;          // its place in its team
+  uint team;       // work-items per row, a power of two
+  uint steps;      // column steps of a team over a row
+  ulong first;     // the group's first row
+  ulong stride;    // rows from one turn of the groups to the next
+} Teams;
+
+inline Teams teams_of(uint team, uint h) {
+  Teams g;
+  const uint per_group = (uint)get_local_size(0) / team;
+  g.lid = get_local_id(0);
+  g.t = g.lid & (team - 1);
+  g.team = team;
+  g.steps = (h + team - 1) / team;
+  g.first = (ulong)get_group_id(0) * per_group;
+  g.stride = (ulong)get_num_groups(0) * per_group;
+  return g;
+}
+
+// This work-item's row in the turn of the groups starting at `base`.
+inline ulong team_row(Teams g, ulong base) { return base + g.lid / g.team; }
+
+inline void rms_fwd(global const uchar* x, global const uchar* w, global uchar* y, global float* rstd,
+                    ulong rows, uint h, uint team, float eps, float offset, int casting, int has_weight,
+                    local float* scratch, int xf, int wf) {
+  const Teams g = teams_of(team, h);
+  const uint t = g.t;
+  for (ulong base = g.first; base < rows; base += g.stride) {
+    const ulong row = team_row(g, base);
+    const bool valid = row < rows;
+    const ulong first = row * h;
+    float squares = 0.0f;
+    int m = 0;
+    for (uint k = 0; k < g.steps; ++k) {
+      const uint j = t + k * team;
+      if (valid && j < h) add_square(&squares, &m, load_elem(x, first + j, xf));
+    }
+    const float total = team_square_sum(scratch, g.lid, t, team, squares, m, &m);
+    // rstd = 2^-m / sqrt(total / h + eps 2^-2m): with m = 0, 1 / sqrt(mean + eps).
+    const float mean = h == 0 ? 0.0f : total / (float)h;
+    const float down = pow2(-m);
+    const float r = down / sqrt(mean + eps * down * down);
+    if (valid && t == 0) rstd[row] = r;
+    for (uint k = 0; k < g.steps; ++k) {
+      const uint j = t + k * team;
+      if (valid && j < h) {
+        const float xhat = load_elem(x, first + j, xf) * r;
+        const float s = rms_scale(w, j, offset, casting, has_weight, wf);
+        store_elem(y, first + j, casting == CAST_GEMMA ? xhat * s : round_to(xhat, xf) * s, xf);
+      }
+    }
+  }
+}
+
+// dx for one element (dy may be dx: the element is read before it is written).
+inline float rms_dx(float g, float s, float xv, float r, float coeff) { return r * (g * s - coeff * (xv * r)); }
+
+// dx for every row, and with has_dw each team's share of dweight as one slot of `partial`
+// (team k of group g writes slot g * (L / team) + k): its columns' compensated sums kept in
+// private memory, which needs ceil(h / team) <= OPREG_FUSED_COLUMNS. A slot is 2 h floats:
+// the sums, then their compensations.
+inline void rms_bwd(global const uchar* dy, global const uchar* x, global const uchar* w, global const float* rstd,
+                    global uchar* dx, global float* partial, ulong rows, uint h, uint team, float offset, int casting,
+                    int has_weight, int has_dw, local float* scratch, int xf, int wf) {
+  const Teams g = teams_of(team, h);
+  const uint t = g.t;
+  float sum[OPREG_FUSED_COLUMNS];
+  float comp[OPREG_FUSED_COLUMNS];
+  for (int k = 0; k < OPREG_FUSED_COLUMNS; ++k) {
+    sum[k] = 0.0f;
+    comp[k] = 0.0f;
+  }
+  for (ulong base = g.first; base < rows; base += g.stride) {
+    const ulong row = team_row(g, base);
+    const bool valid = row < rows;
+    const ulong first = row * h;
+    // dx = r (dy w' - c xhat) with xhat = x r and c = sum(dy w' xhat) / h: the reference's
+    // r dy w' - r^3 sum(dy w' x) / h x, written so that nothing overflows or underflows when x is
+    // huge (r^3 would be 0 and the sum infinite in f32).
+    const float r = valid ? rstd[row] : 0.0f;
+    float dot = 0.0f;
+    for (uint k = 0; k < g.steps; ++k) {
+      const uint j = t + k * team;
+      if (valid && j < h) {
+        const float s = rms_scale(w, j, offset, casting, has_weight, wf);
+        dot += load_elem(dy, first + j, xf) * s * (load_elem(x, first + j, xf) * r);
+      }
+    }
+    dot = team_sum(scratch, g.lid, t, team, dot);
+    const float coeff = h == 0 ? 0.0f : dot / (float)h;
+    if (has_dw) {
+      const float r_hi = as_float(as_uint(r) & 0xFFFFF000u);
+      const float r_lo = r - r_hi;
+      for (uint k = 0; k < OPREG_FUSED_COLUMNS && k < g.steps; ++k) {
+        const uint j = t + k * team;
+        if (valid && j < h) {
+          const float g = load_elem(dy, first + j, xf);
+          const float xv = load_elem(x, first + j, xf);
+          const float s = rms_scale(w, j, offset, casting, has_weight, wf);
+          float lo;
+          const float hi = rms_dw_term(g, xv, r, r_hi, r_lo, casting, xf, &lo);
+          add_term(&sum[k], &comp[k], hi, lo);
+          store_elem(dx, first + j, rms_dx(g, s, xv, r, coeff), xf);
+        }
+      }
+    } else {
+      for (uint k = 0; k < g.steps; ++k) {
+        const uint j = t + k * team;
+        if (valid && j < h) {
+          const float g = load_elem(dy, first + j, xf);
+          const float xv = load_elem(x, first + j, xf);
+          const float s = rms_scale(w, j, offset, casting, has_weight, wf);
+          store_elem(dx, first + j, rms_dx(g, s, xv, r, coeff), xf);
+        }
+      }
+    }
+  }
+  if (has_dw) {
+    const ulong out = team_row(g, g.first) * 2 * h;
+    for (uint k = 0; k < OPREG_FUSED_COLUMNS && k < g.steps; ++k) {
+      const uint j = t + k * team;
+      if (j < h) {
+        partial[out + j] = sum[k];
+        partial[out + h + j] = comp[k];
+      }
+    }
+  }
+}
+
+// dweight partials column by column, for rows too long for the fused path: work item i (of
+// tiles * chunks) is column tile i % tiles (L columns, one per work-item) over row chunk
+// i / tiles (rows_per_chunk rows), written to slot i / tiles of `partial` (as the fused path's
+// slots); the groups stride over the items. No barriers, no local memory.
+inline void rms_dw_columns(global const uchar* dy, global const uchar* x, global const float* rstd,
+                           global float* partial, ulong rows, uint h, uint tiles, uint chunks, ulong rows_per_chunk,
+                           int casting, int xf) {
+  const ulong items = (ulong)tiles * chunks;
+  for (ulong item = get_group_id(0); item < items; item += get_num_groups(0)) {
+    const uint tile = (uint)(item % tiles);
+    const ulong chunk = item / tiles;
+    const uint j = tile * (uint)get_local_size(0) + (uint)get_local_id(0);
+    if (j >= h) continue;
+    const ulong begin = chunk * rows_per_chunk;
+    const ulong end = min(rows, begin + rows_per_chunk);
+    float sum = 0.0f;
+    float comp = 0.0f;
+    for (ulong row = begin; row < end; ++row) {
+      const float r = rstd[row];
+      const float r_hi = as_float(as_uint(r) & 0xFFFFF000u);
+      const float r_lo = r - r_hi;
+      const float g = load_elem(dy, row * h + j, xf);
+      const float xv = load_elem(x, row * h + j, xf);
+      float lo;
+      const float hi = rms_dw_term(g, xv, r, r_hi, r_lo, casting, xf, &lo);
+      add_term(&sum, &comp, hi, lo);
+    }
+    partial[chunk * 2 * h + j] = sum;
+    partial[chunk * 2 * h + h + j] = comp;
+  }
+}
+
+// dweight = the column sums of `partial`'s slots, in the weight's format, rounded once. A column tile is `cols` columns (a power of two dividing L), the groups striding over
+// the tiles; each column's L / cols lanes sum every (L / cols)-th slot with compensation, then
+// a tree in local memory joins the lanes in a fixed order (deterministic, no atomics).
+// `scratch` has two floats per work-item.
+inline void rms_dw_reduce(global const float* partial, global uchar* dw, uint slots, uint h, uint cols,
+                          local float* scratch, int wf) {
+  const uint lid = get_local_id(0);
+  const uint size = (uint)get_local_size(0);
+  const uint lanes = size / cols;
+  const uint lane = lid / cols;
+  const uint tiles = (h + cols - 1) / cols;
+  local float* sums = scratch;
+  local float* comps = scratch + size;
+  for (uint tile = get_group_id(0); tile < tiles; tile += get_num_groups(0)) {
+    const uint j = tile * cols + (lid & (cols - 1));
+    float sum = 0.0f;
+    float comp = 0.0f;
+    if (j < h) {
+      for (uint k = lane; k < slots; k += lanes) {
+        add_term(&sum, &comp, partial[(ulong)k * 2 * h + j], partial[(ulong)k * 2 * h + h + j]);
+      }
+    }
+    sums[lid] = sum;
+    comps[lid] = comp;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint s = lanes >> 1; s > 0; s >>= 1) {
+      if (lane < s) {
+        float a = sums[lid];
+        float c = comps[lid] + comps[lid + s * cols];
+        compensated_add(&a, &c, sums[lid + s * cols]);
+        sums[lid] = a;
+        comps[lid] = c;
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lane == 0 && j < h) {
+      // add_odd keeps the pair's value for the one rounding to a 16-bit format.
+      const float total = wf == FMT_F32 ? sums[lid] + comps[lid] : add_odd(sums[lid], comps[lid]);
+      store_elem(dw, j, total, wf);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+}
+
+// ---- Kernels: one per (x format, weight format) pair, so every format branch above folds.
+
+#define RMS_FWD_PARAMS                                                                                       \
+  global const uchar *x, ulong x_off, global const uchar *w, ulong w_off, global uchar *y, ulong y_off,      \
+      global uchar *rstd, ulong rstd_off, ulong rows, uint h, uint team, float eps, float offset, int casting, \
+      int has_weight, local float *scratch
+#define RMS_FWD_ARGS                                                                                        \
+  x + x_off, w + w_off, y + y_off, (global float*)(rstd + rstd_off), rows, h, team, eps, offset, casting, \
+      has_weight, scratch
+
+#define RMS_BWD_PARAMS                                                                                       \
+  global const uchar *dy, ulong dy_off, global const uchar *x, ulong x_off, global const uchar *w, ulong w_off, \
+      global const uchar *rstd, ulong rstd_off, global uchar *dx, ulong dx_off, global uchar *partial,           \
+      ulong partial_off, ulong rows, uint h, uint team, float offset, int casting, int has_weight, int has_dw,   \
+      local float *scratch
+#define RMS_BWD_ARGS                                                                                          \
+  dy + dy_off, x + x_off, w + w_off, (global const float*)(rstd + rstd_off), dx + dx_off,                   \
+      (global float*)(partial + partial_off), rows, h, team, offset, casting, has_weight, has_dw, scratch
+
+#define RMS_ROW_KERNELS(name, xf, wf)                                                                     \
+  kernel void rms_norm_fwd_##name(RMS_FWD_PARAMS) { rms_fwd(RMS_FWD_ARGS, xf, wf); }                    \
+  kernel void rms_norm_bwd_##name(RMS_BWD_PARAMS) { rms_bwd(RMS_BWD_ARGS, xf, wf); }
+
+RMS_ROW_KERNELS(f32_f32, FMT_F32, FMT_F32)
+RMS_ROW_KERNELS(f16_f16, FMT_F16, FMT_F16)
+RMS_ROW_KERNELS(f16_f32, FMT_F16, FMT_F32)
+RMS_ROW_KERNELS(bf16_bf16, FMT_BF16, FMT_BF16)
+RMS_ROW_KERNELS(bf16_f32, FMT_BF16, FMT_F32)
+
+#define RMS_DW_COLUMNS_KERNEL(name, xf)                                                                       \
+  kernel void rms_norm_dw_columns_##name(global const uchar* dy, ulong dy_off, global const uchar* x,         \
+                                         ulong x_off, global const uchar* rstd, ulong rstd_off,              \
+                                         global uchar* partial, ulong partial_off, ulong rows, uint h,       \
+                                         uint tiles, uint chunks, ulong rows_per_chunk, int casting) {       \
+    rms_dw_columns(dy + dy_off, x + x_off, (global const float*)(rstd + rstd_off),                           \
+                   (global float*)(partial + partial_off), rows, h, tiles, chunks, rows_per_chunk, casting,   \
+                   xf);                                                                                      \
+  }
+
+RMS_DW_COLUMNS_KERNEL(f32, FMT_F32)
+RMS_DW_COLUMNS_KERNEL(f16, FMT_F16)
+RMS_DW_COLUMNS_KERNEL(bf16, FMT_BF16)
+
+#define RMS_DW_REDUCE_KERNEL(name, wf)                                                                        \
+  kernel void rms_norm_dw_reduce_##name(global const uchar* partial, ulong partial_off, global uchar* dw,     \
+                                        ulong dw_off, uint slots, uint h, uint cols, local float* scratch) {  \
+    rms_dw_reduce((global const float*)(partial + partial_off), dw + dw_off, slots, h, cols, scratch, wf);    \
+  }
+
+RMS_DW_REDUCE_KERNEL(f32, FMT_F32)
+RMS_DW_REDUCE_KERNEL(f16, FMT_F16)
+RMS_DW_REDUCE_KERNEL(bf16, FMT_BF16)

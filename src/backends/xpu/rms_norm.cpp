@@ -1,0 +1,269 @@
+// Launch planning for the xpu rms_norm kernels (kernels/rms_norm.cl): which kernel, how many
+// work-groups, how rows pack into them, and where dweight's partials go.
+#include "backends/xpu/rms_norm.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "backends/xpu/xpu_backend.h"
+#include "registry/fail.h"
+
+namespace opreg::xpu {
+namespace {
+
+enum class Layout : std::uint8_t { packed, row, split };
+
+// A packed team aims at this many elements per work-item: enough to amortise the team's tree
+// sum, few enough that short rows still fill the group with several rows.
+constexpr std::uint64_t kPackedElements = 4;
+// dweight partials: at most this many bytes of workspace, and at least this many rows summed
+// into each partial row (fewer would make the final reduction re-read more than the rows did).
+constexpr std::uint64_t kPartialBudget = 32ull << 20;
+constexpr std::uint64_t kMinRowsPerSlot = 8;
+// A slot keeps each column's compensated sum: two floats.
+constexpr std::uint64_t kSlotBytesPerColumn = 2 * sizeof(float);
+// Kernels index columns with 32-bit integers.
+constexpr std::uint64_t kMaxHidden = std::numeric_limits<std::int32_t>::max();
+
+std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
+
+std::uint64_t ceil_pow2(std::uint64_t v) {
+  std::uint64_t p = 1;
+  while (p < v) p *= 2;
+  return p;
+}
+
+// The team size of a packed launch: a power of two near hidden / kPackedElements, at most half
+// the group (so a group always holds two rows or more).
+std::uint64_t packed_team(std::uint64_t hidden, std::uint64_t group) {
+  return std::min(ceil_pow2(ceil_div(std::max<std::uint64_t>(hidden, 1), kPackedElements)), group / 2);
+}
+
+std::uint64_t prop_number(const DeviceProps& props, const char* key) {
+  const std::string_view text = props.get(key);
+  std::uint64_t value = 0;
+  std::from_chars(text.data(), text.data() + text.size(), value);
+  return value;
+}
+
+const char* format_name(DType dtype) {
+  switch (dtype) {
+    case DType::f16:
+      return "f16";
+    case DType::bf16:
+      return "bf16";
+    default:
+      return "f32";
+  }
+}
+
+// The kernel for an (x, weight) pair; without a weight, the pair (x, x).
+std::string kernel_name(const char* direction, const Tensor& x, const Tensor& weight) {
+  const DType w = weight.defined() ? weight.dtype() : x.dtype();
+  return fmt::format("rms_norm_{}_{}_{}", direction, format_name(x.dtype()), format_name(w));
+}
+
+struct Call {
+  XpuBackend& backend;
+  DeviceRuntime& rt;
+  cl_command_queue queue;
+  const char* variant;
+  std::uint64_t rows;
+  std::uint64_t hidden;
+  std::uint64_t group;  // L
+
+  Call(const KernelContext& ctx, const Tensor& x, const char* name)
+      : backend(static_cast<XpuBackend&>(*ctx.backend)),
+        rt(backend.runtime(ctx.device.index)),
+        queue(rt.queue(ctx.stream)),
+        variant(name) {
+    const RowsHidden shape = rows_hidden(x.shape());
+    rows = static_cast<std::uint64_t>(shape.rows);
+    hidden = static_cast<std::uint64_t>(shape.hidden);
+    group = rt.work_group_size();
+    if (hidden > kMaxHidden) {
+      fail(ErrorKind::unsupported, "{}: hidden {} on {}: the kernels take at most {} columns", variant, hidden,
+           rt.label(), kMaxHidden);
+    }
+  }
+
+  DevicePointer at(const Tensor& t, const char* what) const {
+    return rt.locate(t.data(), t.nbytes(), fmt::format("{}: tensor {}", variant, what));
+  }
+
+  // Work-groups for `items` units of work: one each, up to the most a launch uses (the kernels
+  // stride over the rest).
+  std::uint64_t groups_for(std::uint64_t items) const {
+    return std::max<std::uint64_t>(1, std::min<std::uint64_t>(items, rt.info().max_groups));
+  }
+
+  std::uint64_t team(Layout layout) const { return layout == Layout::packed ? packed_team(hidden, group) : group; }
+
+  // dweight = the column sums of `slots` partial rows, in the weight's format.
+  void reduce(const DevicePointer& partial, std::uint64_t slots, const Tensor& dweight) {
+    const std::uint64_t cols = std::min(group, ceil_pow2(hidden));
+    const DevicePointer dw = at(dweight, "dweight");
+    rt.launch(queue, rt.kernel(fmt::format("rms_norm_dw_reduce_{}", format_name(dweight.dtype()))),
+              groups_for(ceil_div(hidden, cols)) * group, group, SvmArg{partial.base}, partial.offset, SvmArg{dw.base},
+              dw.offset, static_cast<cl_uint>(slots), static_cast<cl_uint>(hidden), static_cast<cl_uint>(cols),
+              LocalArg{2 * sizeof(float) * group});
+  }
+};
+
+void forward(const RmsNormFwdArgs& a, const KernelContext& ctx, Layout layout, const char* variant) {
+  Call c(ctx, a.x, variant);
+  if (c.rows == 0) return;
+  const std::uint64_t team = c.team(layout);
+  const std::uint64_t per_group = c.group / team;
+  const bool has_weight = a.weight.defined();
+  const DevicePointer x = c.at(a.x, "x");
+  const DevicePointer w = has_weight ? c.at(a.weight, "weight") : x;
+  const DevicePointer y = c.at(a.y, "y");
+  const DevicePointer rstd = c.at(a.rstd, "rstd");
+  c.rt.launch(c.queue, c.rt.kernel(kernel_name("fwd", a.x, a.weight)), c.groups_for(ceil_div(c.rows, per_group)) * c.group, c.group,
+              SvmArg{x.base}, x.offset, SvmArg{w.base}, w.offset, SvmArg{y.base}, y.offset, SvmArg{rstd.base},
+              rstd.offset, static_cast<cl_ulong>(c.rows), static_cast<cl_uint>(c.hidden), static_cast<cl_uint>(team),
+              static_cast<cl_float>(a.eps), static_cast<cl_float>(a.offset), static_cast<cl_int>(a.casting),
+              static_cast<cl_int>(has_weight), LocalArg{2 * sizeof(float) * c.group});
+}
+
+void backward(const RmsNormBwdArgs& a, const KernelContext& ctx, Layout layout, const char* variant) {
+  Call c(ctx, a.x, variant);
+  const bool has_dw = a.weight.defined();
+  if (c.rows == 0 || c.hidden == 0) {
+    // No rows: dweight is a sum of nothing. No columns: nothing to write.
+    if (has_dw && a.dweight.numel() > 0) {
+      const std::uint32_t zero = 0;
+      c.rt.fill(c.queue, a.dweight.data(), a.dweight.nbytes(), &zero, element_size(a.dweight.dtype()));
+    }
+    return;
+  }
+  const DevicePointer dy = c.at(a.dy, "dy");
+  const DevicePointer x = c.at(a.x, "x");
+  const DevicePointer w = has_dw ? c.at(a.weight, "weight") : x;
+  const DevicePointer rstd = c.at(a.rstd, "rstd");
+  const DevicePointer dx = c.at(a.dx, "dx");
+  Workspace& workspace = c.backend.workspace(ctx.device.index);
+  Workspace::Lease lease;
+  DevicePointer partial = x;  // not read without dweight
+  std::uint64_t slots = 0;
+  std::uint64_t team = c.team(layout == Layout::split ? Layout::row : layout);
+  std::uint64_t per_group = c.group / team;
+  std::uint64_t groups = c.groups_for(ceil_div(c.rows, per_group));
+  bool fused = has_dw;
+
+  if (has_dw && layout == Layout::split) {
+    // dweight first, column by column (dx may be dy: it is written last).
+    fused = false;
+    const std::uint64_t tiles = ceil_div(c.hidden, c.group);
+    std::uint64_t chunks = std::max<std::uint64_t>(1, ceil_div(c.rt.info().max_groups, tiles));
+    chunks = std::min({chunks, ceil_div(c.rows, kMinRowsPerSlot),
+                       std::max<std::uint64_t>(1, kPartialBudget / (c.hidden * kSlotBytesPerColumn))});
+    const std::uint64_t rows_per_chunk = ceil_div(c.rows, chunks);
+    slots = ceil_div(c.rows, rows_per_chunk);
+    lease = workspace.acquire(slots * c.hidden * kSlotBytesPerColumn, ctx.stream);
+    partial = c.rt.locate(lease.data(), lease.bytes(), "dweight partials");
+    c.rt.launch(c.queue, c.rt.kernel(fmt::format("rms_norm_dw_columns_{}", format_name(a.x.dtype()))),
+                c.groups_for(tiles * slots) * c.group, c.group, SvmArg{dy.base}, dy.offset, SvmArg{x.base},
+                x.offset, SvmArg{rstd.base}, rstd.offset, SvmArg{partial.base}, partial.offset,
+                static_cast<cl_ulong>(c.rows), static_cast<cl_uint>(c.hidden), static_cast<cl_uint>(tiles),
+                static_cast<cl_uint>(slots), static_cast<cl_ulong>(rows_per_chunk), static_cast<cl_int>(a.casting));
+    c.reduce(partial, slots, a.dweight);
+  } else if (fused) {
+    const std::uint64_t columns = ceil_div(c.hidden, team);
+    const auto most = static_cast<std::uint64_t>(c.rt.info().fused_columns);
+    if (columns > most) {
+      fail(ErrorKind::unsupported,
+           "{}: hidden {} needs {} dweight columns per work-item on {} (work-group {}, team {}), the fused path "
+           "keeps at most {}; xpu.rms_norm.bwd.split takes any hidden",
+           variant, c.hidden, columns, c.rt.label(), c.group, team, most);
+    }
+    groups = std::min({groups, std::max<std::uint64_t>(1, ceil_div(c.rows, per_group * kMinRowsPerSlot)),
+                       std::max<std::uint64_t>(1, kPartialBudget / (per_group * c.hidden * kSlotBytesPerColumn))});
+    slots = groups * per_group;
+    lease = workspace.acquire(slots * c.hidden * kSlotBytesPerColumn, ctx.stream);
+    partial = c.rt.locate(lease.data(), lease.bytes(), "dweight partials");
+  }
+  c.rt.launch(c.queue, c.rt.kernel(kernel_name("bwd", a.x, a.weight)), groups * c.group, c.group, SvmArg{dy.base},
+              dy.offset, SvmArg{x.base}, x.offset, SvmArg{w.base}, w.offset, SvmArg{rstd.base}, rstd.offset,
+              SvmArg{dx.base}, dx.offset, SvmArg{partial.base}, partial.offset, static_cast<cl_ulong>(c.rows),
+              static_cast<cl_uint>(c.hidden), static_cast<cl_uint>(team), static_cast<cl_float>(a.offset),
+              static_cast<cl_int>(a.casting), static_cast<cl_int>(has_dw), static_cast<cl_int>(fused),
+              LocalArg{sizeof(float) * c.group});
+  if (fused) c.reduce(partial, slots, a.dweight);
+}
+
+// supports() rules, on the device's advertised geometry.
+Verdict packed_fits(const Tensor& x, const DeviceProps& props) {
+  const std::uint64_t group = prop_number(props, kWorkGroupSizeKey);
+  const auto hidden = static_cast<std::uint64_t>(rows_hidden(x.shape()).hidden);
+  if (ceil_pow2(ceil_div(std::max<std::uint64_t>(hidden, 1), kPackedElements)) > group / 2) {
+    return Verdict::reject(fmt::format("hidden {} > {}: such rows fill a work-group of {} on their own", hidden,
+                                       group / 2 * kPackedElements, group));
+  }
+  return Verdict::accept();
+}
+
+Verdict row_fused_fits(const RmsNormBwdArgs& a, const DeviceProps& props) {
+  if (!a.weight.defined()) return Verdict::accept();
+  const std::uint64_t group = prop_number(props, kWorkGroupSizeKey);
+  const std::uint64_t most = prop_number(props, kFusedColumnsKey);
+  const auto hidden = static_cast<std::uint64_t>(rows_hidden(a.x.shape()).hidden);
+  if (ceil_div(hidden, group) > most) {
+    return Verdict::reject(fmt::format("hidden {} > {}: dweight would need more than {} columns per work-item",
+                                       hidden, group * most, most));
+  }
+  return Verdict::accept();
+}
+
+std::vector<Tunable> tunables(Layout layout) {
+  std::vector<Tunable> out{{"work_group", "device work_group_size"}};
+  if (layout == Layout::packed) out.push_back({"elements_per_item", std::to_string(kPackedElements)});
+  out.push_back({"max_groups", "compute_units*4"});
+  return out;
+}
+
+template <class Args>
+void add(Registry& registry, const Op<Args>& op, const char* impl, int priority, Layout layout,
+         void (*run)(const Args&, const KernelContext&), Verdict (*supports)(const Args&, const DeviceProps&)) {
+  VariantSpec<Args> spec;
+  spec.backend = "xpu";
+  spec.impl = impl;
+  spec.priority = priority;
+  spec.run = run;
+  spec.supports = supports;
+  spec.tunables = tunables(layout);
+  registry.add_variant(op, std::move(spec)).release();
+}
+
+}  // namespace
+
+void register_rms_norm(Registry& registry) {
+  add<RmsNormFwdArgs>(
+      registry, rms_norm_fwd_op(), "packed", 120, Layout::packed,
+      [](const RmsNormFwdArgs& a, const KernelContext& ctx) { forward(a, ctx, Layout::packed, "xpu.rms_norm.fwd.packed"); },
+      [](const RmsNormFwdArgs& a, const DeviceProps& p) { return packed_fits(a.x, p); });
+  add<RmsNormFwdArgs>(
+      registry, rms_norm_fwd_op(), "row", 110, Layout::row,
+      [](const RmsNormFwdArgs& a, const KernelContext& ctx) { forward(a, ctx, Layout::row, "xpu.rms_norm.fwd.row"); },
+      nullptr);
+  add<RmsNormBwdArgs>(
+      registry, rms_norm_bwd_op(), "packed", 120, Layout::packed,
+      [](const RmsNormBwdArgs& a, const KernelContext& ctx) { backward(a, ctx, Layout::packed, "xpu.rms_norm.bwd.packed"); },
+      [](const RmsNormBwdArgs& a, const DeviceProps& p) { return packed_fits(a.x, p); });
+  add<RmsNormBwdArgs>(
+      registry, rms_norm_bwd_op(), "row", 110, Layout::row,
+      [](const RmsNormBwdArgs& a, const KernelContext& ctx) { backward(a, ctx, Layout::row, "xpu.rms_norm.bwd.row"); },
+      row_fused_fits);
+  add<RmsNormBwdArgs>(
+      registry, rms_norm_bwd_op(), "split", 100, Layout::split,
+      [](const RmsNormBwdArgs& a, const KernelContext& ctx) { backward(a, ctx, Layout::split, "xpu.rms_norm.bwd.split"); },
+      nullptr);
+}
+
+}  // namespace opreg::xpu

@@ -1,0 +1,203 @@
+// The OpenCL runtime of the xpu backend: device discovery through the ICD loader, and per device
+// a context, an in-order queue, SVM allocations, and the programs built once and warmed.
+// Internal to src/backends/xpu (tests include it to reach the OpenCL objects directly).
+#pragma once
+
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 300
+#endif
+#include <CL/cl.h>
+#include <CL/cl_ext.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "backends/xpu/environment.h"
+
+namespace opreg::xpu {
+
+// "CL_OUT_OF_RESOURCES" for -5, ...; "CL_ERROR" for codes it does not know.
+std::string_view cl_error_name(cl_int code);
+// Throws opreg::Error (device) "<where>: <call> failed: <name> (<code>)" unless status is CL_SUCCESS.
+void check(cl_int status, std::string_view where, std::string_view call);
+
+// Owns one OpenCL object reference.
+template <class T, cl_int (*Release)(T)>
+class Handle {
+ public:
+  Handle() = default;
+  explicit Handle(T object) : object_(object) {}
+  Handle(Handle&& other) noexcept : object_(std::exchange(other.object_, nullptr)) {}
+  Handle& operator=(Handle&& other) noexcept {
+    if (this != &other) {
+      reset();
+      object_ = std::exchange(other.object_, nullptr);
+    }
+    return *this;
+  }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  ~Handle() { reset(); }
+  void reset() {
+    if (object_ != nullptr) Release(std::exchange(object_, nullptr));
+  }
+  T get() const { return object_; }
+
+ private:
+  T object_ = nullptr;
+};
+using ContextHandle = Handle<cl_context, clReleaseContext>;
+using QueueHandle = Handle<cl_command_queue, clReleaseCommandQueue>;
+using ProgramHandle = Handle<cl_program, clReleaseProgram>;
+using KernelHandle = Handle<cl_kernel, clReleaseKernel>;
+
+// One OpenCL device the backend lists as an xpu device.
+struct DeviceInfo {
+  cl_platform_id platform = nullptr;
+  cl_device_id device = nullptr;
+  std::string platform_name;   // "Portable Computing Language", "Intel(R) OpenCL Graphics"
+  std::string platform_version;
+  std::string name;            // the device's own name
+  std::string version;         // "OpenCL 3.0 PoCL ..."
+  std::string driver_version;
+  bool gpu = false;            // an Intel GPU; otherwise an OpenCL CPU device (emulated)
+  std::uint64_t global_mem = 0;
+  std::uint64_t local_mem = 0;
+  std::uint64_t max_alloc = 0;
+  int compute_units = 0;
+  std::size_t max_work_group_size = 0;
+  cl_device_svm_capabilities svm = 0;
+  std::string cl_std;          // the -cl-std= the programs are built with: CL3.0, CL2.0
+  bool correctly_rounded_sqrt = false;
+  // Launch parameters the kernels are planned with (see docs/backends/xpu.md).
+  std::size_t work_group_size = 0;  // L: a power of two <= 1024
+  int fused_columns = 0;            // dweight columns a work-item keeps in the fused backward
+  std::size_t max_groups = 0;       // work-groups a launch uses at most (the kernels stride over the rest)
+};
+
+struct Discovery {
+  std::vector<DeviceInfo> devices;  // Intel GPUs first, then OpenCL CPU devices
+  std::string reason;               // for Availability: what was found, or why nothing was
+};
+
+// Enumerates OpenCL platforms and devices (after prepare_environment()). Never throws: what is
+// missing goes into `reason`.
+Discovery discover(const EnvironmentReport& environment);
+
+// Builds `source` for `device`; an opreg::Error (device) carrying the compiler's log when the
+// build fails. `what` names the program in messages.
+ProgramHandle build_program(cl_context context, cl_device_id device, std::string_view source,
+                            const std::string& options, std::string_view what);
+
+// A kernel of a built program. Arguments of an OpenCL kernel object are state, so setting them
+// and enqueueing happen under `mutex` (one call's arguments never mix with another's).
+struct Kernel {
+  std::string name;
+  KernelHandle handle;
+  std::mutex mutex;
+};
+
+// Launch arguments besides plain scalars.
+struct SvmArg {
+  const void* pointer;  // the base of an SVM allocation (plus a separate byte offset argument)
+};
+struct LocalArg {
+  std::size_t bytes;
+};
+
+// A tensor's memory as a kernel receives it: the SVM allocation holding it and the byte offset.
+struct DevicePointer {
+  void* base = nullptr;
+  cl_ulong offset = 0;
+};
+
+// Everything the backend holds for one device once it is first used: made by the first
+// allocation (or first kernel call), which builds every program and warms every kernel.
+class DeviceRuntime {
+ public:
+  // `label` names the device in messages ("xpu:0 (emulated)").
+  DeviceRuntime(const DeviceInfo& info, std::string label);
+  ~DeviceRuntime();
+  DeviceRuntime(const DeviceRuntime&) = delete;
+  DeviceRuntime& operator=(const DeviceRuntime&) = delete;
+
+  const DeviceInfo& info() const { return info_; }
+  const std::string& label() const { return label_; }
+  cl_context context() const { return context_.get(); }
+  cl_command_queue default_queue() const { return queue_.get(); }
+  // The queue a call runs on: `stream` (a cl_command_queue of this context, in order) or the
+  // default queue for nullptr. A queue of another context is an opreg::Error.
+  cl_command_queue queue(void* stream);
+  // The work-group size every kernel is launched with (info().work_group_size, or less when a
+  // kernel allows less on this device).
+  std::size_t work_group_size() const { return work_group_size_; }
+  // A kernel of the built programs; an opreg::Error (internal) for an unknown name.
+  Kernel& kernel(std::string_view name);
+  // Wall time of building and warming, for logs and docs.
+  double build_seconds() const { return build_seconds_; }
+  double warm_seconds() const { return warm_seconds_; }
+  std::size_t kernel_count() const { return kernels_.size(); }
+
+  // Memory: coarse-grained SVM (what Intel GPUs offer); the host reaches it only through the
+  // copy and fill calls below.
+  void* allocate(std::size_t bytes);
+  void free(void* pointer) noexcept;
+  // The allocation holding [pointer, pointer + bytes); an opreg::Error (invalid_argument) naming
+  // `what` when it is not memory of this device.
+  DevicePointer locate(const void* pointer, std::size_t bytes, std::string_view what) const;
+  void copy(cl_command_queue queue, void* dst, const void* src, std::size_t bytes);
+  void fill(cl_command_queue queue, void* dst, std::size_t bytes, const void* pattern, std::size_t pattern_bytes);
+  void finish(cl_command_queue queue);
+
+  // Sets the arguments and enqueues `global` work-items in groups of `local`.
+  template <class... Args>
+  void launch(cl_command_queue queue, Kernel& kernel, std::size_t global, std::size_t local, const Args&... args) {
+    std::lock_guard<std::mutex> lock(kernel.mutex);
+    cl_uint index = 0;
+    (set_arg(kernel, index++, args), ...);
+    enqueue(queue, kernel, global, local);
+  }
+
+ private:
+  void set_arg(Kernel& kernel, cl_uint index, const SvmArg& arg);
+  void set_arg(Kernel& kernel, cl_uint index, const LocalArg& arg);
+  template <class T>
+  void set_arg(Kernel& kernel, cl_uint index, const T& value) {
+    static_assert(std::is_arithmetic_v<T>, "kernel scalars are cl_int, cl_uint, cl_ulong or cl_float");
+    set_scalar(kernel, index, &value, sizeof(T));
+  }
+  void set_scalar(Kernel& kernel, cl_uint index, const void* value, std::size_t bytes);
+  void enqueue(cl_command_queue queue, Kernel& kernel, std::size_t global, std::size_t local);
+  void build_and_warm();
+  void warm(Kernel& kernel, std::size_t global, void* buffer);
+
+  DeviceInfo info_;
+  std::string label_;
+  ContextHandle context_;
+  QueueHandle queue_;
+  std::vector<ProgramHandle> programs_;
+  std::map<std::string, std::unique_ptr<Kernel>, std::less<>> kernels_;
+  std::size_t work_group_size_ = 0;
+  void* placeholder_ = nullptr;  // stands in for the memory of empty tensors
+  double build_seconds_ = 0;
+  double warm_seconds_ = 0;
+  mutable std::mutex allocations_mutex_;
+  std::map<std::uintptr_t, std::size_t> allocations_;  // base -> bytes
+};
+
+// The programs the runtime builds: name and full source (formats.cl in front of each program's
+// file), embedded at configure time from src/backends/xpu/kernels.
+struct ProgramSource {
+  std::string_view name;
+  std::string_view source;
+};
+std::vector<ProgramSource> program_sources();
+
+}  // namespace opreg::xpu

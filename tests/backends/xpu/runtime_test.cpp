@@ -1,0 +1,201 @@
+// The xpu runtime on PoCL: kernel build errors carry the compiler log, memory that is not the
+// device's is refused, caller queues are checked and used, dweight is reproducible, and the
+// variants' supports() rules and forced refusals say what they need.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backends/xpu/rms_norm.h"
+#include "backends/xpu/runtime.h"
+#include "backends/xpu/xpu_backend.h"
+#include "opreg/ops.h"
+#include "ops/problem.h"
+#include "support/throws_error.h"
+#include "xpu_test_support.h"
+
+namespace opreg::xpu {
+namespace {
+
+using opreg::testing::ThrowsError;
+
+class XpuRuntime : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    device = registry.parse_device(xpu_test::cpu_device());
+    registry.check_device(device);
+    backend = dynamic_cast<XpuBackend*>(&registry.backend(device.backend));
+    ASSERT_NE(backend, nullptr);
+    rt = &backend->runtime(device.index);
+  }
+  Registry& registry = default_registry();
+  Device device;
+  XpuBackend* backend = nullptr;
+  DeviceRuntime* rt = nullptr;
+};
+
+TEST_F(XpuRuntime, ContextIsMadeOnceWithEveryKernelBuiltAndWarmed) {
+  EXPECT_EQ(&backend->runtime(device.index), rt);
+  // 5 (x, weight) pairs x {fwd, bwd} + 3 dw_columns + 3 dw_reduce.
+  EXPECT_EQ(rt->kernel_count(), 16U);
+  EXPECT_GE(rt->work_group_size(), 1U);
+  EXPECT_LE(rt->work_group_size(), 1024U);
+  EXPECT_EQ(rt->work_group_size() & (rt->work_group_size() - 1), 0U) << "a power of two";
+  const DeviceProps& props = registry.device_props(device);
+  EXPECT_TRUE(props.emulated);
+  EXPECT_NE(props.name.find("(emulated, OpenCL CPU device)"), std::string::npos) << props.name;
+  EXPECT_EQ(props.get(kWorkGroupSizeKey), std::to_string(rt->work_group_size()));
+}
+
+TEST_F(XpuRuntime, BuildErrorCarriesTheCompilerLog) {
+  const std::string source = "kernel void broken(global float* x) { x[0] = 1.0f +; }\n";
+  try {
+    build_program(rt->context(), rt->info().device, source, "-cl-std=" + rt->info().cl_std, "test program 'broken'");
+    FAIL() << "a kernel with a syntax error built";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(e.kind(), ErrorKind::device);
+    EXPECT_NE(what.find("test program 'broken': clBuildProgram failed: CL_BUILD_PROGRAM_FAILURE"), std::string::npos)
+        << what;
+    EXPECT_NE(what.find("compiler log:"), std::string::npos) << what;
+    EXPECT_NE(what.find("expected expression"), std::string::npos) << "the compiler's own words: " << what;
+  }
+}
+
+TEST_F(XpuRuntime, UnknownKernelIsAnInternalError) {
+  EXPECT_TRUE(ThrowsError([&] { rt->kernel("no_such_kernel"); }, ErrorKind::internal,
+                          {"no xpu kernel named 'no_such_kernel'"}));
+}
+
+TEST_F(XpuRuntime, HostMemoryWrappedAsXpuIsRefused) {
+  std::vector<float> host(3 * 5, 1.0F);
+  std::vector<float> out(3 * 5, 0.0F);
+  std::vector<float> rstd(3, 0.0F);
+  RmsNormFwdArgs a;
+  a.x = Tensor::wrap(host.data(), {3, 5}, DType::f32, device);
+  a.weight = Tensor::empty({5}, DType::f32, device, registry);
+  a.weight.fill(1.0, registry);
+  a.y = Tensor::wrap(out.data(), {3, 5}, DType::f32, device);
+  a.rstd = Tensor::wrap(rstd.data(), {3}, DType::f32, device);
+  EXPECT_TRUE(ThrowsError([&] { registry.call(rms_norm_fwd_op(), a); }, ErrorKind::invalid_argument,
+                          {"xpu.rms_norm.fwd.packed: tensor x (60 bytes at 0x", "is not memory of this device"}));
+}
+
+// A problem on the device with its outputs and the reference, through the shared machinery.
+CheckReport run_on(Registry& registry, Device device, ProblemSpec spec, const char* variant,
+                   const ExecContext* ctx = nullptr) {
+  Problem p(registry, spec, device);
+  p.poison();
+  const Verdict v = p.run_variant(variant, ctx);
+  EXPECT_TRUE(v.ok) << v.reason;
+  p.synchronize(ctx);
+  return p.check();
+}
+
+TEST_F(XpuRuntime, CallerQueueOfThisContextIsUsed) {
+  cl_int status = CL_SUCCESS;
+  const cl_queue_properties props[] = {0};
+  QueueHandle queue(clCreateCommandQueueWithProperties(rt->context(), rt->info().device, props, &status));
+  ASSERT_EQ(status, CL_SUCCESS);
+  ExecContext ctx{queue.get()};
+  ProblemSpec spec;
+  spec.op = "rms_norm.bwd";
+  spec.dtype = DType::bf16;
+  spec.shape = Shape{33, 300};
+  const CheckReport report = run_on(registry, device, spec, "xpu.rms_norm.bwd.row", &ctx);
+  EXPECT_TRUE(report.pass()) << report.summary();
+}
+
+TEST_F(XpuRuntime, QueueOfAnotherContextOrOutOfOrderIsRefused) {
+  cl_int status = CL_SUCCESS;
+  const cl_context_properties cprops[] = {CL_CONTEXT_PLATFORM,
+                                          reinterpret_cast<cl_context_properties>(rt->info().platform), 0};
+  ContextHandle other(clCreateContext(cprops, 1, &rt->info().device, nullptr, nullptr, &status));
+  ASSERT_EQ(status, CL_SUCCESS);
+  const cl_queue_properties in_order[] = {0};
+  QueueHandle foreign(clCreateCommandQueueWithProperties(other.get(), rt->info().device, in_order, &status));
+  ASSERT_EQ(status, CL_SUCCESS);
+  EXPECT_TRUE(ThrowsError([&] { rt->queue(foreign.get()); }, ErrorKind::invalid_argument,
+                          {"is not a command queue of this device's OpenCL context"}));
+  const cl_queue_properties out_of_order[] = {CL_QUEUE_PROPERTIES, CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE, 0};
+  QueueHandle ooo(clCreateCommandQueueWithProperties(rt->context(), rt->info().device, out_of_order, &status));
+  ASSERT_EQ(status, CL_SUCCESS);
+  EXPECT_TRUE(ThrowsError([&] { rt->queue(ooo.get()); }, ErrorKind::invalid_argument, {"is out of order"}));
+}
+
+// dweight comes from per-slot partials summed in a fixed order: the same bits on every run.
+TEST_F(XpuRuntime, DweightIsTheSameOnEveryRun) {
+  for (const char* variant : {"xpu.rms_norm.bwd.row", "xpu.rms_norm.bwd.packed", "xpu.rms_norm.bwd.split"}) {
+    const Shape shape = std::string(variant).ends_with("packed") ? Shape{3000, 100} : Shape{3000, 1000};
+    std::vector<float> first;
+    for (int run = 0; run < 3; ++run) {
+      RmsNormBwdArgs a;
+      const std::int64_t h = shape[1];
+      Tensor host_x = Tensor::empty(shape, DType::f32);
+      Tensor host_dy = Tensor::empty(shape, DType::f32);
+      for (std::int64_t i = 0; i < shape.numel(); ++i) {
+        host_x.data_as<float>()[i] = static_cast<float>((i * 7919) % 1013) / 500.0F - 1.0F;
+        host_dy.data_as<float>()[i] = static_cast<float>((i * 104729) % 997) / 400.0F - 1.2F;
+      }
+      a.x = host_x.to(device, registry);
+      a.dy = host_dy.to(device, registry);
+      a.weight = Tensor::empty({h}, DType::f32, device, registry);
+      a.weight.fill(0.75, registry);
+      a.rstd = Tensor::empty({shape[0]}, DType::f32, device, registry);
+      a.rstd.fill(0.9, registry);
+      a.dx = Tensor::empty(shape, DType::f32, device, registry);
+      a.dweight = Tensor::empty({h}, DType::f32, device, registry);
+      ASSERT_TRUE(registry.call_variant(rms_norm_bwd_op(), variant, a).ok);
+      Tensor back = a.dweight.to(Device{}, registry);
+      std::vector<float> bits(back.data_as<float>(), back.data_as<float>() + h);
+      if (run == 0) {
+        first = bits;
+      } else {
+        EXPECT_EQ(0, std::memcmp(first.data(), bits.data(), bits.size() * sizeof(float))) << variant << " run " << run;
+      }
+    }
+  }
+}
+
+TEST_F(XpuRuntime, SupportsRulesFollowTheDeviceGeometry) {
+  const DeviceProps& props = registry.device_props(device);
+  const std::size_t group = std::stoul(std::string(props.get(kWorkGroupSizeKey)));
+  const std::size_t fused = std::stoul(std::string(props.get(kFusedColumnsKey)));
+  const auto bwd = [&](std::int64_t hidden, bool weight) {
+    RmsNormBwdArgs a;
+    a.x = Tensor::empty({2, hidden}, DType::f32, device, registry);
+    a.dy = Tensor::empty({2, hidden}, DType::f32, device, registry);
+    a.dx = Tensor::empty({2, hidden}, DType::f32, device, registry);
+    a.rstd = Tensor::empty({2}, DType::f32, device, registry);
+    if (weight) {
+      a.weight = Tensor::empty({hidden}, DType::f32, device, registry);
+      a.dweight = Tensor::empty({hidden}, DType::f32, device, registry);
+    }
+    return a;
+  };
+  const auto longest_packed = static_cast<std::int64_t>(group / 2 * 4);
+  const auto longest_fused = static_cast<std::int64_t>(group * fused);
+  std::string why;
+  EXPECT_EQ(registry.choose(rms_norm_bwd_op(), bwd(longest_packed, true))->name, "xpu.rms_norm.bwd.packed");
+  EXPECT_EQ(registry.choose(rms_norm_bwd_op(), bwd(longest_packed + 1, true))->name, "xpu.rms_norm.bwd.row");
+  EXPECT_EQ(registry.choose(rms_norm_bwd_op(), bwd(longest_fused, true))->name, "xpu.rms_norm.bwd.row");
+  EXPECT_EQ(registry.choose(rms_norm_bwd_op(), bwd(longest_fused + 1, true), &why)->name, "xpu.rms_norm.bwd.split");
+  EXPECT_NE(why.find("dweight would need more than"), std::string::npos) << why;
+  // Forced beyond its rule, the fused row variant says what it needs instead of guessing.
+  const Config saved = registry.config();
+  Config forced = saved;
+  forced.force_variants = {"xpu.rms_norm.bwd.row"};
+  registry.set_config(forced);
+  std::string message;
+  const bool refused = ThrowsError([&] { registry.call(rms_norm_bwd_op(), bwd(longest_fused + 1, true)); },
+                                   ErrorKind::unsupported, {"the fused path keeps at most", "xpu.rms_norm.bwd.split"},
+                                   &message);
+  registry.set_config(saved);
+  EXPECT_TRUE(refused) << message;
+  // Without a weight there is no dweight to fuse: the row variant takes any length.
+  EXPECT_EQ(registry.choose(rms_norm_bwd_op(), bwd(longest_fused + 1, false))->name, "xpu.rms_norm.bwd.row");
+}
+
+}  // namespace
+}  // namespace opreg::xpu
