@@ -1,12 +1,9 @@
 // Devices, backends and their memory services.
 #pragma once
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -76,7 +73,7 @@ class Workspace {
     void* stream_ = nullptr;
   };
 
-  Workspace(Backend& backend, int index) : backend_(backend), index_(index) {}
+  Workspace(Backend& backend, int index);
   ~Workspace();
   Workspace(const Workspace&) = delete;
   Workspace& operator=(const Workspace&) = delete;
@@ -88,13 +85,11 @@ class Workspace {
   void release_cached();
 
  private:
+  struct Cache;  // the free blocks and counters, behind a mutex (device.cpp)
   void give_back(void* data, std::size_t bytes, void* stream);
   Backend& backend_;
   int index_;
-  mutable std::mutex mutex_;
-  std::multimap<std::pair<void*, std::size_t>, void*> free_;  // (stream, bytes) -> block
-  std::size_t cached_bytes_ = 0;
-  std::size_t allocations_ = 0;
+  std::unique_ptr<Cache> cache_;
 };
 
 // What a backend provides. Implementations live in src/backends/<name>/ (or in user code for
@@ -104,6 +99,7 @@ class Workspace {
 // one), so an allocation can keep its backend alive through shared_from_this().
 class Backend : public std::enable_shared_from_this<Backend> {
  public:
+  Backend();
   virtual ~Backend();
 
   virtual std::string name() const = 0;
@@ -126,6 +122,10 @@ class Backend : public std::enable_shared_from_this<Backend> {
                     std::size_t pattern_bytes, void* stream) = 0;
   virtual void synchronize(int index, void* stream) = 0;
   virtual void* default_stream(int /*index*/) { return nullptr; }
+  // The DLPack device type (DLDeviceType's value) of this backend's memory, for DLPack import and
+  // export and plugin tensors: kDLCPU = 1, kDLCUDA = 2, kDLOpenCL = 4; the default is kDLExtDev
+  // (12), a device DLPack has no type for.
+  virtual int dlpack_device_type() const { return 12; }
 
   // The cached scratch allocator of device `index`.
   Workspace& workspace(int index);
@@ -133,7 +133,7 @@ class Backend : public std::enable_shared_from_this<Backend> {
   // Tensors allocated through this backend (Tensor::empty) that are still alive. A registry
   // does not give this backend's id to another backend while any exist, so an old tensor can
   // never be taken for the new backend's.
-  std::int64_t live_tensors() const { return live_tensors_.load(std::memory_order_relaxed); }
+  std::int64_t live_tensors() const;
 
  protected:
   // Gives every workspace's cached blocks back through deallocate(). ~Backend cannot: the
@@ -144,9 +144,10 @@ class Backend : public std::enable_shared_from_this<Backend> {
 
  private:
   friend class Tensor;
-  std::atomic<std::int64_t> live_tensors_{0};
-  std::mutex workspaces_mutex_;
-  std::map<int, std::unique_ptr<Workspace>> workspaces_;
+  void count_tensor(int delta) noexcept;  // Tensor::empty's allocations, +1 / -1
+  struct State;  // live-tensor count and workspaces (device.cpp): keeps <atomic>, <mutex> and
+                 // <map> out of the public headers
+  std::unique_ptr<State> state_;
 };
 
 // Memory services on host memory, for backends whose device memory is the host's: the cpu

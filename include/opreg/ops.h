@@ -7,6 +7,13 @@
 // - x (and a, b, dy, ...) in f32, f16 or bf16; weight and bias the same dtype as x, or f32;
 //   dweight/dbias in the weight's dtype; statistics (rstd, mean) in f32, shape {rows} (group_norm:
 //   {N, num_groups}). Other pairs are opreg::Error naming the pair.
+// - weight and bias are optional (an undefined Tensor: torch's weight=None, Liger's
+//   elementwise_affine=False): no weight scales by 1, no bias adds 0. A backward takes dweight
+//   exactly when it takes a weight; dbias is optional (computed when given).
+// - Build the argument structs with designated initializers ({.x = x, .weight = w, ...}): several
+//   fields share a type, and a positional list that swaps two of them still compiles. Every
+//   member has a default initializer, so leaving an optional one out draws no
+//   -Wmissing-field-initializers warning.
 // - Outputs are passed in by the caller. An output may not overlap any other tensor of the
 //   call, except the in-place forms named on each struct (dx may be dy; da may be a, ...).
 // - Tensors must be contiguous unless the chosen variant says it accepts strides.
@@ -26,7 +33,8 @@ namespace opreg {
 // Where rms_norm rounds to the input dtype (as Liger-Kernel defines the modes):
 //   llama: statistics in f32; x * rstd rounded to x's dtype, then multiplied by (offset + w);
 //   gemma: everything in f32, one rounding of the result;
-//   none:  like llama, and (offset + w) is also rounded to x's dtype.
+//   none:  like llama, and (offset + w) is also rounded to the weight's dtype (as PyTorch adds
+//          them), which changes nothing for an f32 weight.
 enum class Casting : std::uint8_t { llama, gemma, none };
 std::string_view to_string(Casting casting);
 Casting parse_casting(std::string_view text);  // "llama" | "gemma" | "none"
@@ -50,105 +58,105 @@ inline RowsHidden rows_hidden(const Shape& shape) {
 
 // ---- rms_norm: y = x * rstd * (offset + w), rstd = 1 / sqrt(mean(x^2) + eps) per row
 struct RmsNormFwdArgs {
-  Tensor x;       // (..., H)
-  Tensor weight;  // (H)
-  Tensor y;       // out: like x
-  Tensor rstd;    // out: f32 (rows)
+  Tensor x{};       // (..., H)
+  Tensor weight{};  // (H); optional: without it y = x * rstd (and offset must be 0)
+  Tensor y{};       // out: like x
+  Tensor rstd{};    // out: f32 (rows)
   double eps = 1e-6;
   double offset = 0.0;
   Casting casting = Casting::llama;
 };
 struct RmsNormBwdArgs {
-  Tensor dy;       // like x
-  Tensor x;        // (..., H)
-  Tensor weight;   // (H)
-  Tensor rstd;     // f32 (rows), from the forward
-  Tensor dx;       // out: like x; may be dy itself (in place)
-  Tensor dweight;  // out: like weight
+  Tensor dy{};       // like x
+  Tensor x{};        // (..., H)
+  Tensor weight{};   // (H); optional
+  Tensor rstd{};     // f32 (rows), from the forward
+  Tensor dx{};       // out: like x; may be dy itself (in place)
+  Tensor dweight{};  // out: like weight; undefined exactly when weight is
   double offset = 0.0;
   Casting casting = Casting::llama;
 };
 
 // ---- fused_add_rms_norm: s = x + residual (rounded to x's dtype), y = rms_norm(s)
 struct FusedAddRmsNormFwdArgs {
-  Tensor x;         // (..., H)
-  Tensor residual;  // like x
-  Tensor weight;    // (H)
-  Tensor y;         // out: like x
-  Tensor s;         // out: like x, the new residual
-  Tensor rstd;      // out: f32 (rows)
+  Tensor x{};         // (..., H)
+  Tensor residual{};  // like x
+  Tensor weight{};    // (H); optional: without it y = s * rstd (and offset must be 0)
+  Tensor y{};         // out: like x
+  Tensor s{};         // out: like x, the new residual
+  Tensor rstd{};      // out: f32 (rows)
   double eps = 1e-6;
   double offset = 0.0;
   Casting casting = Casting::llama;
 };
 struct FusedAddRmsNormBwdArgs {
-  Tensor dy;       // like s
-  Tensor ds_out;   // like s: the gradient flowing into the new residual
-  Tensor s;        // (..., H), from the forward
-  Tensor weight;   // (H)
-  Tensor rstd;     // f32 (rows)
-  Tensor dx;       // out: like s; the gradient of x and of residual (equal); may be dy itself
-  Tensor dweight;  // out: like weight
+  Tensor dy{};       // like s
+  Tensor ds_out{};   // like s: the gradient flowing into the new residual
+  Tensor s{};        // (..., H), from the forward
+  Tensor weight{};   // (H); optional
+  Tensor rstd{};     // f32 (rows)
+  Tensor dx{};       // out: like s; the gradient of x and of residual (equal); may be dy itself
+  Tensor dweight{};  // out: like weight; undefined exactly when weight is
   double offset = 0.0;
   Casting casting = Casting::llama;
 };
 
 // ---- layer_norm: y = (x - mean) * rstd * w + b
 struct LayerNormFwdArgs {
-  Tensor x;       // (..., H)
-  Tensor weight;  // (H)
-  Tensor bias;    // (H), the weight's dtype
-  Tensor y;       // out: like x
-  Tensor mean;    // out: f32 (rows)
-  Tensor rstd;    // out: f32 (rows)
-  double eps = 1e-6;
+  Tensor x{};         // (..., H)
+  Tensor weight{};    // (H); optional (ones)
+  Tensor bias{};      // (H), the weight's dtype (without a weight: x's or f32); optional (zeros)
+  Tensor y{};         // out: like x
+  Tensor mean{};      // out: f32 (rows)
+  Tensor rstd{};      // out: f32 (rows)
+  double eps = 1e-5;  // torch.nn.LayerNorm's default
 };
 struct LayerNormBwdArgs {
-  Tensor dy;       // like x
-  Tensor x;        // (..., H)
-  Tensor weight;   // (H)
-  Tensor mean;     // f32 (rows)
-  Tensor rstd;     // f32 (rows)
-  Tensor dx;       // out: like x; may be dy itself
-  Tensor dweight;  // out: like weight
-  Tensor dbias;    // out: like weight
+  Tensor dy{};       // like x
+  Tensor x{};        // (..., H)
+  Tensor weight{};   // (H); optional
+  Tensor mean{};     // f32 (rows)
+  Tensor rstd{};     // f32 (rows)
+  Tensor dx{};       // out: like x; may be dy itself
+  Tensor dweight{};  // out: like weight; undefined exactly when weight is
+  Tensor dbias{};    // out: like weight (without a weight: x's dtype or f32); optional
 };
 
 // ---- group_norm: statistics per (n, group) over C / num_groups channels x spatial
 struct GroupNormFwdArgs {
-  Tensor x;       // (N, C, spatial...)
-  Tensor weight;  // (C)
-  Tensor bias;    // (C), the weight's dtype
-  Tensor y;       // out: like x
-  Tensor mean;    // out: f32 (N, num_groups)
-  Tensor rstd;    // out: f32 (N, num_groups)
+  Tensor x{};       // (N, C, spatial...)
+  Tensor weight{};  // (C); optional (ones)
+  Tensor bias{};    // (C), the weight's dtype (without a weight: x's or f32); optional (zeros)
+  Tensor y{};       // out: like x
+  Tensor mean{};    // out: f32 (N, num_groups)
+  Tensor rstd{};    // out: f32 (N, num_groups)
   std::int64_t num_groups = 1;
-  double eps = 1e-6;
+  double eps = 1e-5;  // torch.nn.GroupNorm's default
 };
 struct GroupNormBwdArgs {
-  Tensor dy;       // like x
-  Tensor x;        // (N, C, spatial...)
-  Tensor weight;   // (C)
-  Tensor mean;     // f32 (N, num_groups)
-  Tensor rstd;     // f32 (N, num_groups)
-  Tensor dx;       // out: like x; may be dy itself
-  Tensor dweight;  // out: like weight
-  Tensor dbias;    // out: like weight
+  Tensor dy{};       // like x
+  Tensor x{};        // (N, C, spatial...)
+  Tensor weight{};   // (C); optional
+  Tensor mean{};     // f32 (N, num_groups)
+  Tensor rstd{};     // f32 (N, num_groups)
+  Tensor dx{};       // out: like x; may be dy itself
+  Tensor dweight{};  // out: like weight; undefined exactly when weight is
+  Tensor dbias{};    // out: like weight (without a weight: x's dtype or f32); optional
   std::int64_t num_groups = 1;
 };
 
 // ---- geglu: c = gelu_tanh(a) * b;  swiglu: c = silu(a) * b  (a, b, c one shape, one dtype)
 struct GluFwdArgs {
-  Tensor a;
-  Tensor b;
-  Tensor c;  // out
+  Tensor a{};
+  Tensor b{};
+  Tensor c{};  // out
 };
 struct GluBwdArgs {
-  Tensor dc;
-  Tensor a;
-  Tensor b;
-  Tensor da;  // out: may be a itself (in place, as Liger does)
-  Tensor db;  // out: may be b itself
+  Tensor dc{};
+  Tensor a{};
+  Tensor b{};
+  Tensor da{};  // out: may be a itself (in place, as Liger does)
+  Tensor db{};  // out: may be b itself
 };
 using GegluFwdArgs = GluFwdArgs;
 using GegluBwdArgs = GluBwdArgs;
@@ -186,7 +194,9 @@ DispatchResult geglu_bwd(const GegluBwdArgs& args, const ExecContext* ctx = null
 DispatchResult swiglu_fwd(const SwigluFwdArgs& args, const ExecContext* ctx = nullptr);
 DispatchResult swiglu_bwd(const SwigluBwdArgs& args, const ExecContext* ctx = nullptr);
 
-// ---- Allocating wrappers: outputs are allocated on the inputs' device (default registry).
+// ---- Allocating wrappers: outputs are allocated on the inputs' device (default registry). Pass
+// Tensor{} for an absent weight or bias; a backward then returns no dweight (and a dbias in x's
+// dtype).
 struct NormOut {
   Tensor y;
   Tensor mean;  // undefined for rms_norm and fused_add_rms_norm
@@ -212,12 +222,12 @@ NormOut fused_add_rms_norm(const Tensor& x, const Tensor& residual, const Tensor
 NormGrads fused_add_rms_norm_backward(const Tensor& dy, const Tensor& ds_out, const Tensor& s, const Tensor& weight,
                                       const Tensor& rstd, double offset = 0.0, Casting casting = Casting::llama,
                                       const ExecContext* ctx = nullptr);
-NormOut layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-6,
+NormOut layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5,
                    const ExecContext* ctx = nullptr);
 NormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
                               const Tensor& rstd, const ExecContext* ctx = nullptr);
 NormOut group_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, std::int64_t num_groups,
-                   double eps = 1e-6, const ExecContext* ctx = nullptr);
+                   double eps = 1e-5, const ExecContext* ctx = nullptr);
 NormGrads group_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
                               const Tensor& rstd, std::int64_t num_groups, const ExecContext* ctx = nullptr);
 Tensor geglu(const Tensor& a, const Tensor& b, const ExecContext* ctx = nullptr);
@@ -227,10 +237,11 @@ GluGrads swiglu_backward(const Tensor& dc, const Tensor& a, const Tensor& b, con
 
 // ---- Byte model: the bytes an ideal kernel reads and writes (each input once, each output
 // once). `op` is the base name ("rms_norm"); `shape` is x's (a's for the glu ops); `wdtype` the
-// weight's dtype (ignored by geglu and swiglu); `num_groups` for group_norm. Every GB/s figure
-// divides this by time.
+// weight's and bias's dtype (ignored by geglu and swiglu); `num_groups` for group_norm;
+// `has_weight` / `has_bias` whether the call passes them (a backward: dweight / dbias). Every
+// GB/s figure divides this by time.
 std::uint64_t bytes_moved(std::string_view op, Direction direction, const Shape& shape, DType dtype, DType wdtype,
-                          std::int64_t num_groups = 1);
+                          std::int64_t num_groups = 1, bool has_weight = true, bool has_bias = true);
 
 // The six base names, in the order docs and tools list them.
 std::span<const std::string_view> op_names();

@@ -3,7 +3,6 @@
 
 #include <array>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -13,6 +12,7 @@
 
 #include "opreg/device.h"
 #include "opreg/error.h"
+#include "opreg/function.h"
 #include "opreg/tensor.h"
 
 namespace opreg {
@@ -164,8 +164,8 @@ struct VariantSpec {
   std::string backend{};
   std::string impl{};
   int priority = 0;
-  std::function<Verdict(const Args&, const DeviceProps&)> supports{};  // empty: accepts everything
-  std::function<void(const Args&, const KernelContext&)> run{};
+  Function<Verdict(const Args&, const DeviceProps&)> supports{};  // empty: accepts everything
+  Function<void(const Args&, const KernelContext&)> run{};
   std::vector<Tunable> tunables{};
   void* user = nullptr;
   // The kernel handles non-contiguous tensors (it reads their strides). A variant without this
@@ -185,8 +185,8 @@ struct ErasedVariant {
   std::string backend;
   std::string impl;
   int priority = 0;
-  std::function<Verdict(const void*, const DeviceProps&)> supports;
-  // The typed kernel (a std::function of the variant's Args) and the one indirect call that
+  Function<Verdict(const void*, const DeviceProps&)> supports;
+  // The typed kernel (a Function of the variant's Args) and the one indirect call that
   // runs it on erased arguments.
   std::shared_ptr<const void> run;
   void (*invoke)(const void* run, const void* args, const KernelContext& ctx) = nullptr;
@@ -336,7 +336,7 @@ class Registry {
   void set_config(const Config& config);  // validates like reload_config
   Config config() const;
   // Where log lines go (default: stderr). Lines carry no trailing newline.
-  void set_log_sink(std::function<void(std::string_view)> sink);
+  void set_log_sink(Function<void(std::string_view)> sink);
 
   // Counters.
   std::uint64_t fallback_count() const;
@@ -433,13 +433,13 @@ Registration Registry::add_variant(const Op<Args>& op, VariantSpec<Args> spec, R
     throw Error(ErrorKind::invalid_argument,
                 "variant " + v.backend + "." + std::string(op.name()) + "." + v.impl + ": no run function");
   }
-  using Kernel = std::function<void(const Args&, const KernelContext&)>;
-  using Function = void (*)(const Args&, const KernelContext&);
-  if (const Function* f = spec.run.template target<Function>(); f != nullptr) {
-    // A plain function: called straight, without std::function's extra indirection.
-    v.run = std::make_shared<const Function>(*f);
+  using Kernel = Function<void(const Args&, const KernelContext&)>;
+  using Pointer = typename Kernel::Pointer;
+  if (const Pointer f = spec.run.pointer(); f != nullptr) {
+    // A plain function: called straight, without the wrapper's extra indirection.
+    v.run = std::make_shared<const Pointer>(f);
     v.invoke = [](const void* run, const void* a, const KernelContext& c) {
-      (*static_cast<const Function*>(run))(*static_cast<const Args*>(a), c);
+      (*static_cast<const Pointer*>(run))(*static_cast<const Args*>(a), c);
     };
   } else {
     v.run = std::make_shared<const Kernel>(std::move(spec.run));

@@ -62,6 +62,15 @@ void bad_groups(const char* op, std::int64_t groups, std::int64_t channels) {
        "channel count (x's dim 1)", op, groups, channels);
 }
 
+void unexpected(const char* op, const char* name, const char* because) {
+  fail(ErrorKind::invalid_argument, "{}: {} is given but must be undefined: {}", op, name, because);
+}
+
+void offset_without_weight(const char* op, double offset) {
+  fail(ErrorKind::invalid_argument, "{}: offset = {} without a weight; the scale is (offset + weight), so a call "
+       "without a weight takes offset 0", op, offset);
+}
+
 void check_overlap(const char* op, const Item& out, const Item& other, bool may_alias) {
   const Tensor& o = *out.tensor;
   const Tensor& t = *other.tensor;

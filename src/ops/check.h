@@ -20,6 +20,8 @@ namespace opreg::op_check {
 [[noreturn]] void bad_scalar(const char* op, const char* name, double value, const char* accepted);
 [[noreturn]] void bad_casting(const char* op, Casting casting);
 [[noreturn]] void bad_groups(const char* op, std::int64_t groups, std::int64_t channels);
+[[noreturn]] void unexpected(const char* op, const char* name, const char* because);
+[[noreturn]] void offset_without_weight(const char* op, double offset);
 struct Item;
 // Two tensors whose spans meet: fine when `may_alias` and they are the very same elements, or
 // when they live on different devices (addresses of two devices say nothing); else an error.
@@ -48,6 +50,35 @@ inline void weight(const char* op, const char* name, const Tensor& w, std::int64
   if (!w.defined()) missing(op, name);
   if (w.ndim() != 1 || w.size(0) != length || (w.dtype() != x_dtype && w.dtype() != DType::f32)) {
     bad_weight(op, name, w, length, length_of, x_name, x_dtype);
+  }
+}
+
+// An optional parameter (weight, or a bias without a weight): undefined, or as weight() says.
+inline void optional_weight(const char* op, const char* name, const Tensor& w, std::int64_t length,
+                            const char* length_of, const char* x_name, DType x_dtype) {
+  if (w.defined()) weight(op, name, w, length, length_of, x_name, x_dtype);
+}
+
+// A bias (or dbias) beside an optional weight: undefined, or like the weight when there is one,
+// or as weight() says when there is none.
+inline void optional_bias(const char* op, const char* name, const Tensor& b, const Tensor& w, std::int64_t length,
+                          const char* length_of, const char* x_name, DType x_dtype) {
+  if (!b.defined()) return;
+  if (w.defined()) {
+    like(op, name, b, "weight", w);
+  } else {
+    weight(op, name, b, length, length_of, x_name, x_dtype);
+  }
+}
+
+// A parameter's gradient: required (like the parameter) when the parameter is given, and
+// undefined when it is not (there is nothing to differentiate).
+inline void param_grad(const char* op, const char* name, const Tensor& g, const char* param_name,
+                       const Tensor& param) {
+  if (param.defined()) {
+    like(op, name, g, param_name, param);
+  } else if (g.defined()) {
+    unexpected(op, name, "weight is undefined (no weight, no dweight)");
   }
 }
 
@@ -85,6 +116,11 @@ inline void eps(const char* op, double value) {
 }
 inline void offset(const char* op, double value) {
   if (!(value >= -1e300 && value <= 1e300)) bad_scalar(op, "offset", value, "a finite number");
+}
+// rms_norm's scale is (offset + w): without a weight there is no scale, so no offset either.
+inline void offset(const char* op, double value, const Tensor& weight) {
+  offset(op, value);
+  if (value != 0.0 && !weight.defined()) offset_without_weight(op, value);
 }
 inline void casting(const char* op, Casting c) {
   if (c != Casting::llama && c != Casting::gemma && c != Casting::none) bad_casting(op, c);

@@ -16,6 +16,14 @@ inline void input(const char* op, const char* name, const Tensor& t, int min_ran
 
 inline Tensor like(const Tensor& t) { return Tensor::empty(t.shape(), t.dtype(), t.device()); }
 
+// dweight: like the weight, or undefined when there is none.
+inline Tensor weight_grad(const Tensor& weight) { return weight.defined() ? like(weight) : Tensor{}; }
+
+// dbias: like the weight, or (without one) `length` elements in x's dtype.
+inline Tensor bias_grad(const Tensor& weight, const Tensor& x, std::int64_t length) {
+  return weight.defined() ? like(weight) : Tensor::empty(Shape{length}, x.dtype(), x.device());
+}
+
 inline Tensor row_stats(const Tensor& x) {
   return Tensor::empty(Shape{rows_hidden(x.shape()).rows}, DType::f32, x.device());
 }

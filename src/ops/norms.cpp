@@ -17,11 +17,11 @@ void key_casting(Casting casting, ProblemKey& key) { key.add(static_cast<std::ui
 void check_rms_fwd(const RmsNormFwdArgs& a) {
   constexpr const char* op = "rms_norm.fwd";
   c::activation(op, "x", a.x);
-  c::weight(op, "weight", a.weight, hidden(a.x), "x's last dim", "x", a.x.dtype());
+  c::optional_weight(op, "weight", a.weight, hidden(a.x), "x's last dim", "x", a.x.dtype());
   c::like(op, "y", a.y, "x", a.x);
   c::row_stats(op, "rstd", a.rstd, a.x);
   c::eps(op, a.eps);
-  c::offset(op, a.offset);
+  c::offset(op, a.offset, a.weight);
   c::casting(op, a.casting);
   c::outputs_apart(op, {{"x", &a.x}, {"weight", &a.weight}, {"y", &a.y}, {"rstd", &a.rstd}}, 2);
 }
@@ -36,11 +36,11 @@ void check_rms_bwd(const RmsNormBwdArgs& a) {
   constexpr const char* op = "rms_norm.bwd";
   c::activation(op, "x", a.x);
   c::like(op, "dy", a.dy, "x", a.x);
-  c::weight(op, "weight", a.weight, hidden(a.x), "x's last dim", "x", a.x.dtype());
+  c::optional_weight(op, "weight", a.weight, hidden(a.x), "x's last dim", "x", a.x.dtype());
   c::row_stats(op, "rstd", a.rstd, a.x);
   c::like(op, "dx", a.dx, "x", a.x);
-  c::like(op, "dweight", a.dweight, "weight", a.weight);
-  c::offset(op, a.offset);
+  c::param_grad(op, "dweight", a.dweight, "weight", a.weight);
+  c::offset(op, a.offset, a.weight);
   c::casting(op, a.casting);
   c::outputs_apart(op,
                    {{"dy", &a.dy}, {"x", &a.x}, {"weight", &a.weight}, {"rstd", &a.rstd}, {"dx", &a.dx, 0},
@@ -62,12 +62,12 @@ void check_fused_fwd(const FusedAddRmsNormFwdArgs& a) {
   constexpr const char* op = "fused_add_rms_norm.fwd";
   c::activation(op, "x", a.x);
   c::like(op, "residual", a.residual, "x", a.x);
-  c::weight(op, "weight", a.weight, hidden(a.x), "x's last dim", "x", a.x.dtype());
+  c::optional_weight(op, "weight", a.weight, hidden(a.x), "x's last dim", "x", a.x.dtype());
   c::like(op, "y", a.y, "x", a.x);
   c::like(op, "s", a.s, "x", a.x);
   c::row_stats(op, "rstd", a.rstd, a.x);
   c::eps(op, a.eps);
-  c::offset(op, a.offset);
+  c::offset(op, a.offset, a.weight);
   c::casting(op, a.casting);
   c::outputs_apart(
       op, {{"x", &a.x}, {"residual", &a.residual}, {"weight", &a.weight}, {"y", &a.y}, {"s", &a.s}, {"rstd", &a.rstd}},
@@ -87,11 +87,11 @@ void check_fused_bwd(const FusedAddRmsNormBwdArgs& a) {
   c::activation(op, "s", a.s);
   c::like(op, "dy", a.dy, "s", a.s);
   c::like(op, "ds_out", a.ds_out, "s", a.s);
-  c::weight(op, "weight", a.weight, hidden(a.s), "s's last dim", "s", a.s.dtype());
+  c::optional_weight(op, "weight", a.weight, hidden(a.s), "s's last dim", "s", a.s.dtype());
   c::row_stats(op, "rstd", a.rstd, a.s);
   c::like(op, "dx", a.dx, "s", a.s);
-  c::like(op, "dweight", a.dweight, "weight", a.weight);
-  c::offset(op, a.offset);
+  c::param_grad(op, "dweight", a.dweight, "weight", a.weight);
+  c::offset(op, a.offset, a.weight);
   c::casting(op, a.casting);
   c::outputs_apart(op,
                    {{"dy", &a.dy}, {"ds_out", &a.ds_out}, {"s", &a.s}, {"weight", &a.weight}, {"rstd", &a.rstd},
@@ -113,8 +113,8 @@ void tensors_fused_bwd(FusedAddRmsNormBwdArgs& a, TensorList& l) {
 void check_layer_fwd(const LayerNormFwdArgs& a) {
   constexpr const char* op = "layer_norm.fwd";
   c::activation(op, "x", a.x);
-  c::weight(op, "weight", a.weight, hidden(a.x), "x's last dim", "x", a.x.dtype());
-  c::like(op, "bias", a.bias, "weight", a.weight);
+  c::optional_weight(op, "weight", a.weight, hidden(a.x), "x's last dim", "x", a.x.dtype());
+  c::optional_bias(op, "bias", a.bias, a.weight, hidden(a.x), "x's last dim", "x", a.x.dtype());
   c::like(op, "y", a.y, "x", a.x);
   c::row_stats(op, "mean", a.mean, a.x);
   c::row_stats(op, "rstd", a.rstd, a.x);
@@ -136,12 +136,12 @@ void check_layer_bwd(const LayerNormBwdArgs& a) {
   constexpr const char* op = "layer_norm.bwd";
   c::activation(op, "x", a.x);
   c::like(op, "dy", a.dy, "x", a.x);
-  c::weight(op, "weight", a.weight, hidden(a.x), "x's last dim", "x", a.x.dtype());
+  c::optional_weight(op, "weight", a.weight, hidden(a.x), "x's last dim", "x", a.x.dtype());
   c::row_stats(op, "mean", a.mean, a.x);
   c::row_stats(op, "rstd", a.rstd, a.x);
   c::like(op, "dx", a.dx, "x", a.x);
-  c::like(op, "dweight", a.dweight, "weight", a.weight);
-  c::like(op, "dbias", a.dbias, "weight", a.weight);
+  c::param_grad(op, "dweight", a.dweight, "weight", a.weight);
+  c::optional_bias(op, "dbias", a.dbias, a.weight, hidden(a.x), "x's last dim", "x", a.x.dtype());
   c::outputs_apart(op,
                    {{"dy", &a.dy}, {"x", &a.x}, {"weight", &a.weight}, {"mean", &a.mean}, {"rstd", &a.rstd},
                     {"dx", &a.dx, 0}, {"dweight", &a.dweight}, {"dbias", &a.dbias}},
@@ -166,8 +166,8 @@ void check_group_fwd(const GroupNormFwdArgs& a) {
   constexpr const char* op = "group_norm.fwd";
   c::activation(op, "x", a.x, 2, kGroupLayout);
   c::groups(op, a.num_groups, a.x.size(1));
-  c::weight(op, "weight", a.weight, a.x.size(1), "x's channel dim", "x", a.x.dtype());
-  c::like(op, "bias", a.bias, "weight", a.weight);
+  c::optional_weight(op, "weight", a.weight, a.x.size(1), "x's channel dim", "x", a.x.dtype());
+  c::optional_bias(op, "bias", a.bias, a.weight, a.x.size(1), "x's channel dim", "x", a.x.dtype());
   c::like(op, "y", a.y, "x", a.x);
   c::group_stats(op, "mean", a.mean, a.x.size(0), a.num_groups);
   c::group_stats(op, "rstd", a.rstd, a.x.size(0), a.num_groups);
@@ -190,12 +190,12 @@ void check_group_bwd(const GroupNormBwdArgs& a) {
   c::activation(op, "x", a.x, 2, kGroupLayout);
   c::groups(op, a.num_groups, a.x.size(1));
   c::like(op, "dy", a.dy, "x", a.x);
-  c::weight(op, "weight", a.weight, a.x.size(1), "x's channel dim", "x", a.x.dtype());
+  c::optional_weight(op, "weight", a.weight, a.x.size(1), "x's channel dim", "x", a.x.dtype());
   c::group_stats(op, "mean", a.mean, a.x.size(0), a.num_groups);
   c::group_stats(op, "rstd", a.rstd, a.x.size(0), a.num_groups);
   c::like(op, "dx", a.dx, "x", a.x);
-  c::like(op, "dweight", a.dweight, "weight", a.weight);
-  c::like(op, "dbias", a.dbias, "weight", a.weight);
+  c::param_grad(op, "dweight", a.dweight, "weight", a.weight);
+  c::optional_bias(op, "dbias", a.dbias, a.weight, a.x.size(1), "x's channel dim", "x", a.x.dtype());
   c::outputs_apart(op,
                    {{"dy", &a.dy}, {"x", &a.x}, {"weight", &a.weight}, {"mean", &a.mean}, {"rstd", &a.rstd},
                     {"dx", &a.dx, 0}, {"dweight", &a.dweight}, {"dbias", &a.dbias}},
@@ -302,10 +302,9 @@ NormGrads rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& wei
                             double offset, Casting casting, const ExecContext* ctx) {
   constexpr const char* op = "rms_norm.bwd";
   ops_detail::input(op, "x", x, 1);
-  ops_detail::input(op, "weight", weight, 0);
   NormGrads g;
   g.dx = ops_detail::like(x);
-  g.dweight = ops_detail::like(weight);
+  g.dweight = ops_detail::weight_grad(weight);
   rms_norm_bwd({dy, x, weight, rstd, g.dx, g.dweight, offset, casting}, ctx);
   return g;
 }
@@ -326,10 +325,9 @@ NormGrads fused_add_rms_norm_backward(const Tensor& dy, const Tensor& ds_out, co
                                       const Tensor& rstd, double offset, Casting casting, const ExecContext* ctx) {
   constexpr const char* op = "fused_add_rms_norm.bwd";
   ops_detail::input(op, "s", s, 1);
-  ops_detail::input(op, "weight", weight, 0);
   NormGrads g;
   g.dx = ops_detail::like(s);
-  g.dweight = ops_detail::like(weight);
+  g.dweight = ops_detail::weight_grad(weight);
   fused_add_rms_norm_bwd({dy, ds_out, s, weight, rstd, g.dx, g.dweight, offset, casting}, ctx);
   return g;
 }
@@ -349,11 +347,10 @@ NormGrads layer_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& w
                               const Tensor& rstd, const ExecContext* ctx) {
   constexpr const char* op = "layer_norm.bwd";
   ops_detail::input(op, "x", x, 1);
-  ops_detail::input(op, "weight", weight, 0);
   NormGrads g;
   g.dx = ops_detail::like(x);
-  g.dweight = ops_detail::like(weight);
-  g.dbias = ops_detail::like(weight);
+  g.dweight = ops_detail::weight_grad(weight);
+  g.dbias = ops_detail::bias_grad(weight, x, hidden(x));
   layer_norm_bwd({dy, x, weight, mean, rstd, g.dx, g.dweight, g.dbias}, ctx);
   return g;
 }
@@ -375,11 +372,10 @@ NormGrads group_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& w
                               const Tensor& rstd, std::int64_t num_groups, const ExecContext* ctx) {
   constexpr const char* op = "group_norm.bwd";
   ops_detail::input(op, "x", x, 2);
-  ops_detail::input(op, "weight", weight, 0);
   NormGrads g;
   g.dx = ops_detail::like(x);
-  g.dweight = ops_detail::like(weight);
-  g.dbias = ops_detail::like(weight);
+  g.dweight = ops_detail::weight_grad(weight);
+  g.dbias = ops_detail::bias_grad(weight, x, x.size(1));
   group_norm_bwd({dy, x, weight, mean, rstd, g.dx, g.dweight, g.dbias, num_groups}, ctx);
   return g;
 }

@@ -25,6 +25,13 @@ bool is_param(std::string_view name) {
   return name == "weight" || name == "bias" || name == "dweight" || name == "dbias";
 }
 bool is_stat(std::string_view name) { return name == "mean" || name == "rstd"; }
+// Whether the spec leaves this tensor out (an absent weight takes its dweight along, and an
+// absent bias its dbias).
+bool left_out(std::string_view name, const ProblemSpec& s) {
+  if (name == "weight" || name == "dweight") return !s.has_weight;
+  if (name == "bias" || name == "dbias") return !s.has_bias;
+  return false;
+}
 
 // ---- Inputs: a seeded stream per tensor, values in [-2, 2] kept away from zero.
 
@@ -80,15 +87,12 @@ void prepare(RmsNormBwdArgs& a, const ProblemSpec& s, Registry& reg) {
 void prepare(FusedAddRmsNormBwdArgs& a, const ProblemSpec& s, Registry& reg) {
   reference::rms_norm_fwd({a.s, a.weight, host_like(a.s, reg), a.rstd, s.eps, a.offset, a.casting});
 }
+// The statistics do not depend on the bias, so the forward that makes them takes none.
 void prepare(LayerNormBwdArgs& a, const ProblemSpec& s, Registry& reg) {
-  Tensor bias = host_like(a.weight, reg);
-  bias.fill(0.0, reg);
-  reference::layer_norm_fwd({a.x, a.weight, bias, host_like(a.x, reg), a.mean, a.rstd, s.eps});
+  reference::layer_norm_fwd({a.x, a.weight, Tensor{}, host_like(a.x, reg), a.mean, a.rstd, s.eps});
 }
 void prepare(GroupNormBwdArgs& a, const ProblemSpec& s, Registry& reg) {
-  Tensor bias = host_like(a.weight, reg);
-  bias.fill(0.0, reg);
-  reference::group_norm_fwd({a.x, a.weight, bias, host_like(a.x, reg), a.mean, a.rstd, a.num_groups, s.eps});
+  reference::group_norm_fwd({a.x, a.weight, Tensor{}, host_like(a.x, reg), a.mean, a.rstd, a.num_groups, s.eps});
 }
 
 // The in-place forms: the output that takes over an input's memory.
@@ -156,6 +160,7 @@ class TypedProblem final : public ImplBase {
     op_.def().tensors(op_.def(), &host_, hl);
     for (int i = 0; i < hl.size(); ++i) {
       const std::string_view name = hl[i].name;
+      if (left_out(name, s)) continue;
       const bool param = is_param(name);
       const bool stat = is_stat(name);
       const DType dtype = stat ? DType::f32 : param ? s.wdtype : s.dtype;
@@ -167,6 +172,7 @@ class TypedProblem final : public ImplBase {
     TensorList dl;
     op_.def().tensors(op_.def(), &dev_, dl);
     for (int i = 0; i < dl.size(); ++i) {
+      if (!hl[i].tensor->defined()) continue;  // left out
       Tensor& t = *dl[i].tensor;
       // Always a copy, also on the cpu: the run must not be able to touch the reference's inputs.
       t = Tensor::empty(hl[i].tensor->shape(), hl[i].tensor->dtype(), d, registry);
@@ -284,11 +290,16 @@ ProblemOptions problem_options(std::string_view op) {
   const bool rms = base == "rms_norm" || base == "fused_add_rms_norm";
   ProblemOptions o;
   o.wdtype = norm;
+  o.weight = norm;
+  o.bias = base == "layer_norm" || base == "group_norm";
   o.eps = norm;
   o.groups = base == "group_norm";
   o.offset = rms;
   o.casting = rms;
   o.in_place = op.ends_with(".bwd");
+  if (base == "layer_norm") o.eps_default = LayerNormFwdArgs{}.eps;
+  if (base == "group_norm") o.eps_default = GroupNormFwdArgs{}.eps;
+  if (rms) o.eps_default = RmsNormFwdArgs{}.eps;
   return o;
 }
 
@@ -301,7 +312,10 @@ std::vector<std::string> problem_ops() {
 std::string ProblemSpec::cli_args(const std::string& device) const {
   const ProblemOptions o = problem_options(op);
   std::string out = fmt::format("{} --device {} --dtype {}", op, device, to_string(dtype));
-  if (o.wdtype) out += fmt::format(" --wdtype {}", wdtype == dtype ? "same" : to_string(wdtype));
+  const bool params = (o.weight && has_weight) || (o.bias && has_bias);
+  if (o.wdtype && params) out += fmt::format(" --wdtype {}", wdtype == dtype ? "same" : to_string(wdtype));
+  if (o.weight && !has_weight) out += " --no-weight";
+  if (o.bias && !has_bias) out += " --no-bias";
   out += fmt::format(" --shape {}", shape.str());
   if (o.groups) out += fmt::format(" --groups {}", groups);
   if (o.eps) out += fmt::format(" --eps {}", eps);
@@ -392,8 +406,9 @@ CheckReport Problem::check() {
 std::uint64_t Problem::bytes() const {
   const ProblemSpec& s = impl_->typed->spec;
   const std::string_view op = s.op;
+  const ProblemOptions o = problem_options(op);
   return bytes_moved(base_name(op), op.ends_with(".fwd") ? Direction::fwd : Direction::bwd, s.shape, s.dtype,
-                     s.wdtype, s.groups);
+                     s.wdtype, s.groups, o.weight && s.has_weight, o.bias && s.has_bias);
 }
 
 }  // namespace opreg

@@ -20,6 +20,8 @@ struct ProblemSpec {
   DType wdtype = DType::f32;        // weight and bias (== dtype or f32); ignored by the glu ops
   Shape shape{4, 8};                // x's shape (a's for the glu ops)
   std::int64_t groups = 1;          // group_norm
+  bool has_weight = true;           // the norms: pass a weight (a backward: and take dweight)
+  bool has_bias = true;             // layer_norm, group_norm: pass a bias (a backward: take dbias)
   double eps = 1e-6;                // the norms' forward
   double offset = 0.0;              // rms_norm, fused_add_rms_norm
   Casting casting = Casting::llama; // rms_norm, fused_add_rms_norm
@@ -102,11 +104,14 @@ std::vector<std::string> problem_ops();
 // from the forward). An unknown op is an opreg::Error (unsupported) listing the known ones.
 struct ProblemOptions {
   bool wdtype = false;
+  bool weight = false;  // the op takes an optional weight (--no-weight)
+  bool bias = false;    // the op takes an optional bias (--no-bias)
   bool groups = false;
   bool eps = false;
   bool offset = false;
   bool casting = false;
   bool in_place = false;
+  double eps_default = 0;  // the op's own default (its argument struct's), for eps-taking ops
 };
 ProblemOptions problem_options(std::string_view op);
 

@@ -1,10 +1,13 @@
 #include "opreg/device.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <new>
 
 #include "opreg/error.h"
@@ -34,22 +37,36 @@ std::string_view DeviceProps::get(std::string_view key) const {
 // ---------------------------------------------------------------------------------------------
 // Backend
 
+struct Backend::State {
+  std::atomic<std::int64_t> live_tensors{0};
+  std::mutex workspaces_mutex;
+  std::map<int, std::unique_ptr<Workspace>> workspaces;
+};
+
+Backend::Backend() : state_(std::make_unique<State>()) {}
+
 Backend::~Backend() {
   // Only this class's part of the object is left, so deallocate() is pure here: a workspace
   // still caching blocks (its backend did not call release_workspaces()) is leaked with them.
-  for (auto& [index, ws] : workspaces_) {
+  for (auto& [index, ws] : state_->workspaces) {
     if (ws->cached_bytes() != 0) static_cast<void>(ws.release());
   }
 }
 
+std::int64_t Backend::live_tensors() const { return state_->live_tensors.load(std::memory_order_relaxed); }
+
+void Backend::count_tensor(int delta) noexcept {
+  state_->live_tensors.fetch_add(delta, std::memory_order_relaxed);
+}
+
 void Backend::release_workspaces() noexcept {
-  std::lock_guard lock(workspaces_mutex_);
-  for (auto& [index, ws] : workspaces_) ws->release_cached();
+  std::lock_guard lock(state_->workspaces_mutex);
+  for (auto& [index, ws] : state_->workspaces) ws->release_cached();
 }
 
 Workspace& Backend::workspace(int index) {
-  std::lock_guard lock(workspaces_mutex_);
-  auto& slot = workspaces_[index];
+  std::lock_guard lock(state_->workspaces_mutex);
+  auto& slot = state_->workspaces[index];
   if (!slot) slot = std::make_unique<Workspace>(*this, index);
   return *slot;
 }
@@ -84,6 +101,16 @@ void Workspace::Lease::reset() {
   stream_ = nullptr;
 }
 
+struct Workspace::Cache {
+  mutable std::mutex mutex;
+  std::multimap<std::pair<void*, std::size_t>, void*> free;  // (stream, bytes) -> block
+  std::size_t cached_bytes = 0;
+  std::size_t allocations = 0;
+};
+
+Workspace::Workspace(Backend& backend, int index)
+    : backend_(backend), index_(index), cache_(std::make_unique<Cache>()) {}
+
 // Leases still out when the workspace goes (that is, when its backend does) dangle: a lease
 // is meant to live for one kernel call, well inside the backend's lifetime.
 Workspace::~Workspace() { release_cached(); }
@@ -99,19 +126,19 @@ Workspace::Lease Workspace::acquire(std::size_t bytes, void* stream) {
   const std::size_t size = std::max(kMinWorkspaceBlock, std::bit_ceil(bytes));
   Lease lease;
   {
-    std::lock_guard lock(mutex_);
-    auto it = free_.find({stream, size});
-    if (it != free_.end()) {
+    std::lock_guard lock(cache_->mutex);
+    auto it = cache_->free.find({stream, size});
+    if (it != cache_->free.end()) {
       lease.data_ = it->second;
-      free_.erase(it);
-      cached_bytes_ -= size;
+      cache_->free.erase(it);
+      cache_->cached_bytes -= size;
     }
   }
   if (lease.data_ == nullptr) {
     // Outside the lock: a device allocation may be slow, and other streams need not wait.
     lease.data_ = backend_.allocate(index_, size);
-    std::lock_guard lock(mutex_);
-    ++allocations_;
+    std::lock_guard lock(cache_->mutex);
+    ++cache_->allocations;
   }
   lease.owner_ = this;
   lease.bytes_ = size;
@@ -120,21 +147,21 @@ Workspace::Lease Workspace::acquire(std::size_t bytes, void* stream) {
 }
 
 std::size_t Workspace::cached_bytes() const {
-  std::lock_guard lock(mutex_);
-  return cached_bytes_;
+  std::lock_guard lock(cache_->mutex);
+  return cache_->cached_bytes;
 }
 
 std::size_t Workspace::allocations() const {
-  std::lock_guard lock(mutex_);
-  return allocations_;
+  std::lock_guard lock(cache_->mutex);
+  return cache_->allocations;
 }
 
 void Workspace::release_cached() {
-  decltype(free_) blocks;
+  decltype(cache_->free) blocks;
   {
-    std::lock_guard lock(mutex_);
-    blocks.swap(free_);
-    cached_bytes_ = 0;
+    std::lock_guard lock(cache_->mutex);
+    blocks.swap(cache_->free);
+    cache_->cached_bytes = 0;
   }
   for (const auto& [key, data] : blocks) backend_.deallocate(index_, data, key.second);
 }
@@ -143,9 +170,9 @@ void Workspace::give_back(void* data, std::size_t bytes, void* stream) {
   // Called from a lease's destructor, so it must not throw: if the free list cannot grow,
   // the block goes back to the device instead of into the cache.
   try {
-    std::lock_guard lock(mutex_);
-    free_.emplace(std::pair{stream, bytes}, data);
-    cached_bytes_ += bytes;
+    std::lock_guard lock(cache_->mutex);
+    cache_->free.emplace(std::pair{stream, bytes}, data);
+    cache_->cached_bytes += bytes;
     return;
   } catch (...) {
   }

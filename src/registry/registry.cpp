@@ -25,7 +25,7 @@ namespace detail {
 struct VariantEntry {
   VariantInfo info;
   const OpDef* op = nullptr;
-  std::function<Verdict(const void*, const DeviceProps&)> supports;
+  Function<Verdict(const void*, const DeviceProps&)> supports;
   std::shared_ptr<const void> run;
   void (*invoke)(const void* run, const void* args, const KernelContext& ctx) = nullptr;
   void* user = nullptr;
@@ -130,7 +130,7 @@ struct RegistryCore {
   std::uint64_t next_token = 1;
 
   std::mutex log_mutex;
-  std::function<void(std::string_view)> sink;
+  Function<void(std::string_view)> sink;
   std::mutex seen_mutex;
   std::set<std::vector<std::uint64_t>> seen;  // problems already logged at OPREG_VERBOSE >= 1
 
@@ -878,7 +878,7 @@ void Registry::reload_config() {
 
 Config Registry::config() const { return core_->state().config; }
 
-void Registry::set_log_sink(std::function<void(std::string_view)> sink) {
+void Registry::set_log_sink(Function<void(std::string_view)> sink) {
   std::lock_guard lock(core_->log_mutex);
   core_->sink = std::move(sink);
 }

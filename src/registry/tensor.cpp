@@ -222,11 +222,11 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, Registry& r
   const int index = device.index;
   const std::size_t bytes = t.nbytes_;
   void* p = backend->allocate(index, bytes);
-  backend->live_tensors_.fetch_add(1, std::memory_order_relaxed);
+  backend->count_tensor(1);
   // If the control block cannot be allocated, shared_ptr calls the deleter itself.
   t.storage_ = std::shared_ptr<void>(p, [backend, index, bytes](void* q) {
     backend->deallocate(index, q, bytes);
-    backend->live_tensors_.fetch_sub(1, std::memory_order_relaxed);
+    backend->count_tensor(-1);
   });
   t.data_ = p;
   return t;

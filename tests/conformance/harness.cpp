@@ -2,6 +2,8 @@
 #include "conformance/harness.h"
 
 #include <fmt/format.h>
+
+#include <algorithm>
 #include "registry/fail.h"
 
 namespace opreg::conformance {
@@ -58,11 +60,20 @@ std::vector<Case> expand(const Grid& grid, const std::string& device) {
     if (o.casting) modes = grid.rms_modes;
     std::vector<bool> in_place{false};
     if (o.in_place && grid.in_place_too) in_place.push_back(true);
+    // The parameter combinations this op has, each once.
+    std::vector<std::pair<bool, bool>> affine;
+    for (auto [w, b] : grid.affine) {
+      const std::pair<bool, bool> p{w || !o.weight, b || !o.bias};
+      if (std::find(affine.begin(), affine.end(), p) == affine.end()) affine.push_back(p);
+    }
     for (const auto& [dtype, wdtype] : grid.dtypes) {
       if (!o.wdtype && wdtype != dtype) continue;
       for (const auto& [shape, groups] : shapes) {
         for (const auto& [casting, offset] : modes) {
+          for (const auto& [has_weight, has_bias] : affine) {
           for (bool ip : in_place) {
+            // Without a weight there is no scale, so no offset (the op's check refuses one).
+            if (!has_weight && offset != 0.0) continue;
             Case c;
             c.variant = variant;
             c.device = device;
@@ -74,8 +85,11 @@ std::vector<Case> expand(const Grid& grid, const std::string& device) {
             c.spec.casting = casting;
             c.spec.offset = offset;
             c.spec.in_place = ip;
+            c.spec.has_weight = has_weight;
+            c.spec.has_bias = has_bias;
             c.spec.seed = grid.seed;
             cases.push_back(std::move(c));
+          }
           }
         }
       }
@@ -92,6 +106,8 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   name += "__" + c.spec.shape.str();
   if (o.groups) name += fmt::format("_g{}", c.spec.groups);
   if (o.casting) name += fmt::format("__{}_off{}", to_string(c.spec.casting), offset_str(c.spec.offset));
+  if (!c.spec.has_weight) name += "__noweight";
+  if (!c.spec.has_bias) name += "__nobias";
   if (c.spec.in_place) name += "__inplace";
   for (char& ch : name) {
     if (ch == '.') ch = '_';

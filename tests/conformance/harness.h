@@ -38,6 +38,9 @@ struct Grid {
   // rms_norm and fused_add_rms_norm: (casting, offset) pairs.
   std::vector<std::pair<Casting, double>> rms_modes{{Casting::llama, 0.0}};
   bool in_place_too = false;  // bwd ops: also run with dx = dy (glu: da = a, db = b)
+  // (has_weight, has_bias) pairs: the norms' optional parameters. rms_norm and
+  // fused_add_rms_norm have no bias and take the pairs' first half; glu ops ignore it.
+  std::vector<std::pair<bool, bool>> affine{{true, true}};
   std::uint64_t seed = 1;
 };
 

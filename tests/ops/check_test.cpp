@@ -234,6 +234,76 @@ Table<Args> weight_rules(Args (*make)(DType, DType), const char* x_name, std::in
   return table;
 }
 
+// The optional weight: a call without one runs (a backward then without dweight too); a
+// backward's dweight goes with the weight, and rms_norm's offset needs one.
+template <class Args>
+Table<Args> optional_weight_rules() {
+  constexpr bool kBackward = requires(Args a) { a.dweight; };
+  constexpr bool kOffset = requires(Args a) { a.offset; };
+  Table<Args> table{{"weight undefined", [](Args& a) {
+                       a.weight = Tensor();
+                       if constexpr (kBackward) a.dweight = Tensor();
+                     },
+                     runs()}};
+  if constexpr (kBackward) {
+    table.push_back({"weight undefined, dweight given", [](Args& a) { a.weight = Tensor(); },
+                     refused({"dweight is given but must be undefined", "no weight, no dweight"})});
+  }
+  if constexpr (kOffset) {
+    table.push_back({"weight undefined with offset 1", [](Args& a) {
+                       a.weight = Tensor();
+                       if constexpr (kBackward) a.dweight = Tensor();
+                       a.offset = 1.0;
+                     },
+                     refused({"offset = 1 without a weight"})});
+  }
+  return table;
+}
+
+// The optional bias (a backward: dbias): left out, it runs, also without a weight; without a
+// weight it is a parameter of x's dtype or f32 in its own right.
+template <class Args>
+Table<Args> optional_bias_rules(Args (*make)(DType, DType), const Shape& length) {
+  constexpr bool kBackward = requires(Args a) { a.dbias; };
+  constexpr auto kBias = [] {
+    if constexpr (kBackward) {
+      return &Args::dbias;
+    } else {
+      return &Args::bias;
+    }
+  }();
+  const char* name = kBackward ? "dbias" : "bias";
+  auto no_weight = [](Args& a) {
+    a.weight = Tensor();
+    if constexpr (kBackward) a.dweight = Tensor();
+  };
+  return {
+      {fmt::format("{} undefined", name), [](Args& a) { a.*kBias = Tensor(); }, runs()},
+      {fmt::format("weight and {} undefined", name), [no_weight](Args& a) {
+         no_weight(a);
+         a.*kBias = Tensor();
+       },
+       runs()},
+      {fmt::format("{} f32 without a weight, x bf16", name), [make, no_weight, length](Args& a) {
+         a = make(bf16, bf16);
+         no_weight(a);
+         a.*kBias = filled(length, f32);
+       },
+       runs()},
+      {fmt::format("{} f16 without a weight, x bf16", name), [make, no_weight, length](Args& a) {
+         a = make(bf16, bf16);
+         no_weight(a);
+         a.*kBias = filled(length, f16);
+       },
+       refused({fmt::format("{} dtype f16 with x dtype bf16 is not an accepted pair", name)})},
+      {fmt::format("{} one element longer without a weight", name), [no_weight, length](Args& a) {
+         no_weight(a);
+         a.*kBias = filled(Shape{length[0] + 1}, f32);
+       },
+       refused({fmt::format("{} has shape [{}]", name, length[0] + 1)})},
+  };
+}
+
 // Per-row statistics: f32 {R}, or f32 of x's leading dims.
 template <class Args>
 Table<Args> row_stats_rules(std::initializer_list<Named<Args>> stats) {
@@ -468,7 +538,8 @@ TEST(OpChecks, RmsNormFwd) {
   using A = RmsNormFwdArgs;
   const A valid = rms_fwd();
   const Table<A> table = concat<A>({
-      undefined_each<A>({{"x", &A::x}, {"weight", &A::weight}, {"y", &A::y}, {"rstd", &A::rstd}}),
+      undefined_each<A>({{"x", &A::x}, {"y", &A::y}, {"rstd", &A::rstd}}),
+      optional_weight_rules<A>(),
       bad_activation<A>({"x", &A::x}, Shape{}),
       not_like_each<A>(valid, {{"y", &A::y, "x"}}),
       weight_rules<A>(&rms_fwd, "x", 8),
@@ -494,12 +565,8 @@ TEST(OpChecks, RmsNormBwd) {
   using A = RmsNormBwdArgs;
   const A valid = rms_bwd();
   const Table<A> table = concat<A>({
-      undefined_each<A>({{"dy", &A::dy},
-                         {"x", &A::x},
-                         {"weight", &A::weight},
-                         {"rstd", &A::rstd},
-                         {"dx", &A::dx},
-                         {"dweight", &A::dweight}}),
+      undefined_each<A>({{"dy", &A::dy}, {"x", &A::x}, {"rstd", &A::rstd}, {"dx", &A::dx}, {"dweight", &A::dweight}}),
+      optional_weight_rules<A>(),
       bad_activation<A>({"x", &A::x}, Shape{}),
       not_like_each<A>(valid, {{"dy", &A::dy, "x"}, {"dx", &A::dx, "x"}, {"dweight", &A::dweight, "weight"}}),
       weight_rules<A>(&rms_bwd, "x", 8),
@@ -532,12 +599,8 @@ TEST(OpChecks, FusedAddRmsNormFwd) {
   using A = FusedAddRmsNormFwdArgs;
   const A valid = fused_fwd();
   const Table<A> table = concat<A>({
-      undefined_each<A>({{"x", &A::x},
-                         {"residual", &A::residual},
-                         {"weight", &A::weight},
-                         {"y", &A::y},
-                         {"s", &A::s},
-                         {"rstd", &A::rstd}}),
+      undefined_each<A>({{"x", &A::x}, {"residual", &A::residual}, {"y", &A::y}, {"s", &A::s}, {"rstd", &A::rstd}}),
+      optional_weight_rules<A>(),
       bad_activation<A>({"x", &A::x}, Shape{}),
       not_like_each<A>(valid, {{"residual", &A::residual, "x"}, {"y", &A::y, "x"}, {"s", &A::s, "x"}}),
       weight_rules<A>(&fused_fwd, "x", 8),
@@ -566,10 +629,10 @@ TEST(OpChecks, FusedAddRmsNormBwd) {
       undefined_each<A>({{"dy", &A::dy},
                          {"ds_out", &A::ds_out},
                          {"s", &A::s},
-                         {"weight", &A::weight},
                          {"rstd", &A::rstd},
                          {"dx", &A::dx},
                          {"dweight", &A::dweight}}),
+      optional_weight_rules<A>(),
       bad_activation<A>({"s", &A::s}, Shape{}),
       not_like_each<A>(
           valid,
@@ -597,12 +660,9 @@ TEST(OpChecks, LayerNormFwd) {
   using A = LayerNormFwdArgs;
   const A valid = layer_fwd();
   const Table<A> table = concat<A>({
-      undefined_each<A>({{"x", &A::x},
-                         {"weight", &A::weight},
-                         {"bias", &A::bias},
-                         {"y", &A::y},
-                         {"mean", &A::mean},
-                         {"rstd", &A::rstd}}),
+      undefined_each<A>({{"x", &A::x}, {"y", &A::y}, {"mean", &A::mean}, {"rstd", &A::rstd}}),
+      optional_weight_rules<A>(),
+      optional_bias_rules<A>(&layer_fwd, kHidden),
       bad_activation<A>({"x", &A::x}, Shape{}),
       not_like_each<A>(valid, {{"bias", &A::bias, "weight"}, {"y", &A::y, "x"}}),
       weight_rules<A>(&layer_fwd, "x", 8),
@@ -631,12 +691,12 @@ TEST(OpChecks, LayerNormBwd) {
   const Table<A> table = concat<A>({
       undefined_each<A>({{"dy", &A::dy},
                          {"x", &A::x},
-                         {"weight", &A::weight},
                          {"mean", &A::mean},
                          {"rstd", &A::rstd},
                          {"dx", &A::dx},
-                         {"dweight", &A::dweight},
-                         {"dbias", &A::dbias}}),
+                         {"dweight", &A::dweight}}),
+      optional_weight_rules<A>(),
+      optional_bias_rules<A>(&layer_bwd, kHidden),
       bad_activation<A>({"x", &A::x}, Shape{}),
       not_like_each<A>(valid, {{"dy", &A::dy, "x"},
                                {"dx", &A::dx, "x"},
@@ -665,12 +725,9 @@ TEST(OpChecks, GroupNormFwd) {
   using A = GroupNormFwdArgs;
   const A valid = group_fwd();
   const Table<A> table = concat<A>({
-      undefined_each<A>({{"x", &A::x},
-                         {"weight", &A::weight},
-                         {"bias", &A::bias},
-                         {"y", &A::y},
-                         {"mean", &A::mean},
-                         {"rstd", &A::rstd}}),
+      undefined_each<A>({{"x", &A::x}, {"y", &A::y}, {"mean", &A::mean}, {"rstd", &A::rstd}}),
+      optional_weight_rules<A>(),
+      optional_bias_rules<A>(&group_fwd, kChannels),
       bad_activation<A>({"x", &A::x}, Shape{6}),
       not_like_each<A>(valid, {{"bias", &A::bias, "weight"}, {"y", &A::y, "x"}}),
       weight_rules<A>(&group_fwd, "x", 6),
@@ -701,12 +758,12 @@ TEST(OpChecks, GroupNormBwd) {
   const Table<A> table = concat<A>({
       undefined_each<A>({{"dy", &A::dy},
                          {"x", &A::x},
-                         {"weight", &A::weight},
                          {"mean", &A::mean},
                          {"rstd", &A::rstd},
                          {"dx", &A::dx},
-                         {"dweight", &A::dweight},
-                         {"dbias", &A::dbias}}),
+                         {"dweight", &A::dweight}}),
+      optional_weight_rules<A>(),
+      optional_bias_rules<A>(&group_bwd, kChannels),
       bad_activation<A>({"x", &A::x}, Shape{6}),
       not_like_each<A>(valid, {{"dy", &A::dy, "x"},
                                {"dx", &A::dx, "x"},
@@ -816,11 +873,7 @@ TEST(OpWrappers, RefuseUndefinedInputsNamingTheOp) {
   const Tensor none;
   const std::vector<WrapperCall> calls{
       {"rms_norm, x", [&] { rms_norm(none, w); }, {"rms_norm.fwd", "x is required but undefined"}},
-      {"rms_norm, weight", [&] { rms_norm(x, none); }, {"rms_norm.fwd", "weight is required but undefined"}},
       {"rms_norm_backward, x", [&] { rms_norm_backward(x, none, w, stats); }, {"rms_norm.bwd", "x is required"}},
-      {"rms_norm_backward, weight",
-       [&] { rms_norm_backward(x, x, none, stats); },
-       {"rms_norm.bwd", "weight is required"}},
       {"rms_norm_backward, dy", [&] { rms_norm_backward(none, x, w, stats); }, {"rms_norm.bwd", "dy is required"}},
       {"fused_add_rms_norm, x", [&] { fused_add_rms_norm(none, x, w); }, {"fused_add_rms_norm.fwd", "x is required"}},
       {"fused_add_rms_norm, residual",
@@ -829,17 +882,10 @@ TEST(OpWrappers, RefuseUndefinedInputsNamingTheOp) {
       {"fused_add_rms_norm_backward, s",
        [&] { fused_add_rms_norm_backward(x, x, none, w, stats); },
        {"fused_add_rms_norm.bwd", "s is required"}},
-      {"fused_add_rms_norm_backward, weight",
-       [&] { fused_add_rms_norm_backward(x, x, x, none, stats); },
-       {"fused_add_rms_norm.bwd", "weight is required"}},
       {"layer_norm, x", [&] { layer_norm(none, w, w); }, {"layer_norm.fwd", "x is required"}},
-      {"layer_norm, bias", [&] { layer_norm(x, w, none); }, {"layer_norm.fwd", "bias is required"}},
       {"layer_norm_backward, x",
        [&] { layer_norm_backward(x, none, w, stats, stats); },
        {"layer_norm.bwd", "x is required"}},
-      {"layer_norm_backward, weight",
-       [&] { layer_norm_backward(x, x, none, stats, stats); },
-       {"layer_norm.bwd", "weight is required"}},
       {"group_norm, x", [&] { group_norm(none, cw, cw, kGroups); }, {"group_norm.fwd", "x is required"}},
       {"group_norm, x 1-D", [&] { group_norm(cw, cw, cw, kGroups); }, {"group_norm.fwd", "x has 1 dims"}},
       {"group_norm, 4 groups of 6 channels",
@@ -849,9 +895,6 @@ TEST(OpWrappers, RefuseUndefinedInputsNamingTheOp) {
       {"group_norm_backward, x",
        [&] { group_norm_backward(img, none, cw, gstats, gstats, kGroups); },
        {"group_norm.bwd", "x is required"}},
-      {"group_norm_backward, weight",
-       [&] { group_norm_backward(img, img, none, gstats, gstats, kGroups); },
-       {"group_norm.bwd", "weight is required"}},
       {"geglu, a", [&] { geglu(none, a); }, {"geglu.fwd", "a is required"}},
       {"geglu, b", [&] { geglu(a, none); }, {"geglu.fwd", "b is required"}},
       {"geglu_backward, a", [&] { geglu_backward(a, none, a); }, {"geglu.bwd", "a is required"}},
@@ -864,6 +907,27 @@ TEST(OpWrappers, RefuseUndefinedInputsNamingTheOp) {
     SCOPED_TRACE(c.what);
     EXPECT_TRUE(ThrowsError(c.call, ErrorKind::invalid_argument, c.needles));
   }
+}
+
+TEST(OpWrappers, RunWithoutWeightOrBias) {
+  const Tensor x = filled(kRows, bf16);
+  const Tensor img = filled(kImage, f32);
+  const Tensor none;
+  const NormOut rms = rms_norm(x, none);
+  const NormGrads rms_g = rms_norm_backward(x, x, none, rms.rstd);
+  EXPECT_TRUE(rms_g.dx.defined());
+  EXPECT_FALSE(rms_g.dweight.defined());
+  const NormOut fused = fused_add_rms_norm(x, x, none);
+  EXPECT_FALSE(fused_add_rms_norm_backward(x, x, fused.s, none, fused.rstd).dweight.defined());
+  const NormOut layer = layer_norm(x, none, none);
+  const NormGrads layer_g = layer_norm_backward(x, x, none, layer.mean, layer.rstd);
+  EXPECT_FALSE(layer_g.dweight.defined());
+  ASSERT_TRUE(layer_g.dbias.defined());
+  EXPECT_EQ(layer_g.dbias.dtype(), bf16);  // without a weight, dbias takes x's dtype
+  const NormOut group = group_norm(img, none, none, kGroups);
+  const NormGrads group_g = group_norm_backward(img, img, none, group.mean, group.rstd, kGroups);
+  EXPECT_FALSE(group_g.dweight.defined());
+  EXPECT_EQ(group_g.dbias.shape(), kChannels);
 }
 
 void expect_tensor(const Tensor& t, const Shape& shape, DType dtype) {

@@ -316,5 +316,75 @@ TEST(ReferenceBackward, GluOpsMatchFiniteDifferences) {
   }
 }
 
+// ---- Optional parameters and the casting modes' rounding points.
+
+Tensor filled_with(const Shape& shape, DType dtype, double value) {
+  Tensor t = Tensor::empty(shape, dtype, Device{}, reg());
+  t.fill(value, reg());
+  return t;
+}
+
+void expect_same(const char* what, const Tensor& a, const Tensor& b) {
+  ASSERT_EQ(a.numel(), b.numel()) << what;
+  for (std::int64_t i = 0; i < a.numel(); ++i) EXPECT_EQ(at(a, i), at(b, i)) << what << "[" << i << "]";
+}
+
+// No weight is a weight of ones and no bias a bias of zeros, bit for bit, forward and backward
+// (dx; dbias too), in bf16 where the rounding points would show a difference.
+TEST(ReferenceOptional, AbsentWeightIsOnesAndAbsentBiasIsZeros) {
+  const Shape shape{5, 9};
+  const Shape params{9};
+  const DType d = DType::bf16;
+  Tensor x = random(shape, d, 70), dy = random(shape, d, 71);
+  Tensor ones = filled_with(params, d, 1.0), zeros_b = filled_with(params, d, 0.0);
+  Tensor rstd = Tensor::empty(Shape{5}, DType::f32, Device{}, reg()), rstd2 = empty_like(rstd);
+  Tensor mean = empty_like(rstd), mean2 = empty_like(rstd);
+  for (Casting casting : {Casting::llama, Casting::gemma, Casting::none}) {
+    SCOPED_TRACE(to_string(casting));
+    Tensor y = empty_like(x), y2 = empty_like(x);
+    reference::rms_norm_fwd({.x = x, .y = y, .rstd = rstd, .casting = casting});
+    reference::rms_norm_fwd({.x = x, .weight = ones, .y = y2, .rstd = rstd2, .casting = casting});
+    expect_same("rms y", y, y2);
+    expect_same("rms rstd", rstd, rstd2);
+    Tensor dx = empty_like(x), dx2 = empty_like(x), dw = empty_like(ones);
+    reference::rms_norm_bwd({.dy = dy, .x = x, .rstd = rstd, .dx = dx, .casting = casting});
+    reference::rms_norm_bwd(
+        {.dy = dy, .x = x, .weight = ones, .rstd = rstd, .dx = dx2, .dweight = dw, .casting = casting});
+    expect_same("rms dx", dx, dx2);
+  }
+  Tensor y = empty_like(x), y2 = empty_like(x);
+  reference::layer_norm_fwd({.x = x, .y = y, .mean = mean, .rstd = rstd});
+  reference::layer_norm_fwd({.x = x, .weight = ones, .bias = zeros_b, .y = y2, .mean = mean2, .rstd = rstd2});
+  expect_same("layer y", y, y2);
+  Tensor dx = empty_like(x), dx2 = empty_like(x), dw = empty_like(ones), db = empty_like(ones), db2 = empty_like(ones);
+  reference::layer_norm_bwd({.dy = dy, .x = x, .mean = mean, .rstd = rstd, .dx = dx, .dbias = db});
+  reference::layer_norm_bwd(
+      {.dy = dy, .x = x, .weight = ones, .mean = mean, .rstd = rstd, .dx = dx2, .dweight = dw, .dbias = db2});
+  expect_same("layer dx", dx, dx2);
+  expect_same("layer dbias", db, db2);
+}
+
+// `none` rounds (offset + w) to the weight's dtype: with an f32 weight it is llama, bit for bit,
+// and with a bf16 weight it differs from llama where offset + w is not a bf16 value.
+TEST(ReferenceCasting, NoneRoundsTheScaleToTheWeightsDtype) {
+  const Shape shape{4, 33};
+  Tensor x = random(shape, DType::bf16, 80);
+  Tensor w32 = random(Shape{33}, DType::f32, 81);
+  Tensor rstd = Tensor::empty(Shape{4}, DType::f32, Device{}, reg());
+  Tensor none = empty_like(x), llama = empty_like(x);
+  const double offset = 1.0 / 3.0;
+  reference::rms_norm_fwd({.x = x, .weight = w32, .y = none, .rstd = rstd, .offset = offset, .casting = Casting::none});
+  reference::rms_norm_fwd(
+      {.x = x, .weight = w32, .y = llama, .rstd = rstd, .offset = offset, .casting = Casting::llama});
+  expect_same("f32 weight: none == llama", none, llama);
+  Tensor w16 = random(Shape{33}, DType::bf16, 81);
+  reference::rms_norm_fwd({.x = x, .weight = w16, .y = none, .rstd = rstd, .offset = offset, .casting = Casting::none});
+  reference::rms_norm_fwd(
+      {.x = x, .weight = w16, .y = llama, .rstd = rstd, .offset = offset, .casting = Casting::llama});
+  int differ = 0;
+  for (std::int64_t i = 0; i < x.numel(); ++i) differ += at(none, i) != at(llama, i) ? 1 : 0;
+  EXPECT_GT(differ, 0) << "bf16 weight: none should round (offset + w) to bf16";
+}
+
 }  // namespace
 }  // namespace opreg

@@ -59,7 +59,7 @@ constexpr const char* kOpsHelp = R"(usage: opreg ops [--op NAME]
 
 Lists every op and, for each backend, its variants in the order they are tried: priority,
 tunables, registration site, and whether OPREG_DISABLE or OPREG_FORCE_VARIANT applies.
-  --op NAME   only this op (e.g. rms_norm.fwd)
+  --op NAME   only this op: a full name (rms_norm.fwd) or a base name (rms_norm: both directions)
 )";
 
 constexpr const char* kRunHelp = R"(usage: opreg run OP [options]
@@ -76,11 +76,15 @@ options (each takes one value, as `--opt V` or `--opt=V`; a repeated option: the
   --device D        cpu, cuda:1, npu, ... (default: the device inference picks, see `opreg devices`)
   --dtype T         x's dtype: f32, f16, bf16 (default f32)
   --wdtype W        weight and bias dtype: same (as --dtype) or f32 (default same; norms only)
+  --no-weight       the norms: call without a weight (torch's weight=None); a backward then
+                    computes no dweight
+  --no-bias         layer_norm, group_norm: call without a bias (a backward: no dbias)
   --shape S         x's shape (a's for geglu, swiglu), e.g. 4096x4096 (default 4096x4096;
                     group_norm: N x C x spatial..., default 16x128x1024)
   --groups G        group_norm's group count, dividing C (default 32 if it divides C, else 1)
-  --eps E           the norms' epsilon, a finite number >= 0 (default 1e-6; a backward problem
-                    uses it for the forward statistics it is given)
+  --eps E           the norms' epsilon, a finite number >= 0 (default: the op's, 1e-6 for
+                    rms_norm and fused_add_rms_norm, 1e-5 for layer_norm and group_norm; a
+                    backward problem uses it for the forward statistics it is given)
   --offset O        rms_norm, fused_add_rms_norm: y = x * rstd * (O + w) (default 0)
   --casting C       rms_norm, fused_add_rms_norm: llama, gemma, none (default llama)
   --inplace         backward ops: the input gradient overwrites dy (glu: da is a, db is b)
@@ -156,8 +160,12 @@ int cmd_ops(const std::vector<std::string_view>& args) {
   auto& reg = opreg::default_registry();
   auto ops = opreg::all_ops();
   bool found = false;
+  // A base name (rms_norm) stands for its directions (rms_norm.fwd, rms_norm.bwd).
+  auto selected = [&](std::string_view name) {
+    return only.empty() || name == only || (name.starts_with(only) && name.substr(only.size()).starts_with("."));
+  };
   for (const auto* op : ops) {
-    if (!only.empty() && op->name != only) continue;
+    if (!selected(op->name)) continue;
     found = true;
     fmt::print("{}\n", op->name);
     auto variants = reg.variants(op->name);
@@ -181,7 +189,8 @@ int cmd_ops(const std::vector<std::string_view>& args) {
     std::vector<std::string> names;
     for (const auto* op : ops) names.emplace_back(op->name);
     throw opreg::Error(ErrorKind::invalid_argument,
-                       fmt::format("unknown op '{}'; defined ops: {}", only, fmt::join(names, ", ")));
+                       fmt::format("unknown op '{}'; defined ops: {} (or a base name such as rms_norm)", only,
+                                   fmt::join(names, ", ")));
   }
   if (ops.empty()) fmt::print("(no ops are defined in this build)\n");
   return kExitOk;
@@ -200,6 +209,8 @@ struct RunOptions {
   std::optional<double> offset;
   std::optional<opreg::Casting> casting;
   bool inplace = false;
+  bool no_weight = false;
+  bool no_bias = false;
   std::optional<std::uint64_t> seed;
   std::optional<std::int64_t> repeat;
   std::optional<double> tol_scale;
@@ -256,9 +267,9 @@ RunOptions parse_run_args(const std::vector<std::string_view>& args) {
       name = arg.substr(0, eq);
       inline_value = arg.substr(eq + 1);
     }
-    if (name == "--inplace") {
-      if (inline_value) throw Usage{fmt::format("run: --inplace takes no value (got '{}')", arg)};
-      o.inplace = true;
+    if (name == "--inplace" || name == "--no-weight" || name == "--no-bias") {
+      if (inline_value) throw Usage{fmt::format("run: {} takes no value (got '{}')", name, arg)};
+      (name == "--inplace" ? o.inplace : name == "--no-weight" ? o.no_weight : o.no_bias) = true;
       continue;
     }
     static constexpr std::string_view kValued[] = {"--device", "--dtype",  "--wdtype",  "--shape", "--groups",
@@ -346,6 +357,13 @@ int cmd_run(const std::vector<std::string_view>& args) {
   refuse_unless(o.casting.has_value(), &opreg::ProblemOptions::casting, "--casting");
   refuse_unless(o.groups.has_value(), &opreg::ProblemOptions::groups, "--groups");
   refuse_unless(o.inplace, &opreg::ProblemOptions::in_place, "--inplace");
+  refuse_unless(o.no_weight, &opreg::ProblemOptions::weight, "--no-weight");
+  refuse_unless(o.no_bias, &opreg::ProblemOptions::bias, "--no-bias");
+  const bool params = (uses.weight && !o.no_weight) || (uses.bias && !o.no_bias);
+  if (o.wdtype_f32.has_value() && !params) {
+    throw Usage{fmt::format("run: --wdtype does not apply: {} runs without a weight{}", o.op,
+                            uses.bias ? " or a bias" : "")};
+  }
   const bool group_norm = uses.groups;
 
   opreg::ProblemSpec spec;
@@ -357,7 +375,9 @@ int cmd_run(const std::vector<std::string_view>& args) {
     const std::int64_t channels = spec.shape.ndim() >= 2 ? spec.shape[1] : 0;
     spec.groups = o.groups.value_or(channels > 0 && channels % 32 == 0 ? 32 : 1);
   }
-  spec.eps = o.eps.value_or(1e-6);
+  spec.has_weight = !o.no_weight;
+  spec.has_bias = !o.no_bias;
+  spec.eps = o.eps.value_or(uses.eps_default);
   spec.offset = o.offset.value_or(0.0);
   spec.casting = o.casting.value_or(opreg::Casting::llama);
   spec.in_place = o.inplace;
@@ -396,8 +416,10 @@ int cmd_run(const std::vector<std::string_view>& args) {
                                  reg.device_props(device).emulated ? 1 : 0,
                                  result.variant != nullptr ? result.variant->name : std::string("-"));
   if (result.fell_back) line += " fallback=1";
+  if (o.no_weight) line += " weight=none";
+  if (o.no_bias) line += " bias=none";
   line += fmt::format(" dtype={} wdtype={} shape={} err={:.3g} time_us={} gbps={} status={}",
-                      opreg::to_string(spec.dtype), uses.wdtype ? opreg::to_string(spec.wdtype) : std::string_view("-"),
+                      opreg::to_string(spec.dtype), params ? opreg::to_string(spec.wdtype) : std::string_view("-"),
                       spec.shape.str(), report.err, plain3(time_us), plain3(gbps), report.pass() ? "pass" : "fail");
   fmt::print("{}\n", line);
   std::fflush(stdout);

@@ -17,6 +17,7 @@ class CpuBackend final : public HostMemoryBackend {
   int inference_priority() const override { return 0; }
   FallbackPolicy default_fallback() const override { return FallbackPolicy::error; }
   Availability probe() override { return {true, 1, "the host"}; }
+  int dlpack_device_type() const override { return 1; }  // kDLCPU
   DeviceProps properties(int) const override {
     DeviceProps props;
     props.name = "host CPU";

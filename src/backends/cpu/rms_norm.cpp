@@ -113,6 +113,12 @@ struct F16 {
   }
 };
 
+// p + n for a weight pointer that is null when the call has no weight (null + n is undefined).
+template <class T>
+OPREG_RMS_INLINE const T* advance(const T* p, std::int64_t n) {
+  return p == nullptr ? nullptr : p + n;
+}
+
 // round_x: what storing a value in X and reading it back gives.
 template <class X>
 OPREG_RMS_INLINE float round_x(float v) {
@@ -173,11 +179,17 @@ constexpr std::int64_t kChunk = 256;
 template <class X, class W, Casting C>
 OPREG_RMS_INLINE void scale_chunk(const typename W::T* __restrict w, std::int64_t n, double offset,
                                   float* __restrict out) {
+  if (w == nullptr) {  // no weight: the scale is 1 (and the op's check keeps offset at 0)
+    for (std::int64_t j = 0; j < n; ++j) out[j] = 1.0f;
+    return;
+  }
   if constexpr (C != Casting::none) {
     const auto offset_f = static_cast<float>(offset);
     for (std::int64_t j = 0; j < n; ++j) out[j] = offset_f + W::load(w[j]);
   } else {
-    if constexpr (std::is_same_v<X, F32>) {
+    // `none` rounds (offset + w) to the weight's dtype: for an f32 weight, the double sum
+    // rounded to f32; for a 16-bit weight (then x has its dtype too), the same 16-bit rounding.
+    if constexpr (std::is_same_v<W, F32>) {
       for (std::int64_t j = 0; j < n; ++j) out[j] = static_cast<float>(offset + static_cast<double>(W::load(w[j])));
     } else {
       // The usual case, an offset that is an f32 (0, 1, 0.5, ...) and weights within 2^28 of it:
@@ -195,10 +207,10 @@ OPREG_RMS_INLINE void scale_chunk(const typename W::T* __restrict w, std::int64_
         }
       }
       if (fast != 0) {
-        for (std::int64_t j = 0; j < n; ++j) out[j] = round_x<X>(add_odd(offset_f, W::load(w[j])));
+        for (std::int64_t j = 0; j < n; ++j) out[j] = round_x<W>(add_odd(offset_f, W::load(w[j])));
       } else {
         for (std::int64_t j = 0; j < n; ++j) {
-          out[j] = round_x<X>(to_float_odd(offset + static_cast<double>(W::load(w[j]))));
+          out[j] = round_x<W>(to_float_odd(offset + static_cast<double>(W::load(w[j]))));
         }
       }
     }
@@ -404,7 +416,7 @@ struct ScaleJob {
   OPREG_RMS_INLINE void operator()(int t, int members) const {
     const Share share = share_of((h + kChunk - 1) / kChunk, t, members);
     for (std::int64_t c = share.begin; c < share.end; ++c) {
-      scale_chunk<X, W, C>(w + c * kChunk, std::min(kChunk, h - c * kChunk), offset, out + c * kChunk);
+      scale_chunk<X, W, C>(advance(w, c * kChunk), std::min(kChunk, h - c * kChunk), offset, out + c * kChunk);
     }
   }
 };
@@ -430,7 +442,7 @@ OPREG_RMS_INLINE void fwd_row(const typename X::T* __restrict x, const typename 
     if (scaled != nullptr) {
       scale = scaled + b;
     } else {
-      scale_chunk<X, W, C>(w + b, n, offset, local);
+      scale_chunk<X, W, C>(advance(w, b), n, offset, local);
     }
     for (std::int64_t j = 0; j < n; ++j) {
       const float xhat = X::load(x[b + j]) * rstd;
@@ -665,6 +677,10 @@ struct Bwd {
                                 stride,
                                 blocks,
                                 totals};
+    if (!a.dweight.defined()) {  // no weight, no dweight: the partials go unused
+      run_phases(team, scale, rows_job);
+      return;
+    }
     const ReduceJob<W> reduce{blocks, totals, stride, a.dweight.data_as<typename W::T>(), rows, h};
     run_phases(team, scale, rows_job, reduce);
   }
@@ -688,7 +704,8 @@ void by_casting(const Args& a, const KernelContext& ctx) {
 template <template <class, class, Casting> class K, class Args>
 void by_dtype(const Args& a, const KernelContext& ctx, const char* variant) {
   const DType xd = a.x.dtype();
-  const DType wd = a.weight.dtype();
+  // No weight: an f32 kernel whose weight pointer is null (the scale is 1).
+  const DType wd = a.weight.defined() ? a.weight.dtype() : DType::f32;
   const bool weight_f32 = wd == DType::f32;
   if (xd == DType::f32 && weight_f32) return by_casting<K, F32, F32>(a, ctx);
   if (xd == DType::f16 && weight_f32) return by_casting<K, F16, F32>(a, ctx);

@@ -24,6 +24,7 @@ class CudaBackend final : public Backend {
   std::string name() const override { return "cuda"; }
   int inference_priority() const override { return 400; }
   FallbackPolicy default_fallback() const override { return FallbackPolicy::error; }
+  int dlpack_device_type() const override { return OPREG_GPU_DLPACK_DEVICE; }
 
   Availability probe() override {
     int count = 0;

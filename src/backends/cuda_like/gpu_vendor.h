@@ -37,6 +37,7 @@ inline constexpr auto gpuFuncAttributeMaxDynamicSharedMemorySize = hipFuncAttrib
 #define gpuRuntimeGetVersion hipRuntimeGetVersion
 #define gpuDriverGetVersion hipDriverGetVersion
 #define OPREG_GPU_RUNTIME "HIP"
+#define OPREG_GPU_DLPACK_DEVICE 10  // kDLROCM
 // HIP has no thread-block clusters: the cluster variants are not built.
 #define OPREG_GPU_CLUSTERS 0
 #else
@@ -73,6 +74,7 @@ inline constexpr auto gpuFuncAttributeMaxDynamicSharedMemorySize = cudaFuncAttri
 #define gpuRuntimeGetVersion cudaRuntimeGetVersion
 #define gpuDriverGetVersion cudaDriverGetVersion
 #define OPREG_GPU_RUNTIME "CUDA"
+#define OPREG_GPU_DLPACK_DEVICE 2  // kDLCUDA
 // Thread-block clusters (sm_90 and later): cudaLaunchKernelEx with a cluster dimension, and
 // distributed shared memory through cooperative_groups::this_cluster().
 #define OPREG_GPU_CLUSTERS 1

@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
-#include <functional>
 #include <span>
 #include <type_traits>
 #include <utility>
@@ -365,7 +364,7 @@ Verdict verdict(const Args& a, const DeviceProps& props, bool backward,
 
 template <class Args>
 void add(Registry& registry, const Op<Args>& op, const char* impl, int priority, void (*run)(const Args&, const KernelContext&),
-         std::type_identity_t<std::function<Verdict(const Args&, const DeviceProps&)>> supports,
+         std::type_identity_t<Function<Verdict(const Args&, const DeviceProps&)>> supports,
          std::vector<Tunable> tunables) {
   VariantSpec<Args> spec;
   spec.backend = "cuda";

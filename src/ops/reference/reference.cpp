@@ -144,11 +144,23 @@ double inverse_std(double sum, std::int64_t count, double eps) {
 
 // ---- rms_norm and fused_add_rms_norm
 
-// (offset + w) as the casting mode sees it: `none` rounds it to x's dtype.
-std::vector<double> rms_scale(const Tensor& weight, double offset, Casting casting, DType xdtype) {
+// (offset + w) as the casting mode sees it: `none` rounds it to the weight's dtype, as PyTorch
+// adds the two. Without a weight the scale is 1 (the check keeps offset at 0 then).
+std::vector<double> rms_scale(const Tensor& weight, std::int64_t hidden, double offset, Casting casting) {
+  if (!weight.defined()) return std::vector<double>(at(hidden), 1.0);
   std::vector<double> scale = load_all(weight);
-  for (double& v : scale) v = casting == Casting::none ? round_to(xdtype, offset + v) : offset + v;
+  for (double& v : scale) v = casting == Casting::none ? round_to(weight.dtype(), offset + v) : offset + v;
   return scale;
+}
+
+// A parameter's values, or `count` copies of `absent` when it is not given.
+std::vector<double> load_param(const Tensor& t, std::int64_t count, double absent) {
+  return t.defined() ? load_all(t) : std::vector<double>(at(count), absent);
+}
+
+// Stores a parameter gradient the call asked for (an undefined one is not wanted).
+void store_param_grad(const Tensor& t, std::span<const double> values) {
+  if (t.defined()) store_span(t, 0, values);
 }
 
 // x * rstd as the casting mode sees it: llama and none round it to x's dtype, gemma does not.
@@ -162,7 +174,7 @@ double rms_xhat(double x, double rstd, Casting casting, DType xdtype) {
 void rms_bwd(const RmsNormBwdArgs& args, const Tensor& ds_out) {
   const auto [rows, hidden] = rows_hidden(args.x.shape());
   const DType xdtype = args.x.dtype();
-  const std::vector<double> scale = rms_scale(args.weight, args.offset, args.casting, xdtype);
+  const std::vector<double> scale = rms_scale(args.weight, hidden, args.offset, args.casting);
   std::vector<double> dweight(at(hidden), 0.0);
   std::vector<double> x(at(hidden));
   std::vector<double> dy(at(hidden));
@@ -184,7 +196,7 @@ void rms_bwd(const RmsNormBwdArgs& args, const Tensor& ds_out) {
     }
     store_span(args.dx, begin, dx);
   }
-  store_span(args.dweight, 0, dweight);
+  store_param_grad(args.dweight, dweight);
 }
 
 // ---- layer_norm and group_norm: one normalisation over contiguous sets of elements.
@@ -199,6 +211,7 @@ struct Sets {
   std::int64_t channels = 0;
   std::int64_t spread = 1;
   std::int64_t size() const { return channels * spread; }
+  std::int64_t params() const { return per_item * channels; }  // weight and bias length (H or C)
   std::int64_t channel(std::int64_t k, std::int64_t j) const { return (k % per_item) * channels + j / spread; }
 };
 
@@ -215,8 +228,8 @@ Sets group_sets(const Shape& shape, std::int64_t num_groups) {
 
 void affine_norm_fwd(const Sets& sets, const Tensor& x_t, const Tensor& weight_t, const Tensor& bias_t,
                      const Tensor& y_t, const Tensor& mean_t, const Tensor& rstd_t, double eps) {
-  const std::vector<double> weight = load_all(weight_t);
-  const std::vector<double> bias = load_all(bias_t);
+  const std::vector<double> weight = load_param(weight_t, sets.params(), 1.0);
+  const std::vector<double> bias = load_param(bias_t, sets.params(), 0.0);
   const std::int64_t size = sets.size();
   std::vector<double> x(at(size));
   for (std::int64_t k = 0; k < sets.sets; ++k) {
@@ -240,7 +253,7 @@ void affine_norm_fwd(const Sets& sets, const Tensor& x_t, const Tensor& weight_t
 void affine_norm_bwd(const Sets& sets, const Tensor& dy_t, const Tensor& x_t, const Tensor& weight_t,
                      const Tensor& mean_t, const Tensor& rstd_t, const Tensor& dx_t, const Tensor& dweight_t,
                      const Tensor& dbias_t) {
-  const std::vector<double> weight = load_all(weight_t);
+  const std::vector<double> weight = load_param(weight_t, sets.params(), 1.0);
   std::vector<double> dweight(weight.size(), 0.0);
   std::vector<double> dbias(weight.size(), 0.0);
   const std::int64_t size = sets.size();
@@ -273,8 +286,8 @@ void affine_norm_bwd(const Sets& sets, const Tensor& dy_t, const Tensor& x_t, co
     }
     store_span(dx_t, k * size, x);
   }
-  store_span(dweight_t, 0, dweight);
-  store_span(dbias_t, 0, dbias);
+  store_param_grad(dweight_t, dweight);
+  store_param_grad(dbias_t, dbias);
 }
 
 // ---- geglu and swiglu: c = act(a) * b, with one activation each.
@@ -350,7 +363,7 @@ void add_ref(Registry& registry, const Op<Args>& op, void (*kernel)(const Args&)
 void rms_norm_fwd(const RmsNormFwdArgs& args) {
   const auto [rows, hidden] = rows_hidden(args.x.shape());
   const DType xdtype = args.x.dtype();
-  const std::vector<double> scale = rms_scale(args.weight, args.offset, args.casting, xdtype);
+  const std::vector<double> scale = rms_scale(args.weight, hidden, args.offset, args.casting);
   std::vector<double> x(at(hidden));
   for (std::int64_t r = 0; r < rows; ++r) {
     load_span(args.x, r * hidden, x);

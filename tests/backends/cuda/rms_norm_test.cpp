@@ -60,6 +60,7 @@ std::vector<conformance::Case> forced_cases() {
   g.shapes = cuda_shapes();
   g.rms_modes = {{Casting::llama, 0.0}, {Casting::gemma, 1.0}, {Casting::none, 0.5}};
   g.in_place_too = true;
+  g.affine = {{true, true}, {false, true}};  // with and without a weight
   g.seed = 17;
   return conformance::expand(g, "cuda:0");
 }
