@@ -56,9 +56,9 @@ if [[ ! -f /usr/include/fmt/format.h || ! -d /usr/include/gtest || ! -d /usr/inc
 fi
 
 if has build; then
-  stage configure 120 "$out/build.log" cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DOPREG_WITH_CUDA=ON \
+  stage configure 90 "$out/build.log" cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DOPREG_WITH_CUDA=ON \
     -DOPREG_WITH_NPU=OFF -DOPREG_WITH_XPU=OFF -DCMAKE_CXX_FLAGS="-I/tmp/deps/usr/include"
-  stage build 420 "$out/build.log" cmake --build $build -j "$(nproc)" --target opreg_cuda_tests bench_cuda_rms_norm \
+  stage build 300 "$out/build.log" cmake --build $build -j "$(nproc)" --target opreg_cuda_tests bench_cuda_rms_norm \
     opreg_backend_memory_tests
   # nvcc time per .cu file, from ninja's log (start and end in ms).
   awk -F'\t' '$4 ~ /\.cu\.o$/ {printf "nvcc %-60s %6.1f s\n", $4, ($2 - $1) / 1000}' $build/.ninja_log | tee -a "$log"
@@ -67,7 +67,7 @@ fi
 tests=$build/tests/backends/cuda/opreg_cuda_tests
 if has test; then
   stage memory-tests 60 "$out/tests.log" $build/tests/opreg_backend_memory_tests --gtest_brief=1
-  stage cuda-tests 420 "$out/tests.log" $tests --gtest_brief=1
+  stage cuda-tests 240 "$out/tests.log" $tests --gtest_brief=1
   grep -E "^\[  (PASSED|FAILED|SKIPPED) +\]|tests? ran" "$out/tests.log" | tail -8 | tee -a "$log"
 fi
 
@@ -75,12 +75,12 @@ if has sanitize; then
   # Small shapes of every variant and dtype pair: one tiny, one over several warps, one cluster.
   small='cuda/ConformanceTest.*__3x5__*:cuda/ConformanceTest.*__37x5120__*:cuda/ConformanceTest.*__3x16384__*'
   small+=':cuda/ConformanceTest.*__4x0__*:CudaRmsNorm.*'
-  stage memcheck 300 "$out/sanitize.log" compute-sanitizer --tool memcheck --error-exitcode 99 $tests --gtest_brief=1 \
+  stage memcheck 200 "$out/sanitize.log" compute-sanitizer --tool memcheck --error-exitcode 99 $tests --gtest_brief=1 \
     "--gtest_filter=$small"
   grep -E "ERROR SUMMARY|PASSED|FAILED" "$out/sanitize.log" | tail -3 | tee -a "$log"
   racy="cuda/ConformanceTest.*__bf16_f32__3x5__*:cuda/ConformanceTest.*__bf16_f32__37x5120__*"
   racy+=":cuda/ConformanceTest.*__f32_f32__3x16384__*:cuda/ConformanceTest.*__f16_f16__127x4099__*"
-  stage racecheck 240 "$out/sanitize.log" compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 99 \
+  stage racecheck 150 "$out/sanitize.log" compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 99 \
     $tests --gtest_brief=1 "--gtest_filter=$racy"
   grep -E "RACECHECK SUMMARY|ERROR SUMMARY|PASSED|FAILED" "$out/sanitize.log" | tail -3 | tee -a "$log"
 fi
@@ -94,12 +94,12 @@ if has ncu; then
 fi
 
 if has bench; then
-  stage bench 420 "$out/run.log" $build/bench/bench_cuda_rms_norm --benchmark_filter="${GPU_CHECK_BENCH:-^rms/}" \
+  stage bench 300 "$out/run.log" $build/bench/bench_cuda_rms_norm --benchmark_filter="${GPU_CHECK_BENCH:-^rms/}" \
     --benchmark_out="$out/bench.json" --benchmark_out_format=json
 fi
 
 if has peers; then
-  PYTHONUNBUFFERED=1 stage peers 480 "$out/run.log" python3 bench/peer_gpu_rms_norm.py run "$out/peers.jsonl"
+  PYTHONUNBUFFERED=1 stage peers 360 "$out/run.log" python3 bench/peer_gpu_rms_norm.py run "$out/peers.jsonl"
 fi
 
 echo "=== summary" | tee -a "$log"
