@@ -263,30 +263,33 @@ void run_sweep(benchmark::State& state, Shape shape, DType dtype, Sweep sw) {
   });
 }
 
-// The launch shapes worth comparing for one problem.
+// The launch shapes worth comparing for one problem: accesses per thread x stages (the plan's
+// block of 256 threads, or one row), a grid that is not persistent, and clusters of 2, 4, 8.
 std::vector<std::pair<std::string, Sweep>> sweeps(std::int64_t hidden, DType dtype) {
   using namespace cuda_like;
   std::vector<std::pair<std::string, Sweep>> out;
   const int vec = 16 / static_cast<int>(element_size(dtype));
   const std::int64_t nvec = hidden / vec;
+  const std::size_t room = 227 * 1024 - 2048 - (hidden * 4);
   for (const bool backward : {false, true}) {
     const char* dir = backward ? "bwd" : "fwd";
     for (const int nv : backward ? std::vector<int>{1, 2, 4} : std::vector<int>{2, 4, 8}) {
       const int limit = backward ? max_threads_bwd(nv, vec) : max_threads_fwd(nv, vec);
       const int tpr = round_threads((nvec + nv - 1) / nv);
       if (tpr > limit) continue;
-      for (const int block : {128, 256, 512}) {
-        if (tpr >= block && block != 512) continue;  // one row a block: the block size is the row's
-        if (block > limit) continue;
-        for (const int per_sm : backward ? std::vector<int>{0, 1, 2} : std::vector<int>{0}) {
-          RowShape s;
-          s.vec = vec;
-          s.nv = nv;
-          s.tpr = tpr;
-          s.slots = tpr >= block ? 1 : block / tpr;
+      RowShape s;
+      s.vec = vec;
+      s.nv = nv;
+      s.tpr = tpr;
+      s.slots = tpr >= 256 ? 1 : 256 / tpr;
+      for (const int stages : {1, 2, 4}) {
+        if (stages * stage_bytes(backward, nv, s.tpr * s.slots) > room) continue;
+        s.stages = stages;
+        for (const int per_sm : backward || stages != 2 ? std::vector<int>{0} : std::vector<int>{0, -1}) {
           s.per_sm = per_sm;
-          out.push_back({std::string(dir) + "_rows_nv" + std::to_string(nv) + "_tpr" + std::to_string(tpr) +
-                             "_blk" + std::to_string(s.slots * tpr) + "_sm" + std::to_string(per_sm),
+          out.push_back({std::string(dir) + "_rows_nv" + std::to_string(nv) + "_tpr" + std::to_string(tpr) + "_blk" +
+                             std::to_string(s.slots * tpr) + "_st" + std::to_string(stages) +
+                             (per_sm < 0 ? "_flat" : ""),
                          Sweep{backward, false, s}});
         }
       }

@@ -12,6 +12,7 @@ using gpuDeviceProp = hipDeviceProp_t;
 using gpuFuncAttribute_t = hipFuncAttribute;
 inline constexpr gpuError_t gpuSuccess = hipSuccess;
 inline constexpr gpuError_t gpuErrorNotSupported = hipErrorNotSupported;
+inline constexpr gpuError_t gpuErrorInvalidValue = hipErrorInvalidValue;
 inline constexpr auto gpuMemcpyDefault = hipMemcpyDefault;
 inline constexpr auto gpuFuncAttributeMaxDynamicSharedMemorySize = hipFuncAttributeMaxDynamicSharedMemorySize;
 #define gpuGetDeviceCount hipGetDeviceCount
@@ -49,6 +50,7 @@ using gpuDeviceProp = cudaDeviceProp;
 using gpuFuncAttribute_t = cudaFuncAttribute;
 inline constexpr gpuError_t gpuSuccess = cudaSuccess;
 inline constexpr gpuError_t gpuErrorNotSupported = cudaErrorNotSupported;
+inline constexpr gpuError_t gpuErrorInvalidValue = cudaErrorInvalidValue;
 inline constexpr auto gpuMemcpyDefault = cudaMemcpyDefault;
 inline constexpr auto gpuFuncAttributeMaxDynamicSharedMemorySize = cudaFuncAttributeMaxDynamicSharedMemorySize;
 #define gpuGetDeviceCount cudaGetDeviceCount
@@ -83,6 +85,9 @@ inline constexpr auto gpuFuncAttributeMaxDynamicSharedMemorySize = cudaFuncAttri
 using gpuLaunchConfig_t = cudaLaunchConfig_t;
 using gpuLaunchAttribute = cudaLaunchAttribute;
 inline constexpr auto gpuLaunchAttributeClusterDimension = cudaLaunchAttributeClusterDimension;
+// Programmatic dependent launch (sm_90): a kernel may start while the previous one drains.
+inline constexpr auto gpuLaunchAttributeProgrammaticStreamSerialization =
+    cudaLaunchAttributeProgrammaticStreamSerialization;
 #endif
 
 // ---- Device code only.

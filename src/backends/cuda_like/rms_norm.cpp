@@ -58,6 +58,8 @@ GpuInfo gpu_info(const DeviceProps& props, int index) {
   g.sm_count = props.compute_units > 0 ? props.compute_units : 1;
   const std::string_view cc = props.get("compute_capability");
   std::from_chars(cc.data(), cc.data() + cc.size(), g.cc_major);
+  const std::string_view smem = props.get("smem_per_block_optin");
+  std::from_chars(smem.data(), smem.data() + smem.size(), g.smem_optin);
   return g;
 }
 
@@ -98,9 +100,18 @@ RowProblem row_problem(const RmsNormBwdArgs& a, const DeviceProps& props) {
   return make_problem(a, props, {&a.dy, &a.x, &a.dx});
 }
 
-// Accesses per thread, in order of preference, for each direction and access width. Measured on
-// the H200 (docs/backends/cuda.md): the forward prefers 4 16-byte loads a thread, the backward 2
-// (it holds x and dy, and dW sums).
+// How many rows the 16-byte path stages ahead: enough bytes in flight to cover the memory's
+// latency (a stage of a few KiB per block is not), without so much shared memory per block that
+// few blocks fit. `room`: the shared memory one block may use.
+int stages_for(std::size_t per_stage, std::size_t room) {
+  constexpr std::size_t kTarget = 64 * 1024;  // per block, all stages
+  const std::size_t fit = per_stage == 0 ? 4 : room / per_stage;
+  if (fit == 0) return 0;
+  const std::size_t want = std::clamp<std::size_t>(per_stage == 0 ? 4 : kTarget / per_stage, 2, 4);
+  return static_cast<int>(std::min(fit, want));
+}
+
+// Accesses per thread, in order of preference (measured on the H200, docs/backends/cuda.md).
 ShapeOrWhy rows_shape(const RowProblem& p, bool backward) {
   const int vec = p.aligned ? vec_of(p.xt) : 1;
   const std::int64_t nvec = p.hidden / vec;
@@ -119,10 +130,18 @@ ShapeOrWhy rows_shape(const RowProblem& p, bool backward) {
     s.nv = nv;
     s.tpr = round_threads(want);
     s.slots = s.tpr >= 256 ? 1 : 256 / s.tpr;
+    if (vec > 1) {
+      const std::size_t combine = backward && s.slots > 1 ? static_cast<std::size_t>(p.hidden) * sizeof(float) : 0;
+      // Less the block's static shared memory (the reduction buffer) and some slack.
+      const std::size_t reserved = combine + 1024;
+      const std::size_t room = p.gpu.smem_optin > reserved ? p.gpu.smem_optin - reserved : 0;
+      s.stages = stages_for(stage_bytes(backward, nv, s.tpr * s.slots), room);
+      if (s.stages == 0) continue;
+    }
     return {s, {}};
   }
-  return {std::nullopt, fmt::format("hidden {} is over the {} elements one block holds in registers ({} accesses)",
-                                    p.hidden, capacity, vec == 1 ? "rows not 16-byte aligned: 1-element" : "16-byte")};
+  return {std::nullopt, fmt::format("hidden {} is over the {} elements one block holds ({} accesses)", p.hidden,
+                                    capacity, vec == 1 ? "rows not 16-byte aligned: 1-element" : "16-byte")};
 }
 
 ShapeOrWhy cluster_shape(const RowProblem& p, bool backward) {
@@ -146,10 +165,10 @@ ShapeOrWhy cluster_shape(const RowProblem& p, bool backward) {
   // Few rows: each may take up to 8 multiprocessors, as long as a block keeps 256 threads' work.
   const bool few_rows = p.rows * 2 <= p.gpu.sm_count;
   const std::int64_t min_block = 256LL * nv;
-  if (least <= 1 && !(few_rows && nvec >= 2 * min_block)) {
-    return {std::nullopt, fmt::format("one block holds the row and {} rows fill the device (cluster takes rows over "
-                                      "{} elements, or at most {} rows of at least {})",
-                                      p.rows, per_block * vec, p.gpu.sm_count / 2, 2 * min_block * vec)};
+  if (rows_shape(p, backward).shape && !(few_rows && nvec >= 2 * min_block)) {
+    return {std::nullopt, fmt::format("the rows variant holds the row and {} rows fill the device (cluster takes rows "
+                                      "longer than one block holds, or at most {} rows of at least {} elements)",
+                                      p.rows, p.gpu.sm_count / 2, 2 * min_block * vec)};
   }
   std::int64_t c = least < 1 ? 1 : least;
   if (few_rows) {

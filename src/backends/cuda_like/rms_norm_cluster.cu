@@ -170,6 +170,7 @@ __global__ void __launch_bounds__(max_threads_bwd(kBwdNv, VEC)) bwd_cluster_kern
     }
   }
   if (want_dw) {
+    let_next_kernel_launch();
     float* out = partial + static_cast<std::int64_t>(blockIdx.x / csize) * p.hidden + lane * VEC;
 #pragma unroll
     for (int k = 0; k < NV; ++k) {

@@ -167,6 +167,67 @@ struct Kahan {
 template <class X>
 using DwSum = std::conditional_t<std::is_same_v<X, F32>, Kahan, PlainSum>;
 
+// ---- Asynchronous 16-byte copies into shared memory (cp.async, sm_80 and later), the staging
+// of the row kernels: a thread copies its own accesses of a row a few rows ahead into its own
+// slots, and waits for its own copies only (no barrier). Where cp.async is missing (HIP, older
+// targets) the same calls copy synchronously, so the layout and the results are the same.
+#if !defined(OPREG_USE_HIP) && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800)
+#define OPREG_GPU_CP_ASYNC 1
+#else
+#define OPREG_GPU_CP_ASYNC 0
+#endif
+
+// Programmatic dependent launch (sm_90, CUDA): the dW finisher is launched while the backward
+// kernel drains and waits here for it to complete (and its writes to be visible); the backward
+// kernel lets it launch once its blocks are past their row loop.
+OPREG_DEV void wait_for_previous_kernel() {
+#if !defined(OPREG_USE_HIP) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+OPREG_DEV void let_next_kernel_launch() {
+#if !defined(OPREG_USE_HIP) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+OPREG_DEV void copy16_async(void* smem, const void* gmem) {
+#if OPREG_GPU_CP_ASYNC
+  // .cg: through L2 only, so the streamed rows leave L1 to the weight.
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(static_cast<unsigned>(__cvta_generic_to_shared(smem))),
+               "l"(gmem)
+               : "memory");
+#else
+  *static_cast<uint4*>(smem) = *static_cast<const uint4*>(gmem);
+#endif
+}
+OPREG_DEV void async_commit() {
+#if OPREG_GPU_CP_ASYNC
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+// Waits until at most `pending` (0..3) of this thread's latest commit groups are in flight.
+OPREG_DEV void async_wait(int pending) {
+#if OPREG_GPU_CP_ASYNC
+  switch (pending) {
+    case 0:
+      asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+      break;
+    case 1:
+      asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+      break;
+    case 2:
+      asm volatile("cp.async.wait_group 2;\n" ::: "memory");
+      break;
+    default:
+      asm volatile("cp.async.wait_group 3;\n" ::: "memory");
+      break;
+  }
+#else
+  static_cast<void>(pending);
+#endif
+}
+
 // The accesses k < count(...) of a thread whose first access is `lane`, `tpr` apart, that fall
 // inside a row of `nvec` accesses (at most nv).
 OPREG_DEV int accesses(int lane, int tpr, int nvec, int nv) {
@@ -212,6 +273,22 @@ gpuError_t occupancy(Kernel kernel, int device, int threads, std::size_t smem, i
   std::lock_guard<std::mutex> lock(mutex);
   cache.emplace(key, blocks);
   return gpuSuccess;
+}
+
+// Lets `kernel` take `bytes` of dynamic shared memory (over 48 KiB needs the opt-in), once per
+// kernel and size.
+template <class Kernel>
+gpuError_t allow_smem(Kernel kernel, std::size_t bytes) {
+  if (bytes <= 48u * 1024u) return gpuSuccess;
+  static std::mutex mutex;
+  static std::unordered_map<const void*, std::size_t> allowed;
+  std::lock_guard<std::mutex> lock(mutex);
+  std::size_t& have = allowed[reinterpret_cast<const void*>(kernel)];
+  if (have >= bytes) return gpuSuccess;
+  const gpuError_t err =
+      gpuFuncSetAttribute(kernel, gpuFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+  if (err == gpuSuccess) have = bytes;
+  return err;
 }
 
 // Calls f(X{}, W{}) with the element types of (x, weight).

@@ -63,6 +63,7 @@ struct GpuInfo {
   int device = 0;
   int sm_count = 1;
   int cc_major = 0;
+  std::size_t smem_optin = 48 * 1024;  // dynamic shared memory a block may opt in to
 };
 
 // How a row is spread over threads: `tpr` threads per row, each holding `nv` accesses of `vec`
@@ -74,15 +75,22 @@ struct RowShape {
   int tpr = 32;
   int slots = 1;
   int cluster = 1;
-  int per_sm = 0;  // blocks per multiprocessor in the persistent grid; 0: as many as fit
+  int per_sm = 0;  // blocks per multiprocessor in the persistent grid; 0: as many as fit; < 0: not persistent
+  int stages = 0;  // rows kernels: rows staged in shared memory ahead of use (16-byte path); 0: plan's
 };
 
 // The register budget of each instantiation (its __launch_bounds__), which both sides must agree
-// on. Measured with ptxas -v for sm_90: a forward thread with more than 32 elements, or a
-// backward thread with 16 columns or more (its data plus one or two dW sums per column), spills
-// when held to the 64 registers that 1024 threads allow, so those take 512 threads at most.
-constexpr int max_threads_fwd(int nv, int vec) { return nv * vec > 32 ? 512 : 1024; }
-constexpr int max_threads_bwd(int nv, int vec) { return nv * vec >= 16 ? 512 : 1024; }
+// on (measured with ptxas -v for sm_90). The row kernels stage their data in shared memory, so a
+// thread's registers hold only transient values and, backward, its dW sums: one per column for
+// 16-bit inputs, two (compensated) for f32. 32 or more columns a thread spill at the 64 registers
+// of a 1024-thread block.
+constexpr int max_threads_fwd(int /*nv*/, int /*vec*/) { return 1024; }
+constexpr int max_threads_bwd(int nv, int vec) { return nv * vec >= 32 ? 512 : 1024; }
+
+// Bytes of shared memory one stage of a row kernel's block takes (x, and backward dy).
+constexpr std::size_t stage_bytes(bool backward, int nv, int threads) {
+  return static_cast<std::size_t>(backward ? 2 : 1) * static_cast<std::size_t>(nv) * static_cast<std::size_t>(threads) * 16u;
+}
 
 struct Launch {
   int grid = 0;            // blocks

@@ -9,6 +9,8 @@
 // fallback for what they cannot hold: very long rows, and long rows that are not 16-byte
 // aligned. A row group keeps its chunk's columns, so the backward accumulates dW in registers as
 // the others do, one partial row per group.
+#include <atomic>
+
 #include "backends/cuda_like/rms_norm_device.cuh"
 
 namespace opreg::cuda_like {
@@ -181,6 +183,7 @@ __global__ void __launch_bounds__(kThreads) bwd_dx_kernel(RmsBwdParams p, SplitG
     }
   }
   if (partial == nullptr) return;
+  let_next_kernel_launch();
   float* out = partial + sg.group() * p.hidden + span.first * VEC;
 #pragma unroll
   for (int k = 0; k < kBwdNv; ++k) {
@@ -199,6 +202,7 @@ template <class W>
 __global__ void __launch_bounds__(256) dw_finish_kernel(const float* partial, std::int64_t partials,
                                                         std::int64_t hidden, typename W::T* dweight) {
   __shared__ double sums[8][32];
+  wait_for_previous_kernel();
   const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * 32 + threadIdx.x % 32;
   const int part = static_cast<int>(threadIdx.x) / 32;
   double s = 0.0;
@@ -312,19 +316,48 @@ gpuError_t launch_dw_finish(const float* partial, std::int64_t partials, std::in
                             gpuStream_t stream, Launch& l) {
   l.kernel = "rms_norm_dw_finish";
   const auto blocks = static_cast<unsigned>((hidden + 31) / 32);
+  const auto launch = [&](auto kernel, auto* out) -> gpuError_t {
+#if OPREG_GPU_CLUSTERS
+    // Launched while the backward kernel drains (it waits for it at its start). A runtime that
+    // refuses the attribute gets a plain launch, from then on.
+    static std::atomic<bool> refused{false};
+    if (refused.load(std::memory_order_relaxed)) {
+      kernel<<<blocks, 256, 0, stream>>>(partial, partials, hidden, out);
+      l.call = "kernel launch";
+      return gpuGetLastError();
+    }
+    gpuLaunchConfig_t config{};
+    gpuLaunchAttribute attr{};
+    attr.id = gpuLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    config.gridDim = dim3(blocks);
+    config.blockDim = dim3(256);
+    config.stream = stream;
+    config.attrs = &attr;
+    config.numAttrs = 1;
+    l.call = "cudaLaunchKernelEx";
+    const gpuError_t err = gpuLaunchKernelEx(&config, kernel, partial, partials, hidden, out);
+    if (err != gpuErrorNotSupported && err != gpuErrorInvalidValue) return err;
+    gpuGetLastError();
+    refused.store(true, std::memory_order_relaxed);
+    kernel<<<blocks, 256, 0, stream>>>(partial, partials, hidden, out);
+    l.call = "kernel launch";
+    return gpuGetLastError();
+#else
+    kernel<<<blocks, 256, 0, stream>>>(partial, partials, hidden, out);
+    l.call = "kernel launch";
+    return gpuGetLastError();
+#endif
+  };
   switch (wt) {
     case Elem::f32:
-      dw_finish_kernel<F32><<<blocks, 256, 0, stream>>>(partial, partials, hidden, static_cast<float*>(dweight));
-      break;
+      return launch(dw_finish_kernel<F32>, static_cast<float*>(dweight));
     case Elem::f16:
-      dw_finish_kernel<F16><<<blocks, 256, 0, stream>>>(partial, partials, hidden, static_cast<__half*>(dweight));
-      break;
+      return launch(dw_finish_kernel<F16>, static_cast<__half*>(dweight));
     case Elem::bf16:
-      dw_finish_kernel<BF16><<<blocks, 256, 0, stream>>>(partial, partials, hidden, static_cast<gpu_bf16*>(dweight));
-      break;
+      return launch(dw_finish_kernel<BF16>, static_cast<gpu_bf16*>(dweight));
   }
-  l.call = "kernel launch";
-  return gpuGetLastError();
+  return gpuSuccess;
 }
 
 }  // namespace opreg::cuda_like
