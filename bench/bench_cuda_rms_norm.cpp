@@ -264,7 +264,8 @@ void run_sweep(benchmark::State& state, Shape shape, DType dtype, Sweep sw) {
 }
 
 // The launch shapes worth comparing for one problem: accesses per thread x stages (the plan's
-// block of 256 threads, or one row), a grid that is not persistent, and clusters of 2, 4, 8.
+// block of 256 threads, or one row), a grid that is not persistent, and clusters of 2, 4, 8
+// (2 stages).
 std::vector<std::pair<std::string, Sweep>> sweeps(std::int64_t hidden, DType dtype) {
   using namespace cuda_like;
   std::vector<std::pair<std::string, Sweep>> out;
@@ -282,7 +283,7 @@ std::vector<std::pair<std::string, Sweep>> sweeps(std::int64_t hidden, DType dty
       s.nv = nv;
       s.tpr = tpr;
       s.slots = tpr >= 256 ? 1 : 256 / tpr;
-      for (const int stages : {1, 2, 4}) {
+      for (const int stages : {1, 2}) {
         if (stages * stage_bytes(backward, nv, s.tpr * s.slots) > room) continue;
         s.stages = stages;
         for (const int per_sm : backward || stages != 2 ? std::vector<int>{0} : std::vector<int>{0, -1}) {
@@ -304,6 +305,7 @@ std::vector<std::pair<std::string, Sweep>> sweeps(std::int64_t hidden, DType dty
       s.nv = cnv;
       s.tpr = tpr;
       s.cluster = c;
+      s.stages = 2;
       out.push_back({std::string(dir) + "_cluster_c" + std::to_string(c) + "_tpr" + std::to_string(tpr),
                      Sweep{backward, true, s}});
     }

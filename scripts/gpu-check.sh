@@ -86,11 +86,15 @@ if has sanitize; then
 fi
 
 if has ncu; then
-  # Where the time of the chosen kernels goes, on a few shapes (counters, clocks left alone).
-  stage ncu 240 "$out/run.log" ncu --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis \
-    --kernel-name regex:'rms' --launch-count 12 $build/bench/bench_cuda_rms_norm \
-    --benchmark_filter="${GPU_CHECK_NCU_FILTER:-^rms/chosen/fwdbwd/bf16/4096x(1024|4096)$}" \
-    --benchmark_min_warmup_time=0
+  # Where the time of the chosen kernels goes (counters; clocks left alone): the first forward,
+  # backward and finisher of each filtered case.
+  for case in ${GPU_CHECK_NCU_CASES:-bf16/4096x1024 bf16/4096x4096}; do
+    stage "ncu $case" 120 "$out/run.log" ncu --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis \
+      --section Occupancy --section LaunchStats -k 'regex:rows|finish' --launch-count 3 $build/bench/bench_cuda_rms_norm \
+      "--benchmark_filter=^rms/chosen/fwdbwd/$case/"
+  done
+  grep -E "^  [a-z_]+.*\(|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|Grid Size|Block Size" \
+    "$out/run.log" | tail -80
 fi
 
 if has bench; then

@@ -100,16 +100,17 @@ RowProblem row_problem(const RmsNormBwdArgs& a, const DeviceProps& props) {
   return make_problem(a, props, {&a.dy, &a.x, &a.dx});
 }
 
-// How many rows the 16-byte path stages ahead: enough bytes in flight to cover the memory's
-// latency (a stage of a few KiB per block is not), without so much shared memory per block that
-// few blocks fit. `room`: the shared memory one block may use.
+namespace {
+
+// How many rows the 16-byte path stages: two (one in use, one arriving) where they fit in the
+// shared memory a block may take (`room`), else one. Measured on the H200 (docs/backends/cuda.md):
+// a third or fourth stage only lowers the blocks a multiprocessor holds, and is slower.
 int stages_for(std::size_t per_stage, std::size_t room) {
-  constexpr std::size_t kTarget = 64 * 1024;  // per block, all stages
-  const std::size_t fit = per_stage == 0 ? 4 : room / per_stage;
-  if (fit == 0) return 0;
-  const std::size_t want = std::clamp<std::size_t>(per_stage == 0 ? 4 : kTarget / per_stage, 2, 4);
-  return static_cast<int>(std::min(fit, want));
+  const std::size_t fit = per_stage == 0 ? 2 : room / per_stage;
+  return static_cast<int>(std::min<std::size_t>(fit, 2));
 }
+
+}  // namespace
 
 // Accesses per thread, in order of preference (measured on the H200, docs/backends/cuda.md).
 ShapeOrWhy rows_shape(const RowProblem& p, bool backward) {
@@ -162,12 +163,16 @@ ShapeOrWhy cluster_shape(const RowProblem& p, bool backward) {
     return {std::nullopt, fmt::format("hidden {} needs {} blocks of {} elements; a cluster has at most {}", p.hidden,
                                       least, per_block * vec, kMaxCluster)};
   }
-  // Few rows: each may take up to 8 multiprocessors, as long as a block keeps 256 threads' work.
+  // The rows variant is the better choice where it stages at least two rows ahead, unless there
+  // are so few rows that a block each would leave most multiprocessors idle: then each row may
+  // take up to 8 of them, as long as a block keeps 256 threads' work.
+  const ShapeOrWhy rows = rows_shape(p, backward);
+  const bool rows_well = rows.shape && rows.shape->stages >= 2;
   const bool few_rows = p.rows * 2 <= p.gpu.sm_count;
   const std::int64_t min_block = 256LL * nv;
-  if (rows_shape(p, backward).shape && !(few_rows && nvec >= 2 * min_block)) {
-    return {std::nullopt, fmt::format("the rows variant holds the row and {} rows fill the device (cluster takes rows "
-                                      "longer than one block holds, or at most {} rows of at least {} elements)",
+  if (rows_well && !(few_rows && nvec >= 2 * min_block)) {
+    return {std::nullopt, fmt::format("the rows variant stages the row and {} rows fill the device (cluster takes "
+                                      "rows longer than one block stages, or at most {} rows of at least {} elements)",
                                       p.rows, p.gpu.sm_count / 2, 2 * min_block * vec)};
   }
   std::int64_t c = least < 1 ? 1 : least;
@@ -179,6 +184,8 @@ ShapeOrWhy cluster_shape(const RowProblem& p, bool backward) {
   s.nv = nv;
   s.cluster = static_cast<int>(c);
   s.tpr = std::max(kWarpSize, round_threads((nvec + c * nv - 1) / (c * nv)));
+  s.stages = stages_for(stage_bytes(backward, nv, s.tpr), p.gpu.smem_optin - 1024);
+  if (s.stages == 0) return {std::nullopt, "a cluster block's stage does not fit in shared memory"};
   return {s, {}};
 }
 

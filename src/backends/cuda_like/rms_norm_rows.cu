@@ -1,47 +1,59 @@
-// rms_norm with the row in one block (cuda.rms_norm.{fwd,bwd}.rows).
+// rms_norm with the row in one block, or in a thread-block cluster (cuda.rms_norm.{fwd,bwd}.rows
+// and .cluster: the same kernels, launched with a cluster dimension `csize` of 1 or more).
 //
-// A row is spread over `tpr` threads, each owning `NV` accesses of `VEC` elements (16 bytes when
-// every row is 16-byte aligned, else single elements); short rows share a block (`slots` rows of
-// tpr <= 32 threads, several rows per warp when tpr < 32). The grid is persistent: as many blocks
-// as fit on the device at once, each looping over row groups, so a thread keeps the same columns
-// for the whole launch. That is what lets the backward accumulate dW for its columns in registers
-// (compensated f32 for f32 inputs) and write one partial row per block, which launch_dw_finish
-// sums in a fixed order: no atomics, the same bits on every run.
+// A row is spread over `csize` blocks of `tpr` threads, each thread owning `NV` accesses of `VEC`
+// elements (16 bytes when every row is 16-byte aligned, else single elements); short rows share a
+// block (`slots` rows of tpr <= 32 threads, several rows per warp when tpr < 32). The grid is
+// persistent: as many blocks as fit on the device at once, each looping over rows, so a thread
+// keeps the same columns for the whole launch. Its weights are read once, into registers, and the
+// backward accumulates dW for its columns in registers (compensated f32 for f32 inputs) and
+// writes one partial row per block or cluster, which launch_dw_finish sums in a fixed order: no
+// atomics, the same bits on every run.
 //
-// Bytes in flight decide the speed of these kernels, so on the 16-byte path a thread copies its
-// accesses of the rows `stages - 1` groups ahead into shared memory (cp.async, its own slots, no
-// barrier) while it works on the current one, and reads the current row from there: before the
+// On the 16-byte path a thread copies its accesses of a row into shared memory (cp.async, its own
+// slots, no barrier), `stages - 1` rows ahead of use, and reads the row from there before the
 // row's reduction (sum of squares, or sum(dy * s * x)) and again after it, so no register holds
-// the row across the reduction. Every element of x (and dy) is read from memory once. The scalar
-// path (rows that are not 16-byte aligned) keeps its few elements in registers instead.
+// the row across the reduction. The scalar path (rows that are not 16-byte aligned) keeps its few
+// elements in registers. Every element of x (and dy) is read from memory once. A cluster adds its
+// blocks' partial sums through distributed shared memory after one cluster barrier per row.
 #include "backends/cuda_like/rms_norm_device.cuh"
+
+#if OPREG_GPU_CLUSTERS
+#include <cooperative_groups.h>
+#endif
 
 namespace opreg::cuda_like {
 namespace {
 
 using namespace dev;
 
-// One block's view of the rows: which row of group g this thread works on, and which of its
-// accesses fall inside the row.
+// Which row of group g this thread works on, and which of its accesses fall inside the row.
 struct RowWalk {
   std::int64_t rows;
   std::int64_t hidden;
-  std::int64_t groups;
+  std::int64_t groups;  // row groups (slots rows each)
+  std::int64_t first;   // this block's first group
+  std::int64_t step;    // groups between two of this block's
   int slots;
   int slot;
-  int lane;
+  int lane;  // thread within its row's threads (0 writes the row's rstd)
+  int col;   // this thread's first access within the row (clusters: past the lower ranks' slices)
   int tpr;
   int mine;  // accesses of this thread that fall inside a row
-  OPREG_DEV RowWalk(std::int64_t rows_, std::int64_t hidden_, int tpr_, int slots_, int nvec, int nv)
-      : rows(rows_), hidden(hidden_), groups((rows_ + slots_ - 1) / slots_), slots(slots_),
-        slot(static_cast<int>(threadIdx.x) / tpr_), lane(static_cast<int>(threadIdx.x) - slot * tpr_), tpr(tpr_),
-        mine(accesses(lane, tpr_, nvec, nv)) {}
+  OPREG_DEV RowWalk(std::int64_t rows_, std::int64_t hidden_, int tpr_, int slots_, int csize, int nvec, int nv)
+      : rows(rows_), hidden(hidden_), groups((rows_ + slots_ - 1) / slots_), first(blockIdx.x / csize),
+        step(gridDim.x / csize), slots(slots_), slot(static_cast<int>(threadIdx.x) / tpr_),
+        lane(static_cast<int>(threadIdx.x) - slot * tpr_),
+        col(static_cast<int>(blockIdx.x % csize) * tpr_ * nv + lane), tpr(tpr_), mine(accesses(col, tpr_, nvec, nv)) {}
   OPREG_DEV std::int64_t row(std::int64_t g) const { return g * slots + slot; }
   OPREG_DEV int count(std::int64_t g) const { return g < groups && row(g) < rows ? mine : 0; }
-  // Element offset of this thread's first access in group g's row.
   template <int VEC>
   OPREG_DEV std::int64_t at(std::int64_t g) const {
-    return row(g) * hidden + static_cast<std::int64_t>(lane) * VEC;
+    return row(g) * hidden + static_cast<std::int64_t>(col) * VEC;
+  }
+  template <int VEC>
+  OPREG_DEV int column(int k) const {
+    return (col + k * tpr) * VEC;
   }
 };
 
@@ -56,15 +68,77 @@ struct Stages {
   }
 };
 
-// y for one row, given its accesses xk(k).
-template <class X, class W, int VEC, int NV, Cast C, class Access>
-OPREG_DEV void fwd_row_out(const typename W::T* w, typename X::T* y, const RowWalk& walk, int count, float rstd,
-                           float offset, const Access& xk) {
+// The row total of a per-block partial over a cluster: published in `slot` (two, alternating per
+// row, so one cluster barrier per row suffices: a block can only overwrite a slot after every
+// block passed the next row's barrier, i.e. finished reading it), read from every block in rank
+// order, so every block gets the same bits.
+OPREG_DEV float cluster_total(float block_part, float* slot, int csize) {
+#if OPREG_GPU_CLUSTERS && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900)
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  if (threadIdx.x == 0) *slot = block_part;
+  cluster.sync();
+  float total = 0.0f;
+  for (int r = 0; r < csize; ++r) total += *cluster.map_shared_rank(slot, r);
+  return total;
+#else
+  static_cast<void>(slot);
+  static_cast<void>(csize);
+  return block_part;
+#endif
+}
+
+// No block of a cluster may leave while another can still read its shared memory.
+OPREG_DEV void cluster_exit(int csize) {
+#if OPREG_GPU_CLUSTERS && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900)
+  if (csize > 1) cooperative_groups::this_cluster().sync();
+#else
+  static_cast<void>(csize);
+#endif
+}
+
+// The weights of a thread's columns, read per row from L1 (holding them in registers for the
+// whole launch costs more registers than the rows leave: ptxas spills). The first row would
+// wait for them from memory after its reduction, so the constructor prefetches them into L1,
+// alongside the first rows' loads.
+template <class W, int VEC, int NV>
+struct Weights {
+  const typename W::T* w;
+  OPREG_DEV Weights(const typename W::T* w_, const RowWalk& walk) : w(w_) {
+#if !defined(OPREG_USE_HIP)
+    if (w != nullptr) {
+#pragma unroll
+      for (int k = 0; k < NV; ++k) {
+        if (k < walk.mine) asm volatile("prefetch.global.L1 [%0];\n" ::"l"(w + walk.column<VEC>(k)));
+      }
+    }
+#endif
+  }
+  // s = offset + w as the casting mode defines it; 1 without a weight.
+  template <Cast C>
+  OPREG_DEV void scales(const RowWalk& walk, int k, float offset, float (&s)[VEC]) const {
+    if (w == nullptr) {
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) s[e] = 1.0f;
+      return;
+    }
+    const Pack<W, VEC> wv = load_pack<W, VEC>(w + walk.column<VEC>(k));
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      const float v = offset + W::load(wv.v[e]);
+      s[e] = C == Cast::none ? round_to<W>(v) : v;
+    }
+  }
+};
+
+template <class X, class W, int VEC, int NV, Cast C, class Ws, class Access>
+OPREG_DEV void fwd_row_out(const Ws& ws, typename X::T* y, const RowWalk& walk, int count, float rstd, float offset,
+                           const Access& xk) {
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
     if (k < count) {
       float s[VEC];
-      load_scale<W, VEC>(w, static_cast<std::int64_t>(walk.lane + k * walk.tpr) * VEC, offset, C == Cast::none, s);
+      ws.template scales<C>(walk, k, offset, s);
       const Pack<X, VEC> xv = xk(k);
       Pack<X, VEC> out;
 #pragma unroll
@@ -76,15 +150,15 @@ OPREG_DEV void fwd_row_out(const typename W::T* w, typename X::T* y, const RowWa
 
 template <class X, class W, int VEC, int NV>
 __global__ void __launch_bounds__(max_threads_fwd(NV, VEC)) fwd_rows_kernel(RmsFwdParams p, int tpr, int slots,
-                                                                           int stages) {
+                                                                           int stages, int csize) {
   using XT = typename X::T;
-  using WT = typename W::T;
   constexpr bool kStaged = VEC * sizeof(XT) == 16;
   extern __shared__ uint4 staged[];
   __shared__ float red[kRedFloats];
+  __shared__ float totals[2];
   const auto* __restrict__ x = static_cast<const XT*>(p.x);
-  const auto* __restrict__ w = static_cast<const WT*>(p.weight);
-  const RowWalk walk(p.rows, p.hidden, tpr, slots, static_cast<int>(p.hidden / VEC), NV);
+  const RowWalk walk(p.rows, p.hidden, tpr, slots, csize, static_cast<int>(p.hidden / VEC), NV);
+  const Weights<W, VEC, NV> ws(static_cast<const typename W::T*>(p.weight), walk);
   const Stages<1, NV> st{staged, static_cast<int>(blockDim.x)};
   const auto fetch = [&](std::int64_t g, int stage) {
     if constexpr (kStaged) {
@@ -97,11 +171,11 @@ __global__ void __launch_bounds__(max_threads_fwd(NV, VEC)) fwd_rows_kernel(RmsF
       async_commit();
     }
   };
-  for (int s = 0; s + 1 < stages; ++s) fetch(blockIdx.x + static_cast<std::int64_t>(s) * gridDim.x, s);
+  for (int s = 0; s + 1 < stages; ++s) fetch(walk.first + s * walk.step, s);
   int stage = 0;
   int parity = 0;
-  for (std::int64_t g = blockIdx.x; g < walk.groups; g += gridDim.x, parity ^= 1) {
-    fetch(g + static_cast<std::int64_t>(stages - 1) * gridDim.x, (stage + stages - 1) % stages);
+  for (std::int64_t g = walk.first; g < walk.groups; g += walk.step, parity ^= 1) {
+    fetch(g + (stages - 1) * walk.step, (stage + stages - 1) % stages);
     async_wait(stages - 1);
     const int count = walk.count(g);
     const std::int64_t at = count > 0 ? walk.at<VEC>(g) : 0;
@@ -133,36 +207,38 @@ __global__ void __launch_bounds__(max_threads_fwd(NV, VEC)) fwd_rows_kernel(RmsF
       }
     }
     ss = row_sum(ss, tpr, red, parity);
+    if (csize > 1) ss = cluster_total(ss, &totals[parity], csize);
     const float mean = p.hidden > 0 ? ss / static_cast<float>(p.hidden) : 0.0f;
     const float rstd = 1.0f / sqrtf(mean + p.eps);
     XT* y = static_cast<XT*>(p.y) + at;
     switch (p.casting) {
       case Cast::llama:
-        fwd_row_out<X, W, VEC, NV, Cast::llama>(w, y, walk, count, rstd, p.offset, xk);
+        fwd_row_out<X, W, VEC, NV, Cast::llama>(ws, y, walk, count, rstd, p.offset, xk);
         break;
       case Cast::gemma:
-        fwd_row_out<X, W, VEC, NV, Cast::gemma>(w, y, walk, count, rstd, p.offset, xk);
+        fwd_row_out<X, W, VEC, NV, Cast::gemma>(ws, y, walk, count, rstd, p.offset, xk);
         break;
       case Cast::none:
-        fwd_row_out<X, W, VEC, NV, Cast::none>(w, y, walk, count, rstd, p.offset, xk);
+        fwd_row_out<X, W, VEC, NV, Cast::none>(ws, y, walk, count, rstd, p.offset, xk);
         break;
     }
-    if (walk.row(g) < p.rows && walk.lane == 0) p.rstd[walk.row(g)] = rstd;
+    if (walk.row(g) < p.rows && walk.col == 0) p.rstd[walk.row(g)] = rstd;
     stage = stage + 1 == stages ? 0 : stage + 1;
   }
   async_wait(0);
+  cluster_exit(csize);
 }
 
 // dx (and dW) for one row, given its accesses xk(k), dyk(k).
-template <class X, class W, int VEC, int NV, Cast C, class XAccess, class DyAccess>
-OPREG_DEV void bwd_row_out(const typename W::T* w, typename X::T* dx, const RowWalk& walk, int count, float rstd,
-                           float coeff, float offset, bool want_dw, const XAccess& xk, const DyAccess& dyk,
+template <class X, class W, int VEC, int NV, Cast C, class Ws, class XAccess, class DyAccess>
+OPREG_DEV void bwd_row_out(const Ws& ws, typename X::T* dx, const RowWalk& walk, int count, float rstd, float coeff,
+                           float offset, bool want_dw, const XAccess& xk, const DyAccess& dyk,
                            DwSum<X> (&acc)[NV][VEC]) {
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
     if (k < count) {
       float s[VEC];
-      load_scale<W, VEC>(w, static_cast<std::int64_t>(walk.lane + k * walk.tpr) * VEC, offset, C == Cast::none, s);
+      ws.template scales<C>(walk, k, offset, s);
       const Pack<X, VEC> xv = xk(k);
       const Pack<X, VEC> dyv = dyk(k);
       Pack<X, VEC> out;
@@ -178,20 +254,42 @@ OPREG_DEV void bwd_row_out(const typename W::T* w, typename X::T* dx, const RowW
   }
 }
 
+template <class X, class W, int VEC, int NV, class Ws, class XAccess, class DyAccess>
+OPREG_DEV float bwd_row_dot(const Ws& ws, const RowWalk& walk, int count, float offset, bool round_w,
+                            const XAccess& xk, const DyAccess& dyk) {
+  float dot = 0.0f;
+#pragma unroll
+  for (int k = 0; k < NV; ++k) {
+    if (k < count) {
+      float s[VEC];
+      if (round_w) {
+        ws.template scales<Cast::none>(walk, k, offset, s);
+      } else {
+        ws.template scales<Cast::llama>(walk, k, offset, s);
+      }
+      const Pack<X, VEC> xv = xk(k);
+      const Pack<X, VEC> dyv = dyk(k);
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) dot += X::load(dyv.v[e]) * s[e] * X::load(xv.v[e]);
+    }
+  }
+  return dot;
+}
+
 // Shared memory: the stages (x and dy), then (slots > 1) `hidden` floats where the slots' dW
-// partials are added in slot order.
+// partials are added in slot order. Partial rows: one per block, or per cluster.
 template <class X, class W, int VEC, int NV>
 __global__ void __launch_bounds__(max_threads_bwd(NV, VEC)) bwd_rows_kernel(RmsBwdParams p, int tpr, int slots,
-                                                                           int stages, float* partial) {
+                                                                           int stages, int csize, float* partial) {
   using XT = typename X::T;
-  using WT = typename W::T;
   constexpr bool kStaged = VEC * sizeof(XT) == 16;
   extern __shared__ uint4 staged[];
   __shared__ float red[kRedFloats];
+  __shared__ float totals[2];
   const auto* __restrict__ x = static_cast<const XT*>(p.x);
   const auto* dy = static_cast<const XT*>(p.dy);  // may be dx: no __restrict__
-  const auto* __restrict__ w = static_cast<const WT*>(p.weight);
-  const RowWalk walk(p.rows, p.hidden, tpr, slots, static_cast<int>(p.hidden / VEC), NV);
+  const RowWalk walk(p.rows, p.hidden, tpr, slots, csize, static_cast<int>(p.hidden / VEC), NV);
+  const Weights<W, VEC, NV> ws(static_cast<const typename W::T*>(p.weight), walk);
   const Stages<2, NV> st{staged, static_cast<int>(blockDim.x)};
   const bool want_dw = partial != nullptr;
   const float inv_h = p.hidden > 0 ? 1.0f / static_cast<float>(p.hidden) : 0.0f;
@@ -210,13 +308,13 @@ __global__ void __launch_bounds__(max_threads_bwd(NV, VEC)) bwd_rows_kernel(RmsB
     }
   };
   DwSum<X> acc[NV][VEC];
-  for (int s = 0; s + 1 < stages; ++s) fetch(blockIdx.x + static_cast<std::int64_t>(s) * gridDim.x, s);
+  for (int s = 0; s + 1 < stages; ++s) fetch(walk.first + s * walk.step, s);
   int stage = 0;
   int parity = 0;
-  for (std::int64_t g = blockIdx.x; g < walk.groups; g += gridDim.x, parity ^= 1) {
-    fetch(g + static_cast<std::int64_t>(stages - 1) * gridDim.x, (stage + stages - 1) % stages);
+  for (std::int64_t g = walk.first; g < walk.groups; g += walk.step, parity ^= 1) {
+    fetch(g + (stages - 1) * walk.step, (stage + stages - 1) % stages);
     const int count = walk.count(g);
-    const float rstd = count > 0 ? p.rstd[walk.row(g)] : 0.0f;
+    const float rstd = walk.row(g) < p.rows ? p.rstd[walk.row(g)] : 0.0f;
     async_wait(stages - 1);
     const std::int64_t at = count > 0 ? walk.at<VEC>(g) : 0;
     Pack<X, VEC> xregs[NV];
@@ -244,71 +342,61 @@ __global__ void __launch_bounds__(max_threads_bwd(NV, VEC)) bwd_rows_kernel(RmsB
         return dyregs[k];
       }
     };
-    float dot = 0.0f;
-#pragma unroll
-    for (int k = 0; k < NV; ++k) {
-      if (k < count) {
-        float s[VEC];
-        load_scale<W, VEC>(w, static_cast<std::int64_t>(walk.lane + k * tpr) * VEC, p.offset, p.casting == Cast::none,
-                           s);
-        const Pack<X, VEC> xv = xk(k);
-        const Pack<X, VEC> dyv = dyk(k);
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) dot += X::load(dyv.v[e]) * s[e] * X::load(xv.v[e]);
-      }
-    }
+    float dot = bwd_row_dot<X, W, VEC, NV>(ws, walk, count, p.offset, p.casting == Cast::none, xk, dyk);
     dot = row_sum(dot, tpr, red, parity);
+    if (csize > 1) dot = cluster_total(dot, &totals[parity], csize);
     const float coeff = rstd * rstd * rstd * dot * inv_h;
     XT* dx = static_cast<XT*>(p.dx) + at;
     switch (p.casting) {
       case Cast::llama:
-        bwd_row_out<X, W, VEC, NV, Cast::llama>(w, dx, walk, count, rstd, coeff, p.offset, want_dw, xk, dyk, acc);
+        bwd_row_out<X, W, VEC, NV, Cast::llama>(ws, dx, walk, count, rstd, coeff, p.offset, want_dw, xk, dyk, acc);
         break;
       case Cast::gemma:
-        bwd_row_out<X, W, VEC, NV, Cast::gemma>(w, dx, walk, count, rstd, coeff, p.offset, want_dw, xk, dyk, acc);
+        bwd_row_out<X, W, VEC, NV, Cast::gemma>(ws, dx, walk, count, rstd, coeff, p.offset, want_dw, xk, dyk, acc);
         break;
       case Cast::none:
-        bwd_row_out<X, W, VEC, NV, Cast::none>(w, dx, walk, count, rstd, coeff, p.offset, want_dw, xk, dyk, acc);
+        bwd_row_out<X, W, VEC, NV, Cast::none>(ws, dx, walk, count, rstd, coeff, p.offset, want_dw, xk, dyk, acc);
         break;
     }
     stage = stage + 1 == stages ? 0 : stage + 1;
   }
   async_wait(0);
-  if (!want_dw) return;
-  let_next_kernel_launch();
-  const int nvec = static_cast<int>(p.hidden / VEC);
-  if (slots == 1) {
-    float* out = partial + static_cast<std::int64_t>(blockIdx.x) * p.hidden + walk.lane * VEC;
-#pragma unroll
-    for (int k = 0; k < NV; ++k) {
-      if (k < walk.mine) {
-        Pack<F32, VEC> pv;
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) pv.v[e] = acc[k][e].value();
-        store_pack<F32, VEC>(out + k * tpr * VEC, pv);
-      }
-    }
-    return;
-  }
-  // Several rows per block: their columns coincide; add the slots in order.
-  float* combine = reinterpret_cast<float*>(staged + (kStaged ? stages * 2 * NV * static_cast<int>(blockDim.x) : 0));
-  for (int s = 0; s < slots; ++s) {
-    if (walk.slot == s) {
+  if (want_dw) {
+    let_next_kernel_launch();
+    float* out = partial + walk.first * p.hidden;
+    if (slots == 1) {
 #pragma unroll
       for (int k = 0; k < NV; ++k) {
         if (k < walk.mine) {
+          Pack<F32, VEC> pv;
 #pragma unroll
-          for (int e = 0; e < VEC; ++e) {
-            const int c = (walk.lane + k * tpr) * VEC + e;
-            combine[c] = (s == 0 ? 0.0f : combine[c]) + acc[k][e].value();
-          }
+          for (int e = 0; e < VEC; ++e) pv.v[e] = acc[k][e].value();
+          store_pack<F32, VEC>(out + walk.column<VEC>(k), pv);
         }
       }
+    } else {
+      // Several rows per block: their columns coincide; add the slots in order.
+      float* combine =
+          reinterpret_cast<float*>(staged + (kStaged ? stages * 2 * NV * static_cast<int>(blockDim.x) : 0));
+      for (int s = 0; s < slots; ++s) {
+        if (walk.slot == s) {
+#pragma unroll
+          for (int k = 0; k < NV; ++k) {
+            if (k < walk.mine) {
+#pragma unroll
+              for (int e = 0; e < VEC; ++e) {
+                const int c = walk.column<VEC>(k) + e;
+                combine[c] = (s == 0 ? 0.0f : combine[c]) + acc[k][e].value();
+              }
+            }
+          }
+        }
+        __syncthreads();
+      }
+      for (int c = static_cast<int>(threadIdx.x); c < p.hidden; c += static_cast<int>(blockDim.x)) out[c] = combine[c];
     }
-    __syncthreads();
   }
-  float* row_out = partial + static_cast<std::int64_t>(blockIdx.x) * p.hidden;
-  for (int c = static_cast<int>(threadIdx.x); c < nvec * VEC; c += static_cast<int>(blockDim.x)) row_out[c] = combine[c];
+  cluster_exit(csize);
 }
 
 // ---- Launchers: the instantiations are (x, weight) dtypes x {16-byte, scalar} x NV.
@@ -358,6 +446,26 @@ std::size_t rows_smem(bool backward, const RowShape& s, std::int64_t hidden) {
   return bytes;
 }
 
+#if OPREG_GPU_CLUSTERS
+gpuLaunchConfig_t cluster_config(const RowShape& s, int grid, int threads, std::size_t smem, gpuStream_t stream,
+                                 gpuLaunchAttribute& attr) {
+  attr = gpuLaunchAttribute{};
+  attr.id = gpuLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = static_cast<unsigned>(s.cluster);
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  gpuLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(grid));
+  config.blockDim = dim3(static_cast<unsigned>(threads));
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = &attr;
+  config.numAttrs = 1;
+  return config;
+}
+#endif
+
+// Grid: as many blocks (or clusters) as are resident at once, no more than there are row groups.
 template <class Kernel>
 gpuError_t plan_rows(Kernel kernel, std::int64_t rows, const RowShape& s, const GpuInfo& g, std::size_t smem,
                      Launch& l) {
@@ -365,51 +473,109 @@ gpuError_t plan_rows(Kernel kernel, std::int64_t rows, const RowShape& s, const 
   l.smem = smem;
   l.call = "cudaFuncSetAttribute";
   if (gpuError_t err = allow_smem(kernel, smem); err != gpuSuccess) return err;
-  int per_sm = 0;
-  l.call = "cudaOccupancyMaxActiveBlocksPerMultiprocessor";
-  if (gpuError_t err = occupancy(kernel, g.device, l.threads, smem, per_sm); err != gpuSuccess) return err;
-  if (s.per_sm > 0 && s.per_sm < per_sm) per_sm = s.per_sm;
   const std::int64_t groups = (rows + s.slots - 1) / s.slots;
-  // per_sm < 0: one group a block (not persistent), for comparison in the benchmark's sweep.
-  const std::int64_t resident = s.per_sm < 0 ? groups : static_cast<std::int64_t>(per_sm) * g.sm_count;
-  l.grid = static_cast<int>(groups < resident ? groups : resident);
-  if (l.grid < 1) l.grid = 1;
+  std::int64_t resident = 0;
+  if (s.cluster > 1) {
+#if OPREG_GPU_CLUSTERS
+    gpuLaunchAttribute attr;
+    const gpuLaunchConfig_t config = cluster_config(s, s.cluster * g.sm_count, l.threads, smem, nullptr, attr);
+    int clusters = 0;
+    l.call = "cudaOccupancyMaxActiveClusters";
+    if (gpuError_t err = gpuOccupancyMaxActiveClusters(&clusters, kernel, &config); err != gpuSuccess) return err;
+    resident = clusters > 0 ? clusters : 1;
+#else
+    return gpuErrorNotSupported;
+#endif
+  } else {
+    int per_sm = 0;
+    l.call = "cudaOccupancyMaxActiveBlocksPerMultiprocessor";
+    if (gpuError_t err = occupancy(kernel, g.device, l.threads, smem, per_sm); err != gpuSuccess) return err;
+    if (s.per_sm > 0 && s.per_sm < per_sm) per_sm = s.per_sm;
+    // per_sm < 0: one group a block (not persistent), for comparison in the benchmark's sweep.
+    resident = s.per_sm < 0 ? groups : static_cast<std::int64_t>(per_sm) * g.sm_count;
+  }
+  const std::int64_t units = std::max<std::int64_t>(1, std::min(groups, resident));
+  l.grid = static_cast<int>(units * s.cluster);
+  l.partials = units;
   return gpuSuccess;
 }
 
-}  // namespace
+template <class Kernel, class... Args>
+gpuError_t launch_rows(Kernel kernel, const RowShape& s, const Launch& l, gpuStream_t stream, Args... args) {
+  if (s.cluster > 1) {
+#if OPREG_GPU_CLUSTERS
+    gpuLaunchAttribute attr;
+    const gpuLaunchConfig_t config = cluster_config(s, l.grid, l.threads, l.smem, stream, attr);
+    return gpuLaunchKernelEx(&config, kernel, args...);
+#else
+    return gpuErrorNotSupported;
+#endif
+  }
+  kernel<<<l.grid, l.threads, l.smem, stream>>>(args...);
+  return gpuGetLastError();
+}
 
-gpuError_t plan_fwd_rows(const RmsFwdParams& p, const RowShape& s, const GpuInfo& g, Launch& l) {
-  l.kernel = "rms_norm_fwd_rows";
+gpuError_t plan_fwd(const RmsFwdParams& p, const RowShape& s, const GpuInfo& g, Launch& l) {
   return with_fwd_shape(p, s, [&](auto kernel) { return plan_rows(kernel, p.rows, s, g, rows_smem(false, s, p.hidden), l); });
 }
 
-gpuError_t launch_fwd_rows(const RmsFwdParams& p, const RowShape& s, const Launch& l, gpuStream_t stream) {
+gpuError_t launch_fwd(const RmsFwdParams& p, const RowShape& s, const Launch& l, gpuStream_t stream) {
   return with_fwd_shape(p, s, [&](auto kernel) {
-    kernel<<<l.grid, l.threads, l.smem, stream>>>(p, s.tpr, s.slots, s.vec == 1 ? 1 : s.stages);
-    return gpuGetLastError();
+    return launch_rows(kernel, s, l, stream, p, s.tpr, s.slots, s.vec == 1 ? 1 : s.stages, s.cluster);
   });
 }
 
-gpuError_t plan_bwd_rows(const RmsBwdParams& p, const RowShape& s, const GpuInfo& g, Launch& l) {
-  l.kernel = "rms_norm_bwd_rows";
+gpuError_t plan_bwd(const RmsBwdParams& p, const RowShape& s, const GpuInfo& g, Launch& l) {
   return with_bwd_shape(p, s, [&](auto kernel) -> gpuError_t {
     if (gpuError_t err = plan_rows(kernel, p.rows, s, g, rows_smem(true, s, p.hidden), l); err != gpuSuccess) {
       return err;
     }
-    l.partials = p.dweight != nullptr ? l.grid : 0;
+    if (p.dweight == nullptr) l.partials = 0;
     l.workspace = static_cast<std::size_t>(l.partials) * static_cast<std::size_t>(p.hidden) * sizeof(float);
     return gpuSuccess;
   });
 }
 
+gpuError_t launch_bwd(const RmsBwdParams& p, const RowShape& s, const Launch& l, float* partial, gpuStream_t stream) {
+  return with_bwd_shape(p, s, [&](auto kernel) {
+    return launch_rows(kernel, s, l, stream, p, s.tpr, s.slots, s.vec == 1 ? 1 : s.stages, s.cluster,
+                       p.dweight != nullptr ? partial : nullptr);
+  });
+}
+
+}  // namespace
+
+bool cluster_kernels_built() { return OPREG_GPU_CLUSTERS != 0; }
+
+gpuError_t plan_fwd_rows(const RmsFwdParams& p, const RowShape& s, const GpuInfo& g, Launch& l) {
+  l.kernel = "rms_norm_fwd_rows";
+  return plan_fwd(p, s, g, l);
+}
+gpuError_t launch_fwd_rows(const RmsFwdParams& p, const RowShape& s, const Launch& l, gpuStream_t stream) {
+  return launch_fwd(p, s, l, stream);
+}
+gpuError_t plan_bwd_rows(const RmsBwdParams& p, const RowShape& s, const GpuInfo& g, Launch& l) {
+  l.kernel = "rms_norm_bwd_rows";
+  return plan_bwd(p, s, g, l);
+}
 gpuError_t launch_bwd_rows(const RmsBwdParams& p, const RowShape& s, const Launch& l, float* partial,
                            gpuStream_t stream) {
-  return with_bwd_shape(p, s, [&](auto kernel) {
-    kernel<<<l.grid, l.threads, l.smem, stream>>>(p, s.tpr, s.slots, s.vec == 1 ? 1 : s.stages,
-                                                  p.dweight != nullptr ? partial : nullptr);
-    return gpuGetLastError();
-  });
+  return launch_bwd(p, s, l, partial, stream);
+}
+gpuError_t plan_fwd_cluster(const RmsFwdParams& p, const RowShape& s, const GpuInfo& g, Launch& l) {
+  l.kernel = "rms_norm_fwd_rows (cluster)";
+  return plan_fwd(p, s, g, l);
+}
+gpuError_t launch_fwd_cluster(const RmsFwdParams& p, const RowShape& s, const Launch& l, gpuStream_t stream) {
+  return launch_fwd(p, s, l, stream);
+}
+gpuError_t plan_bwd_cluster(const RmsBwdParams& p, const RowShape& s, const GpuInfo& g, Launch& l) {
+  l.kernel = "rms_norm_bwd_rows (cluster)";
+  return plan_bwd(p, s, g, l);
+}
+gpuError_t launch_bwd_cluster(const RmsBwdParams& p, const RowShape& s, const Launch& l, float* partial,
+                              gpuStream_t stream) {
+  return launch_bwd(p, s, l, partial, stream);
 }
 
 }  // namespace opreg::cuda_like

@@ -196,24 +196,40 @@ __global__ void __launch_bounds__(kThreads) bwd_dx_kernel(RmsBwdParams p, SplitG
   }
 }
 
-// dweight[c] = sum over p of partial[p][c]: 32 columns a block (one 128-byte line per partial
-// row), each of 8 thread rows summing every 8th partial in double, then the 8 in order.
+// dweight[c] = sum over p of partial[p][c]. The partials (one row per block of the backward
+// kernel, hundreds of them) were just written and sit in L2, so the time is latency: a block
+// takes 32 columns (one 128-byte line per partial row) with 32 threads a column, each adding
+// every 32nd partial in double with several loads in flight, then the 32 sums in order.
+constexpr int kFinishParts = 32;
+
 template <class W>
-__global__ void __launch_bounds__(256) dw_finish_kernel(const float* partial, std::int64_t partials,
-                                                        std::int64_t hidden, typename W::T* dweight) {
-  __shared__ double sums[8][32];
+__global__ void __launch_bounds__(32 * kFinishParts) dw_finish_kernel(const float* partial, std::int64_t partials,
+                                                                      std::int64_t hidden, typename W::T* dweight) {
+  __shared__ double sums[kFinishParts][33];
   wait_for_previous_kernel();
-  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * 32 + threadIdx.x % 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
   const int part = static_cast<int>(threadIdx.x) / 32;
+  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * 32 + lane;
   double s = 0.0;
   if (c < hidden) {
-    for (std::int64_t q = part; q < partials; q += 8) s += static_cast<double>(partial[q * hidden + c]);
+    std::int64_t q = part;
+    for (; q + 3 * kFinishParts < partials; q += 4 * kFinishParts) {
+      const float a = partial[q * hidden + c];
+      const float b = partial[(q + kFinishParts) * hidden + c];
+      const float d = partial[(q + 2 * kFinishParts) * hidden + c];
+      const float e = partial[(q + 3 * kFinishParts) * hidden + c];
+      s += static_cast<double>(a);
+      s += static_cast<double>(b);
+      s += static_cast<double>(d);
+      s += static_cast<double>(e);
+    }
+    for (; q < partials; q += kFinishParts) s += static_cast<double>(partial[q * hidden + c]);
   }
-  sums[part][threadIdx.x % 32] = s;
+  sums[part][lane] = s;
   __syncthreads();
   if (part == 0 && c < hidden) {
     double total = 0.0;
-    for (int i = 0; i < 8; ++i) total += sums[i][threadIdx.x];
+    for (int i = 0; i < kFinishParts; ++i) total += sums[i][lane];
     dweight[c] = W::store(static_cast<float>(total));
   }
 }
@@ -322,7 +338,7 @@ gpuError_t launch_dw_finish(const float* partial, std::int64_t partials, std::in
     // refuses the attribute gets a plain launch, from then on.
     static std::atomic<bool> refused{false};
     if (refused.load(std::memory_order_relaxed)) {
-      kernel<<<blocks, 256, 0, stream>>>(partial, partials, hidden, out);
+      kernel<<<blocks, 32 * kFinishParts, 0, stream>>>(partial, partials, hidden, out);
       l.call = "kernel launch";
       return gpuGetLastError();
     }
@@ -331,7 +347,7 @@ gpuError_t launch_dw_finish(const float* partial, std::int64_t partials, std::in
     attr.id = gpuLaunchAttributeProgrammaticStreamSerialization;
     attr.val.programmaticStreamSerializationAllowed = 1;
     config.gridDim = dim3(blocks);
-    config.blockDim = dim3(256);
+    config.blockDim = dim3(32 * kFinishParts);
     config.stream = stream;
     config.attrs = &attr;
     config.numAttrs = 1;
@@ -340,11 +356,11 @@ gpuError_t launch_dw_finish(const float* partial, std::int64_t partials, std::in
     if (err != gpuErrorNotSupported && err != gpuErrorInvalidValue) return err;
     gpuGetLastError();
     refused.store(true, std::memory_order_relaxed);
-    kernel<<<blocks, 256, 0, stream>>>(partial, partials, hidden, out);
+    kernel<<<blocks, 32 * kFinishParts, 0, stream>>>(partial, partials, hidden, out);
     l.call = "kernel launch";
     return gpuGetLastError();
 #else
-    kernel<<<blocks, 256, 0, stream>>>(partial, partials, hidden, out);
+    kernel<<<blocks, 32 * kFinishParts, 0, stream>>>(partial, partials, hidden, out);
     l.call = "kernel launch";
     return gpuGetLastError();
 #endif
