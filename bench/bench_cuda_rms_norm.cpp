@@ -264,8 +264,8 @@ void run_sweep(benchmark::State& state, Shape shape, DType dtype, Sweep sw) {
 }
 
 // The launch shapes worth comparing for one problem: accesses per thread x stages (the plan's
-// block of 256 threads, or one row), a grid that is not persistent, and clusters of 2, 4, 8
-// (2 stages).
+// block of 256 threads, or one row) x, backward, scales held in shared memory or not; and
+// clusters of 2, 4, 8 (2 stages).
 std::vector<std::pair<std::string, Sweep>> sweeps(std::int64_t hidden, DType dtype) {
   using namespace cuda_like;
   std::vector<std::pair<std::string, Sweep>> out;
@@ -283,19 +283,21 @@ std::vector<std::pair<std::string, Sweep>> sweeps(std::int64_t hidden, DType dty
       s.nv = nv;
       s.tpr = tpr;
       s.slots = tpr >= 256 ? 1 : 256 / tpr;
+      const int threads = s.slots * tpr;
       for (const int stages : {1, 2}) {
-        if (stages * stage_bytes(backward, nv, s.tpr * s.slots) > room) continue;
-        s.stages = stages;
-        for (const int per_sm : backward || stages != 2 ? std::vector<int>{0} : std::vector<int>{0, -1}) {
-          s.per_sm = per_sm;
+        for (const bool hold : backward ? std::vector<bool>{false, true} : std::vector<bool>{false}) {
+          const std::size_t smem =
+              stages * stage_bytes(backward, nv, threads) + (hold ? held_scale_bytes(nv, vec, threads) : 0);
+          if (smem > room || (hold && held_scale_bytes(nv, vec, threads) > 32 * 1024)) continue;
+          s.stages = stages;
+          s.hold = hold;
           out.push_back({std::string(dir) + "_rows_nv" + std::to_string(nv) + "_tpr" + std::to_string(tpr) + "_blk" +
-                             std::to_string(s.slots * tpr) + "_st" + std::to_string(stages) +
-                             (per_sm < 0 ? "_flat" : ""),
+                             std::to_string(threads) + "_st" + std::to_string(stages) + (hold ? "_hold" : ""),
                          Sweep{backward, false, s}});
         }
       }
     }
-    const int cnv = backward ? 2 : 4;
+    const int cnv = backward ? kClusterBwdNv : kClusterFwdNv;
     const int climit = backward ? max_threads_bwd(cnv, vec) : max_threads_fwd(cnv, vec);
     for (const int c : {2, 4, 8}) {
       const int tpr = std::max(32, round_threads((nvec + c * cnv - 1) / (c * cnv)));
@@ -306,6 +308,7 @@ std::vector<std::pair<std::string, Sweep>> sweeps(std::int64_t hidden, DType dty
       s.tpr = tpr;
       s.cluster = c;
       s.stages = 2;
+      s.hold = backward && held_scale_bytes(cnv, vec, tpr) <= 32 * 1024;
       out.push_back({std::string(dir) + "_cluster_c" + std::to_string(c) + "_tpr" + std::to_string(tpr),
                      Sweep{backward, true, s}});
     }

@@ -102,12 +102,29 @@ RowProblem row_problem(const RmsNormBwdArgs& a, const DeviceProps& props) {
 
 namespace {
 
-// How many rows the 16-byte path stages: two (one in use, one arriving) where they fit in the
-// shared memory a block may take (`room`), else one. Measured on the H200 (docs/backends/cuda.md):
-// a third or fourth stage only lowers the blocks a multiprocessor holds, and is slower.
-int stages_for(std::size_t per_stage, std::size_t room) {
-  const std::size_t fit = per_stage == 0 ? 2 : room / per_stage;
-  return static_cast<int>(std::min<std::size_t>(fit, 2));
+// How many rows the 16-byte path stages: `want` (two: one in use, one arriving) where they fit
+// in the shared memory a block may take (`room`), else fewer. Measured on the H200
+// (docs/backends/cuda.md): more stages only lower the blocks a multiprocessor holds; a 16-bit
+// forward is fastest with one.
+int stages_for(std::size_t per_stage, std::size_t room, int want) {
+  const std::size_t fit = per_stage == 0 ? static_cast<std::size_t>(want) : room / per_stage;
+  return static_cast<int>(std::min<std::size_t>(fit, static_cast<std::size_t>(want)));
+}
+
+// The backward holds its scales in shared memory when they take no more than this a block.
+constexpr std::size_t kHoldBytes = 32 * 1024;
+
+// Stages and held scales of a 16-byte launch shape; false if not even one stage fits.
+bool fit_smem(const RowProblem& p, bool backward, RowShape& s) {
+  const int threads = s.tpr * s.slots;
+  std::size_t reserved = 1024;  // the static reduction buffers, and slack
+  if (backward && s.slots > 1) reserved += static_cast<std::size_t>(p.hidden) * sizeof(float);
+  const std::size_t hold = backward ? held_scale_bytes(s.nv, s.vec, threads) : 0;
+  s.hold = backward && hold <= kHoldBytes;
+  if (s.hold) reserved += hold;
+  const std::size_t room = p.gpu.smem_optin > reserved ? p.gpu.smem_optin - reserved : 0;
+  s.stages = stages_for(stage_bytes(backward, s.nv, threads), room, !backward && p.xt != Elem::f32 ? 1 : 2);
+  return s.stages > 0;
 }
 
 }  // namespace
@@ -131,14 +148,7 @@ ShapeOrWhy rows_shape(const RowProblem& p, bool backward) {
     s.nv = nv;
     s.tpr = round_threads(want);
     s.slots = s.tpr >= 256 ? 1 : 256 / s.tpr;
-    if (vec > 1) {
-      const std::size_t combine = backward && s.slots > 1 ? static_cast<std::size_t>(p.hidden) * sizeof(float) : 0;
-      // Less the block's static shared memory (the reduction buffer) and some slack.
-      const std::size_t reserved = combine + 1024;
-      const std::size_t room = p.gpu.smem_optin > reserved ? p.gpu.smem_optin - reserved : 0;
-      s.stages = stages_for(stage_bytes(backward, nv, s.tpr * s.slots), room);
-      if (s.stages == 0) continue;
-    }
+    if (vec > 1 && !fit_smem(p, backward, s)) continue;
     return {s, {}};
   }
   return {std::nullopt, fmt::format("hidden {} is over the {} elements one block holds ({} accesses)", p.hidden,
@@ -154,7 +164,7 @@ ShapeOrWhy cluster_shape(const RowProblem& p, bool backward) {
   }
   if (!p.aligned) return {std::nullopt, "rows are not 16-byte aligned (hidden, or a tensor's address)"};
   const int vec = vec_of(p.xt);
-  const int nv = backward ? 2 : 4;
+  const int nv = backward ? kClusterBwdNv : kClusterFwdNv;
   const int limit = max_threads(backward, nv, vec);
   const std::int64_t nvec = p.hidden / vec;
   const std::int64_t per_block = static_cast<std::int64_t>(limit) * nv;
@@ -184,8 +194,7 @@ ShapeOrWhy cluster_shape(const RowProblem& p, bool backward) {
   s.nv = nv;
   s.cluster = static_cast<int>(c);
   s.tpr = std::max(kWarpSize, round_threads((nvec + c * nv - 1) / (c * nv)));
-  s.stages = stages_for(stage_bytes(backward, nv, s.tpr), p.gpu.smem_optin - 1024);
-  if (s.stages == 0) return {std::nullopt, "a cluster block's stage does not fit in shared memory"};
+  if (!fit_smem(p, backward, s)) return {std::nullopt, "a cluster block's stage does not fit in shared memory"};
   return {s, {}};
 }
 

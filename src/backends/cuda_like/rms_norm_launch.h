@@ -77,7 +77,12 @@ struct RowShape {
   int cluster = 1;
   int per_sm = 0;  // blocks per multiprocessor in the persistent grid; 0: as many as fit; < 0: not persistent
   int stages = 0;  // rows kernels: rows staged in shared memory ahead of use (16-byte path); 0: plan's
+  bool hold = false;  // backward, 16-byte path: the scales held in shared memory for the launch
 };
+
+// Accesses per thread of the cluster launches (fixed: one instantiation each).
+inline constexpr int kClusterFwdNv = 4;
+inline constexpr int kClusterBwdNv = 2;
 
 // The register budget of each instantiation (its __launch_bounds__), which both sides must agree
 // on (measured with ptxas -v for sm_90). The row kernels stage their data in shared memory, so a
@@ -86,6 +91,11 @@ struct RowShape {
 // of a 1024-thread block.
 constexpr int max_threads_fwd(int /*nv*/, int /*vec*/) { return 1024; }
 constexpr int max_threads_bwd(int nv, int vec) { return nv * vec >= 32 ? 512 : 1024; }
+
+// Bytes of shared memory a block's held scales take (f32, per thread per access).
+constexpr std::size_t held_scale_bytes(int nv, int vec, int threads) {
+  return static_cast<std::size_t>(nv) * static_cast<std::size_t>(vec) * 4u * static_cast<std::size_t>(threads);
+}
 
 // Bytes of shared memory one stage of a row kernel's block takes (x, and backward dy).
 constexpr std::size_t stage_bytes(bool backward, int nv, int threads) {

@@ -97,26 +97,24 @@ OPREG_DEV void cluster_exit(int csize) {
 #endif
 }
 
-// The weights of a thread's columns, read per row from L1 (holding them in registers for the
-// whole launch costs more registers than the rows leave: ptxas spills). The first row would
-// wait for them from memory after its reduction, so the constructor prefetches them into L1,
-// alongside the first rows' loads.
+// The scales (offset + w) of a thread's columns. Holding them in registers for the whole launch
+// costs more registers than the kernels have (ptxas spills), so they come per row from L1
+// (the weight is read, converted, offset and, for `none`, rounded again on every use), or, where
+// `held` shared memory is given (the backward, whose per-element arithmetic is what limits it
+// with 16-bit inputs), once per launch as f32 into thread-private slots: two 16-byte shared loads
+// per access instead.
 template <class W, int VEC, int NV>
-struct Weights {
+struct Scales {
+  static constexpr int kQuads = VEC / 4;  // float4 per access (the held form needs VEC % 4 == 0)
   const typename W::T* w;
-  OPREG_DEV Weights(const typename W::T* w_, const RowWalk& walk) : w(w_) {
-#if !defined(OPREG_USE_HIP)
-    if (w != nullptr) {
-#pragma unroll
-      for (int k = 0; k < NV; ++k) {
-        if (k < walk.mine) asm volatile("prefetch.global.L1 [%0];\n" ::"l"(w + walk.column<VEC>(k)));
-      }
-    }
-#endif
+  float4* held;  // [access][quad][thread] or nullptr
+  int threads;
+  float offset;
+  OPREG_DEV float4* slot(int k, int q) const {
+    return held + (k * kQuads + q) * threads + static_cast<int>(threadIdx.x);
   }
-  // s = offset + w as the casting mode defines it; 1 without a weight.
   template <Cast C>
-  OPREG_DEV void scales(const RowWalk& walk, int k, float offset, float (&s)[VEC]) const {
+  OPREG_DEV void compute(const RowWalk& walk, int k, float (&s)[VEC]) const {
     if (w == nullptr) {
 #pragma unroll
       for (int e = 0; e < VEC; ++e) s[e] = 1.0f;
@@ -129,16 +127,63 @@ struct Weights {
       s[e] = C == Cast::none ? round_to<W>(v) : v;
     }
   }
+  template <Cast C>
+  OPREG_DEV void hold(const RowWalk& walk) const {
+    if constexpr (kQuads > 0) {
+#pragma unroll
+      for (int k = 0; k < NV; ++k) {
+        if (k < walk.mine) {
+          float s[VEC];
+          compute<C>(walk, k, s);
+#pragma unroll
+          for (int q = 0; q < kQuads; ++q) *slot(k, q) = make_float4(s[4 * q], s[4 * q + 1], s[4 * q + 2], s[4 * q + 3]);
+        }
+      }
+    }
+  }
+  template <Cast C>
+  OPREG_DEV void get(const RowWalk& walk, int k, float (&s)[VEC]) const {
+    if constexpr (kQuads > 0) {
+      if (held != nullptr) {
+#pragma unroll
+        for (int q = 0; q < kQuads; ++q) {
+          const float4 v = *slot(k, q);
+          s[4 * q] = v.x;
+          s[4 * q + 1] = v.y;
+          s[4 * q + 2] = v.z;
+          s[4 * q + 3] = v.w;
+        }
+        return;
+      }
+    }
+    compute<C>(walk, k, s);
+  }
 };
 
-template <class X, class W, int VEC, int NV, Cast C, class Ws, class Access>
-OPREG_DEV void fwd_row_out(const Ws& ws, typename X::T* y, const RowWalk& walk, int count, float rstd, float offset,
+// Casting as a template inside the row: one uniform branch per row instead of a choice per element.
+template <class F>
+OPREG_DEV void by_casting(Cast c, F&& f) {
+  switch (c) {
+    case Cast::llama:
+      f(std::integral_constant<Cast, Cast::llama>{});
+      break;
+    case Cast::gemma:
+      f(std::integral_constant<Cast, Cast::gemma>{});
+      break;
+    case Cast::none:
+      f(std::integral_constant<Cast, Cast::none>{});
+      break;
+  }
+}
+
+template <class X, class W, int VEC, int NV, Cast C, class Access>
+OPREG_DEV void fwd_row_out(const Scales<W, VEC, NV>& sc, typename X::T* y, const RowWalk& walk, int count, float rstd,
                            const Access& xk) {
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
     if (k < count) {
       float s[VEC];
-      ws.template scales<C>(walk, k, offset, s);
+      sc.template get<C>(walk, k, s);
       const Pack<X, VEC> xv = xk(k);
       Pack<X, VEC> out;
 #pragma unroll
@@ -148,7 +193,9 @@ OPREG_DEV void fwd_row_out(const Ws& ws, typename X::T* y, const RowWalk& walk, 
   }
 }
 
-template <class X, class W, int VEC, int NV>
+// CLUSTER: launched with a cluster dimension (csize > 1); the row kernels proper have no
+// cluster code at all.
+template <class X, class W, int VEC, int NV, bool CLUSTER>
 __global__ void __launch_bounds__(max_threads_fwd(NV, VEC)) fwd_rows_kernel(RmsFwdParams p, int tpr, int slots,
                                                                            int stages, int csize) {
   using XT = typename X::T;
@@ -157,8 +204,9 @@ __global__ void __launch_bounds__(max_threads_fwd(NV, VEC)) fwd_rows_kernel(RmsF
   __shared__ float red[kRedFloats];
   __shared__ float totals[2];
   const auto* __restrict__ x = static_cast<const XT*>(p.x);
-  const RowWalk walk(p.rows, p.hidden, tpr, slots, csize, static_cast<int>(p.hidden / VEC), NV);
-  const Weights<W, VEC, NV> ws(static_cast<const typename W::T*>(p.weight), walk);
+  const RowWalk walk(p.rows, p.hidden, tpr, slots, CLUSTER ? csize : 1, static_cast<int>(p.hidden / VEC), NV);
+  const Scales<W, VEC, NV> sc{static_cast<const typename W::T*>(p.weight), nullptr, static_cast<int>(blockDim.x),
+                              p.offset};
   const Stages<1, NV> st{staged, static_cast<int>(blockDim.x)};
   const auto fetch = [&](std::int64_t g, int stage) {
     if constexpr (kStaged) {
@@ -207,38 +255,28 @@ __global__ void __launch_bounds__(max_threads_fwd(NV, VEC)) fwd_rows_kernel(RmsF
       }
     }
     ss = row_sum(ss, tpr, red, parity);
-    if (csize > 1) ss = cluster_total(ss, &totals[parity], csize);
+    if constexpr (CLUSTER) ss = cluster_total(ss, &totals[parity], csize);
     const float mean = p.hidden > 0 ? ss / static_cast<float>(p.hidden) : 0.0f;
     const float rstd = 1.0f / sqrtf(mean + p.eps);
     XT* y = static_cast<XT*>(p.y) + at;
-    switch (p.casting) {
-      case Cast::llama:
-        fwd_row_out<X, W, VEC, NV, Cast::llama>(ws, y, walk, count, rstd, p.offset, xk);
-        break;
-      case Cast::gemma:
-        fwd_row_out<X, W, VEC, NV, Cast::gemma>(ws, y, walk, count, rstd, p.offset, xk);
-        break;
-      case Cast::none:
-        fwd_row_out<X, W, VEC, NV, Cast::none>(ws, y, walk, count, rstd, p.offset, xk);
-        break;
-    }
+    by_casting(p.casting, [&](auto c) { fwd_row_out<X, W, VEC, NV, decltype(c)::value>(sc, y, walk, count, rstd, xk); });
     if (walk.row(g) < p.rows && walk.col == 0) p.rstd[walk.row(g)] = rstd;
     stage = stage + 1 == stages ? 0 : stage + 1;
   }
   async_wait(0);
-  cluster_exit(csize);
+  if constexpr (CLUSTER) cluster_exit(csize);
 }
 
 // dx (and dW) for one row, given its accesses xk(k), dyk(k).
-template <class X, class W, int VEC, int NV, Cast C, class Ws, class XAccess, class DyAccess>
-OPREG_DEV void bwd_row_out(const Ws& ws, typename X::T* dx, const RowWalk& walk, int count, float rstd, float coeff,
-                           float offset, bool want_dw, const XAccess& xk, const DyAccess& dyk,
+template <class X, class W, int VEC, int NV, Cast C, class XAccess, class DyAccess>
+OPREG_DEV void bwd_row_out(const Scales<W, VEC, NV>& sc, typename X::T* dx, const RowWalk& walk, int count, float rstd,
+                           float coeff, bool want_dw, const XAccess& xk, const DyAccess& dyk,
                            DwSum<X> (&acc)[NV][VEC]) {
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
     if (k < count) {
       float s[VEC];
-      ws.template scales<C>(walk, k, offset, s);
+      sc.template get<C>(walk, k, s);
       const Pack<X, VEC> xv = xk(k);
       const Pack<X, VEC> dyv = dyk(k);
       Pack<X, VEC> out;
@@ -254,19 +292,15 @@ OPREG_DEV void bwd_row_out(const Ws& ws, typename X::T* dx, const RowWalk& walk,
   }
 }
 
-template <class X, class W, int VEC, int NV, class Ws, class XAccess, class DyAccess>
-OPREG_DEV float bwd_row_dot(const Ws& ws, const RowWalk& walk, int count, float offset, bool round_w,
-                            const XAccess& xk, const DyAccess& dyk) {
+template <class X, class W, int VEC, int NV, Cast C, class XAccess, class DyAccess>
+OPREG_DEV float bwd_row_dot(const Scales<W, VEC, NV>& sc, const RowWalk& walk, int count, const XAccess& xk,
+                            const DyAccess& dyk) {
   float dot = 0.0f;
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
     if (k < count) {
       float s[VEC];
-      if (round_w) {
-        ws.template scales<Cast::none>(walk, k, offset, s);
-      } else {
-        ws.template scales<Cast::llama>(walk, k, offset, s);
-      }
+      sc.template get<C>(walk, k, s);
       const Pack<X, VEC> xv = xk(k);
       const Pack<X, VEC> dyv = dyk(k);
 #pragma unroll
@@ -276,21 +310,28 @@ OPREG_DEV float bwd_row_dot(const Ws& ws, const RowWalk& walk, int count, float 
   return dot;
 }
 
-// Shared memory: the stages (x and dy), then (slots > 1) `hidden` floats where the slots' dW
-// partials are added in slot order. Partial rows: one per block, or per cluster.
-template <class X, class W, int VEC, int NV>
+// Shared memory: the held scales (if `hold`), the stages (x and dy), then (slots > 1) `hidden`
+// floats where the slots' dW partials are added in slot order. Partial rows: one per block, or
+// per cluster.
+template <class X, class W, int VEC, int NV, bool CLUSTER>
 __global__ void __launch_bounds__(max_threads_bwd(NV, VEC)) bwd_rows_kernel(RmsBwdParams p, int tpr, int slots,
-                                                                           int stages, int csize, float* partial) {
+                                                                           int stages, int csize, int hold,
+                                                                           float* partial) {
   using XT = typename X::T;
   constexpr bool kStaged = VEC * sizeof(XT) == 16;
-  extern __shared__ uint4 staged[];
+  extern __shared__ uint4 staged_all[];
   __shared__ float red[kRedFloats];
   __shared__ float totals[2];
   const auto* __restrict__ x = static_cast<const XT*>(p.x);
   const auto* dy = static_cast<const XT*>(p.dy);  // may be dx: no __restrict__
-  const RowWalk walk(p.rows, p.hidden, tpr, slots, csize, static_cast<int>(p.hidden / VEC), NV);
-  const Weights<W, VEC, NV> ws(static_cast<const typename W::T*>(p.weight), walk);
-  const Stages<2, NV> st{staged, static_cast<int>(blockDim.x)};
+  const RowWalk walk(p.rows, p.hidden, tpr, slots, CLUSTER ? csize : 1, static_cast<int>(p.hidden / VEC), NV);
+  const int threads = static_cast<int>(blockDim.x);
+  const bool held = kStaged && hold != 0;
+  uint4* staged = staged_all + (held ? NV * (VEC / 4) * threads : 0);
+  const Scales<W, VEC, NV> sc{static_cast<const typename W::T*>(p.weight),
+                              held ? reinterpret_cast<float4*>(staged_all) : nullptr, threads, p.offset};
+  if (held) by_casting(p.casting, [&](auto c) { sc.template hold<decltype(c)::value>(walk); });
+  const Stages<2, NV> st{staged, threads};
   const bool want_dw = partial != nullptr;
   const float inv_h = p.hidden > 0 ? 1.0f / static_cast<float>(p.hidden) : 0.0f;
   const auto fetch = [&](std::int64_t g, int stage) {
@@ -342,22 +383,15 @@ __global__ void __launch_bounds__(max_threads_bwd(NV, VEC)) bwd_rows_kernel(RmsB
         return dyregs[k];
       }
     };
-    float dot = bwd_row_dot<X, W, VEC, NV>(ws, walk, count, p.offset, p.casting == Cast::none, xk, dyk);
+    float dot = p.casting == Cast::none ? bwd_row_dot<X, W, VEC, NV, Cast::none>(sc, walk, count, xk, dyk)
+                                        : bwd_row_dot<X, W, VEC, NV, Cast::llama>(sc, walk, count, xk, dyk);
     dot = row_sum(dot, tpr, red, parity);
-    if (csize > 1) dot = cluster_total(dot, &totals[parity], csize);
+    if constexpr (CLUSTER) dot = cluster_total(dot, &totals[parity], csize);
     const float coeff = rstd * rstd * rstd * dot * inv_h;
     XT* dx = static_cast<XT*>(p.dx) + at;
-    switch (p.casting) {
-      case Cast::llama:
-        bwd_row_out<X, W, VEC, NV, Cast::llama>(ws, dx, walk, count, rstd, coeff, p.offset, want_dw, xk, dyk, acc);
-        break;
-      case Cast::gemma:
-        bwd_row_out<X, W, VEC, NV, Cast::gemma>(ws, dx, walk, count, rstd, coeff, p.offset, want_dw, xk, dyk, acc);
-        break;
-      case Cast::none:
-        bwd_row_out<X, W, VEC, NV, Cast::none>(ws, dx, walk, count, rstd, coeff, p.offset, want_dw, xk, dyk, acc);
-        break;
-    }
+    by_casting(p.casting, [&](auto c) {
+      bwd_row_out<X, W, VEC, NV, decltype(c)::value>(sc, dx, walk, count, rstd, coeff, want_dw, xk, dyk, acc);
+    });
     stage = stage + 1 == stages ? 0 : stage + 1;
   }
   async_wait(0);
@@ -376,8 +410,7 @@ __global__ void __launch_bounds__(max_threads_bwd(NV, VEC)) bwd_rows_kernel(RmsB
       }
     } else {
       // Several rows per block: their columns coincide; add the slots in order.
-      float* combine =
-          reinterpret_cast<float*>(staged + (kStaged ? stages * 2 * NV * static_cast<int>(blockDim.x) : 0));
+      float* combine = reinterpret_cast<float*>(staged + (kStaged ? stages * 2 * NV * threads : 0));
       for (int s = 0; s < slots; ++s) {
         if (walk.slot == s) {
 #pragma unroll
@@ -393,10 +426,10 @@ __global__ void __launch_bounds__(max_threads_bwd(NV, VEC)) bwd_rows_kernel(RmsB
         }
         __syncthreads();
       }
-      for (int c = static_cast<int>(threadIdx.x); c < p.hidden; c += static_cast<int>(blockDim.x)) out[c] = combine[c];
+      for (int c = static_cast<int>(threadIdx.x); c < p.hidden; c += threads) out[c] = combine[c];
     }
   }
-  cluster_exit(csize);
+  if constexpr (CLUSTER) cluster_exit(csize);
 }
 
 // ---- Launchers: the instantiations are (x, weight) dtypes x {16-byte, scalar} x NV.
@@ -407,14 +440,15 @@ gpuError_t with_fwd_shape(const RmsFwdParams& p, const RowShape& s, F&& f) {
     using X = decltype(xe);
     using W = decltype(we);
     constexpr int kVec = 16 / sizeof(typename X::T);
-    if (s.vec == 1) return f(fwd_rows_kernel<X, W, 1, 8>);
+    if (s.cluster > 1) return f(fwd_rows_kernel<X, W, kVec, kClusterFwdNv, true>);
+    if (s.vec == 1) return f(fwd_rows_kernel<X, W, 1, 8, false>);
     switch (s.nv) {
       case 2:
-        return f(fwd_rows_kernel<X, W, kVec, 2>);
+        return f(fwd_rows_kernel<X, W, kVec, 2, false>);
       case 4:
-        return f(fwd_rows_kernel<X, W, kVec, 4>);
+        return f(fwd_rows_kernel<X, W, kVec, 4, false>);
       default:
-        return f(fwd_rows_kernel<X, W, kVec, 8>);
+        return f(fwd_rows_kernel<X, W, kVec, 8, false>);
     }
   });
 }
@@ -425,14 +459,15 @@ gpuError_t with_bwd_shape(const RmsBwdParams& p, const RowShape& s, F&& f) {
     using X = decltype(xe);
     using W = decltype(we);
     constexpr int kVec = 16 / sizeof(typename X::T);
-    if (s.vec == 1) return f(bwd_rows_kernel<X, W, 1, 8>);
+    if (s.cluster > 1) return f(bwd_rows_kernel<X, W, kVec, kClusterBwdNv, true>);
+    if (s.vec == 1) return f(bwd_rows_kernel<X, W, 1, 8, false>);
     switch (s.nv) {
       case 1:
-        return f(bwd_rows_kernel<X, W, kVec, 1>);
+        return f(bwd_rows_kernel<X, W, kVec, 1, false>);
       case 2:
-        return f(bwd_rows_kernel<X, W, kVec, 2>);
+        return f(bwd_rows_kernel<X, W, kVec, 2, false>);
       default:
-        return f(bwd_rows_kernel<X, W, kVec, 4>);
+        return f(bwd_rows_kernel<X, W, kVec, 4, false>);
     }
   });
 }
@@ -442,6 +477,7 @@ gpuError_t with_bwd_shape(const RmsBwdParams& p, const RowShape& s, F&& f) {
 std::size_t rows_smem(bool backward, const RowShape& s, std::int64_t hidden) {
   const int threads = s.tpr * s.slots;
   std::size_t bytes = s.vec == 1 ? 0 : static_cast<std::size_t>(s.stages) * stage_bytes(backward, s.nv, threads);
+  if (backward && s.vec > 1 && s.hold) bytes += held_scale_bytes(s.nv, s.vec, threads);
   if (backward && s.slots > 1) bytes += static_cast<std::size_t>(hidden) * sizeof(float);
   return bytes;
 }
@@ -539,7 +575,7 @@ gpuError_t plan_bwd(const RmsBwdParams& p, const RowShape& s, const GpuInfo& g, 
 gpuError_t launch_bwd(const RmsBwdParams& p, const RowShape& s, const Launch& l, float* partial, gpuStream_t stream) {
   return with_bwd_shape(p, s, [&](auto kernel) {
     return launch_rows(kernel, s, l, stream, p, s.tpr, s.slots, s.vec == 1 ? 1 : s.stages, s.cluster,
-                       p.dweight != nullptr ? partial : nullptr);
+                       s.vec > 1 && s.hold ? 1 : 0, p.dweight != nullptr ? partial : nullptr);
   });
 }
 
