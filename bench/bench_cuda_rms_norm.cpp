@@ -198,11 +198,24 @@ std::uint64_t case_bytes(const Shape& shape, DType dtype, bool with_bwd) {
 
 // ---- rms/...: each variant by name, and the registry's choice.
 
+std::string run_rms_once(RmsData& d, Registry& reg, bool with_bwd, const std::string& impl, std::string& label);
+
 void run_rms(benchmark::State& state, Shape shape, DType dtype, bool with_bwd, std::string impl) {
   RmsData& d = data_for(shape, dtype);
   Registry& reg = gpu().reg;
   std::string label;
   timed(state, case_bytes(shape, dtype, with_bwd), [&]() -> std::string {
+    try {
+      return run_rms_once(d, reg, with_bwd, impl, label);
+    } catch (const Error& e) {
+      return e.what();
+    }
+  });
+  state.SetLabel(label);
+}
+
+std::string run_rms_once(RmsData& d, Registry& reg, bool with_bwd, const std::string& impl, std::string& label) {
+  {
     if (impl == "chosen") {
       const DispatchResult f = rms_norm_fwd(d.fwd);
       label = f.variant->impl;
@@ -214,8 +227,7 @@ void run_rms(benchmark::State& state, Shape shape, DType dtype, bool with_bwd, s
     if (!with_bwd) return {};
     const Verdict vb = reg.call_variant(rms_norm_bwd_op(), "cuda.rms_norm.bwd." + impl, d.bwd);
     return vb.ok ? std::string() : "bwd: " + vb.reason;
-  });
-  state.SetLabel(label);
+  }
 }
 
 // ---- sweep/...: launch shapes through the launchers directly.

@@ -114,6 +114,9 @@ int stages_for(std::size_t per_stage, std::size_t room, int want) {
 // The backward holds its scales in shared memory when they take no more than this a block.
 constexpr std::size_t kHoldBytes = 32 * 1024;
 
+// Stages a 16-byte launch shape asks for.
+int stages_wanted(const RowProblem& p, bool backward) { return !backward && p.xt != Elem::f32 ? 1 : 2; }
+
 // Stages and held scales of a 16-byte launch shape; false if not even one stage fits.
 bool fit_smem(const RowProblem& p, bool backward, RowShape& s) {
   const int threads = s.tpr * s.slots;
@@ -123,21 +126,27 @@ bool fit_smem(const RowProblem& p, bool backward, RowShape& s) {
   s.hold = backward && hold <= kHoldBytes;
   if (s.hold) reserved += hold;
   const std::size_t room = p.gpu.smem_optin > reserved ? p.gpu.smem_optin - reserved : 0;
-  s.stages = stages_for(stage_bytes(backward, s.nv, threads), room, !backward && p.xt != Elem::f32 ? 1 : 2);
+  s.stages = stages_for(stage_bytes(backward, s.nv, threads), room, stages_wanted(p, backward));
   return s.stages > 0;
 }
 
 }  // namespace
 
-// Accesses per thread, in order of preference (measured on the H200, docs/backends/cuda.md).
+// Accesses per thread: the first choice whose row takes at most `prefer` threads, else the one
+// with the fewest threads a row. Measured on the H200 (docs/backends/cuda.md): the forward is fastest with
+// 4 (8 for rows past 512 threads), the backward with the fewest that keep a row within 256
+// threads (1 for short rows, up to 4); an f32 backward with 4 spills, so it takes 4 only when
+// nothing else fits.
 ShapeOrWhy rows_shape(const RowProblem& p, bool backward) {
   const int vec = p.aligned ? vec_of(p.xt) : 1;
   const std::int64_t nvec = p.hidden / vec;
   static constexpr int kScalar[] = {8};
   static constexpr int kFwd[] = {4, 8, 2};
-  static constexpr int kBwd[] = {2, 4, 1};
+  static constexpr int kBwd[] = {1, 2, 4};
   std::span<const int> order = vec == 1 ? std::span<const int>(kScalar) : backward ? kBwd : kFwd;
+  const std::int64_t prefer = backward ? 256 : 512;
   std::int64_t capacity = 0;
+  std::optional<RowShape> fallback;
   for (const int nv : order) {
     const int limit = max_threads(backward, nv, vec);
     capacity = std::max<std::int64_t>(capacity, static_cast<std::int64_t>(limit) * nv * vec);
@@ -149,8 +158,13 @@ ShapeOrWhy rows_shape(const RowProblem& p, bool backward) {
     s.tpr = round_threads(want);
     s.slots = s.tpr >= 256 ? 1 : 256 / s.tpr;
     if (vec > 1 && !fit_smem(p, backward, s)) continue;
-    return {s, {}};
+    const bool spills = backward && p.xt == Elem::f32 && nv == 4;
+    if (vec == 1 || (s.tpr <= prefer && !spills)) return {s, {}};
+    // Else the fewest threads a row, a spilling shape only if nothing else fits.
+    const bool fallback_spills = fallback && backward && p.xt == Elem::f32 && fallback->nv == 4;
+    if (!fallback || (fallback_spills && !spills) || (!spills && s.tpr < fallback->tpr)) fallback = s;
   }
+  if (fallback) return {fallback, {}};
   return {std::nullopt, fmt::format("hidden {} is over the {} elements one block holds ({} accesses)", p.hidden,
                                     capacity, vec == 1 ? "rows not 16-byte aligned: 1-element" : "16-byte")};
 }
@@ -173,22 +187,23 @@ ShapeOrWhy cluster_shape(const RowProblem& p, bool backward) {
     return {std::nullopt, fmt::format("hidden {} needs {} blocks of {} elements; a cluster has at most {}", p.hidden,
                                       least, per_block * vec, kMaxCluster)};
   }
-  // The rows variant is the better choice where it stages at least two rows ahead, unless there
-  // are so few rows that a block each would leave most multiprocessors idle: then each row may
-  // take up to 8 of them, as long as a block keeps 256 threads' work.
-  const ShapeOrWhy rows = rows_shape(p, backward);
-  const bool rows_well = rows.shape && rows.shape->stages >= 2;
+  // The rows variant is the better choice wherever it holds the row (measured on the H200: also
+  // with a single stage, docs/backends/cuda.md), unless there are so few rows that a block each
+  // would leave most multiprocessors idle: then each row may take up to 8 of them, as long as a
+  // block keeps 256 threads' work.
+  const bool rows_fit = rows_shape(p, backward).shape.has_value();
   const bool few_rows = p.rows * 2 <= p.gpu.sm_count;
   const std::int64_t min_block = 256LL * nv;
-  if (rows_well && !(few_rows && nvec >= 2 * min_block)) {
-    return {std::nullopt, fmt::format("the rows variant stages the row and {} rows fill the device (cluster takes "
-                                      "rows longer than one block stages, or at most {} rows of at least {} elements)",
+  if (rows_fit && !(few_rows && nvec >= 2 * min_block)) {
+    return {std::nullopt, fmt::format("the rows variant holds the row and {} rows fill the device (cluster takes rows "
+                                      "longer than one block holds, or at most {} rows of at least {} elements)",
                                       p.rows, p.gpu.sm_count / 2, 2 * min_block * vec)};
   }
   std::int64_t c = least < 1 ? 1 : least;
   if (few_rows) {
     while (c < kMaxCluster && p.rows * (c + 1) <= p.gpu.sm_count && nvec >= (c + 1) * min_block) ++c;
   }
+  if (c < 2) return {std::nullopt, "the row is too short to split over a cluster"};
   RowShape s;
   s.vec = vec;
   s.nv = nv;
@@ -265,6 +280,9 @@ struct Call {
 
   void check(gpuError_t err, const char* call, const char* kernel) const {
     if (err == gpuSuccess) return;
+    // A failed call also leaves the runtime's last error set: clear it, or the next launch's
+    // check (here or in the caller's code) would report this one.
+    gpuGetLastError();
     fail(ErrorKind::device, "{} on cuda:{}: {} failed for kernel {} ({}x{}, x {}, weight {}): {}", variant(),
          ctx.device.index, call, kernel, problem.rows, problem.hidden, elem_name(problem.xt), elem_name(problem.wt),
          gpuGetErrorString(err));
