@@ -102,8 +102,8 @@ void fill_random(Tensor& t, std::uint64_t seed) {
             "cudaMemcpyAsync");
   for (std::int64_t done = pattern; done < n;) {
     const std::int64_t chunk = std::min(done, n - done);
-    gpu_check(gpuMemcpyAsync(dst + static_cast<std::size_t>(done) * esize, dst,
-                             static_cast<std::size_t>(chunk) * esize, gpuMemcpyDefault, nullptr),
+    gpu_check(gpuMemcpyAsync(dst + static_cast<std::size_t>(done) * esize, dst, static_cast<std::size_t>(chunk) * esize,
+                             gpuMemcpyDefault, nullptr),
               "cudaMemcpyAsync");
     done += chunk;
   }
@@ -234,7 +234,6 @@ std::string run_rms_once(RmsData& d, Registry& reg, bool with_bwd, const std::st
 
 struct Sweep {
   bool backward;
-  bool cluster;
   cuda_like::RowShape shape;
 };
 
@@ -252,23 +251,22 @@ void run_sweep(benchmark::State& state, Shape shape, DType dtype, Sweep sw) {
     if (!sw.backward) {
       const RowProblem rp = row_problem(d.fwd, props);
       const RmsFwdParams p = fwd_params(d.fwd, rp);
-      gpuError_t err = sw.cluster ? plan_fwd_cluster(p, sw.shape, rp.gpu, l) : plan_fwd_rows(p, sw.shape, rp.gpu, l);
+      gpuError_t err = plan_fwd_rows(p, sw.shape, rp.gpu, l);
       if (err == gpuSuccess) {
-        err = sw.cluster ? launch_fwd_cluster(p, sw.shape, l, nullptr) : launch_fwd_rows(p, sw.shape, l, nullptr);
+        err = launch_fwd_rows(p, sw.shape, l, nullptr);
       }
       return err == gpuSuccess ? std::string() : gpuGetErrorString(err);
     }
     const RowProblem rp = row_problem(d.bwd, props);
     const RmsBwdParams p = bwd_params(d.bwd, rp);
-    gpuError_t err = sw.cluster ? plan_bwd_cluster(p, sw.shape, rp.gpu, l) : plan_bwd_rows(p, sw.shape, rp.gpu, l);
+    gpuError_t err = plan_bwd_rows(p, sw.shape, rp.gpu, l);
     if (err != gpuSuccess) return gpuGetErrorString(err);
     if (l.workspace > partial_bytes) {
       if (partial != nullptr) gpuFree(partial);
       gpu_check(gpuMalloc(reinterpret_cast<void**>(&partial), l.workspace), "cudaMalloc(partial)");
       partial_bytes = l.workspace;
     }
-    err = sw.cluster ? launch_bwd_cluster(p, sw.shape, l, partial, nullptr)
-                     : launch_bwd_rows(p, sw.shape, l, partial, nullptr);
+    err = launch_bwd_rows(p, sw.shape, l, partial, nullptr);
     if (err == gpuSuccess) err = launch_dw_finish(partial, l.partials, p.hidden, p.dweight, p.wt, nullptr, l);
     if (err == gpuSuccess) state.SetLabel("grid=" + std::to_string(l.grid) + " threads=" + std::to_string(l.threads));
     return err == gpuSuccess ? std::string() : gpuGetErrorString(err);
@@ -305,7 +303,7 @@ std::vector<std::pair<std::string, Sweep>> sweeps(std::int64_t hidden, DType dty
           s.hold = hold;
           out.push_back({std::string(dir) + "_rows_nv" + std::to_string(nv) + "_tpr" + std::to_string(tpr) + "_blk" +
                              std::to_string(threads) + "_st" + std::to_string(stages) + (hold ? "_hold" : ""),
-                         Sweep{backward, false, s}});
+                         Sweep{backward, s}});
         }
       }
     }
@@ -321,8 +319,8 @@ std::vector<std::pair<std::string, Sweep>> sweeps(std::int64_t hidden, DType dty
       s.cluster = c;
       s.stages = 2;
       s.hold = backward && held_scale_bytes(cnv, vec, tpr) <= 32 * 1024;
-      out.push_back({std::string(dir) + "_cluster_c" + std::to_string(c) + "_tpr" + std::to_string(tpr),
-                     Sweep{backward, true, s}});
+      out.push_back(
+          {std::string(dir) + "_cluster_c" + std::to_string(c) + "_tpr" + std::to_string(tpr), Sweep{backward, s}});
     }
   }
   return out;
@@ -341,8 +339,8 @@ void register_all() {
       for (const bool with_bwd : {false, true}) {
         const int iters = iterations_for(case_bytes(shape, dtype, with_bwd));
         for (const char* impl : {"chosen", "cluster", "rows", "split"}) {
-          const std::string name = std::string("rms/") + impl + "/" + (with_bwd ? "fwdbwd" : "fwd") + "/" + dt + "/" +
-                                   shape.str();
+          const std::string name =
+              std::string("rms/") + impl + "/" + (with_bwd ? "fwdbwd" : "fwd") + "/" + dt + "/" + shape.str();
           benchmark::RegisterBenchmark(name.c_str(), run_rms, shape, dtype, with_bwd, std::string(impl))
               ->UseManualTime()
               ->Iterations(iters)

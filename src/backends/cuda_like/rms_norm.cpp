@@ -329,9 +329,11 @@ bool bwd_trivial(const Call& call, const RmsBwdParams& p) {
   return true;
 }
 
-void fwd_rows(const RmsNormFwdArgs& a, const KernelContext& ctx) {
+// The rows and cluster variants: the same kernels, with the launch shape of their own plan.
+template <ShapeOrWhy (*Shape)(const RowProblem&, bool)>
+void fwd_resident(const RmsNormFwdArgs& a, const KernelContext& ctx) {
   run_call(a, ctx, [&](const Call& call, const RowProblem& rp) {
-    const ShapeOrWhy sw = rows_shape(rp, false);
+    const ShapeOrWhy sw = Shape(rp, false);
     if (!sw.shape) call.refuse(sw.why);
     const RmsFwdParams p = fwd_params(a, rp);
     Launch l;
@@ -340,43 +342,18 @@ void fwd_rows(const RmsNormFwdArgs& a, const KernelContext& ctx) {
   });
 }
 
-void bwd_rows(const RmsNormBwdArgs& a, const KernelContext& ctx) {
+template <ShapeOrWhy (*Shape)(const RowProblem&, bool)>
+void bwd_resident(const RmsNormBwdArgs& a, const KernelContext& ctx) {
   run_call(a, ctx, [&](const Call& call, const RowProblem& rp) {
     const RmsBwdParams p = bwd_params(a, rp);
     if (bwd_trivial(call, p)) return;
-    const ShapeOrWhy sw = rows_shape(rp, true);
+    const ShapeOrWhy sw = Shape(rp, true);
     if (!sw.shape) call.refuse(sw.why);
     Launch l;
     call.check(plan_bwd_rows(p, *sw.shape, rp.gpu, l), l.call, l.kernel);
     const Workspace::Lease ws = call.scratch(l.workspace);
     auto* partial = static_cast<float*>(ws.data());
     call.check(launch_bwd_rows(p, *sw.shape, l, partial, call.stream()), "launching", l.kernel);
-    call.finish_dw(p, partial, l.partials);
-  });
-}
-
-void fwd_cluster(const RmsNormFwdArgs& a, const KernelContext& ctx) {
-  run_call(a, ctx, [&](const Call& call, const RowProblem& rp) {
-    const ShapeOrWhy sw = cluster_shape(rp, false);
-    if (!sw.shape) call.refuse(sw.why);
-    const RmsFwdParams p = fwd_params(a, rp);
-    Launch l;
-    call.check(plan_fwd_cluster(p, *sw.shape, rp.gpu, l), l.call, l.kernel);
-    call.check(launch_fwd_cluster(p, *sw.shape, l, call.stream()), "cudaLaunchKernelEx", l.kernel);
-  });
-}
-
-void bwd_cluster(const RmsNormBwdArgs& a, const KernelContext& ctx) {
-  run_call(a, ctx, [&](const Call& call, const RowProblem& rp) {
-    const RmsBwdParams p = bwd_params(a, rp);
-    if (bwd_trivial(call, p)) return;
-    const ShapeOrWhy sw = cluster_shape(rp, true);
-    if (!sw.shape) call.refuse(sw.why);
-    Launch l;
-    call.check(plan_bwd_cluster(p, *sw.shape, rp.gpu, l), l.call, l.kernel);
-    const Workspace::Lease ws = call.scratch(l.workspace);
-    auto* partial = static_cast<float*>(ws.data());
-    call.check(launch_bwd_cluster(p, *sw.shape, l, partial, call.stream()), "cudaLaunchKernelEx", l.kernel);
     call.finish_dw(p, partial, l.partials);
   });
 }
@@ -409,14 +386,14 @@ void bwd_split(const RmsNormBwdArgs& a, const KernelContext& ctx) {
 // ---- supports(): the same plans, so a variant accepts exactly what it can run.
 
 template <class Args>
-Verdict verdict(const Args& a, const DeviceProps& props, bool backward,
-                ShapeOrWhy (*shape)(const RowProblem&, bool)) {
+Verdict verdict(const Args& a, const DeviceProps& props, bool backward, ShapeOrWhy (*shape)(const RowProblem&, bool)) {
   const ShapeOrWhy sw = shape(row_problem(a, props), backward);
   return sw.shape ? Verdict::accept() : Verdict::reject(sw.why);
 }
 
 template <class Args>
-void add(Registry& registry, const Op<Args>& op, const char* impl, int priority, void (*run)(const Args&, const KernelContext&),
+void add(Registry& registry, const Op<Args>& op, const char* impl, int priority,
+         void (*run)(const Args&, const KernelContext&),
          std::type_identity_t<Function<Verdict(const Args&, const DeviceProps&)>> supports,
          std::vector<Tunable> tunables) {
   VariantSpec<Args> spec;
@@ -435,17 +412,17 @@ void register_rms_norm(Registry& registry) {
   const auto& fwd = rms_norm_fwd_op();
   const auto& bwd = rms_norm_bwd_op();
   if (cluster_kernels_built()) {
-    add(registry, fwd, "cluster", 30, fwd_cluster,
+    add(registry, fwd, "cluster", 30, fwd_resident<cluster_shape>,
         [](const RmsNormFwdArgs& a, const DeviceProps& p) { return verdict(a, p, false, cluster_shape); },
         {{"max_cluster", "8"}, {"accesses_per_thread", "4"}, {"access_bytes", "16"}});
-    add(registry, bwd, "cluster", 30, bwd_cluster,
+    add(registry, bwd, "cluster", 30, bwd_resident<cluster_shape>,
         [](const RmsNormBwdArgs& a, const DeviceProps& p) { return verdict(a, p, true, cluster_shape); },
         {{"max_cluster", "8"}, {"accesses_per_thread", "2"}, {"access_bytes", "16"}});
   }
-  add(registry, fwd, "rows", 20, fwd_rows,
+  add(registry, fwd, "rows", 20, fwd_resident<rows_shape>,
       [](const RmsNormFwdArgs& a, const DeviceProps& p) { return verdict(a, p, false, rows_shape); },
       {{"accesses_per_thread", "4,8,2"}, {"access_bytes", "16 or 1 element"}, {"block", "256 or one row"}});
-  add(registry, bwd, "rows", 20, bwd_rows,
+  add(registry, bwd, "rows", 20, bwd_resident<rows_shape>,
       [](const RmsNormBwdArgs& a, const DeviceProps& p) { return verdict(a, p, true, rows_shape); },
       {{"accesses_per_thread", "2,4,1"}, {"access_bytes", "16 or 1 element"}, {"block", "256 or one row"}});
   add(registry, fwd, "split", 10, fwd_split, {}, {{"threads", "256"}, {"accesses_per_thread", "4"}});

@@ -115,6 +115,28 @@ OPREG_DEV float xhat_of(float x, float rstd, bool gemma) {
   return gemma ? v : round_to<X>(v);
 }
 
+// The backward's arithmetic on one access: dot += sum(dy * s * x); and dx = X(rstd * dy * s -
+// coeff * x) with dW += dy * xhat (when `dw`).
+template <class X, int VEC>
+OPREG_DEV float dot_pack(float dot, const Pack<X, VEC>& dy, const float (&s)[VEC], const Pack<X, VEC>& x) {
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) dot += X::load(dy.v[e]) * s[e] * X::load(x.v[e]);
+  return dot;
+}
+template <class X, int VEC, bool GEMMA, class Sum>
+OPREG_DEV Pack<X, VEC> dx_pack(const Pack<X, VEC>& dy, const float (&s)[VEC], const Pack<X, VEC>& x, float rstd,
+                               float coeff, bool dw, Sum (&acc)[VEC]) {
+  Pack<X, VEC> out;
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) {
+    const float xf = X::load(x.v[e]);
+    const float dyf = X::load(dy.v[e]);
+    out.v[e] = X::store(rstd * dyf * s[e] - coeff * xf);
+    if (dw) acc[e].add(dyf * xhat_of<X>(xf, rstd, GEMMA));
+  }
+  return out;
+}
+
 // Sum over groups of `width` consecutive lanes (a power of two up to the warp).
 template <class T>
 OPREG_DEV T warp_sum(T v, int width) {
@@ -194,9 +216,10 @@ OPREG_DEV void let_next_kernel_launch() {
 OPREG_DEV void copy16_async(void* smem, const void* gmem) {
 #if OPREG_GPU_CP_ASYNC
   // .cg: through L2 only, so the streamed rows leave L1 to the weight.
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(static_cast<unsigned>(__cvta_generic_to_shared(smem))),
-               "l"(gmem)
-               : "memory");
+  asm volatile(
+      "cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(static_cast<unsigned>(__cvta_generic_to_shared(smem))),
+      "l"(gmem)
+      : "memory");
 #else
   *static_cast<uint4*>(smem) = *static_cast<const uint4*>(gmem);
 #endif

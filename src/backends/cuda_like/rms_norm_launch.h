@@ -48,8 +48,8 @@ struct RmsBwdParams {
   const void* x = nullptr;
   const void* weight = nullptr;  // nullptr: no weight (scale 1)
   const float* rstd = nullptr;
-  void* dx = nullptr;             // may be dy
-  void* dweight = nullptr;        // nullptr: no weight gradient
+  void* dx = nullptr;       // may be dy
+  void* dweight = nullptr;  // nullptr: no weight gradient
   std::int64_t rows = 0;
   std::int64_t hidden = 0;
   float offset = 0;
@@ -75,8 +75,8 @@ struct RowShape {
   int tpr = 32;
   int slots = 1;
   int cluster = 1;
-  int per_sm = 0;  // blocks per multiprocessor in the persistent grid; 0: as many as fit; < 0: not persistent
-  int stages = 0;  // rows kernels: rows staged in shared memory ahead of use (16-byte path); 0: plan's
+  int per_sm = 0;     // blocks per multiprocessor in the persistent grid; 0: as many as fit; < 0: not persistent
+  int stages = 0;     // rows kernels: rows staged in shared memory ahead of use (16-byte path); 0: plan's
   bool hold = false;  // backward, 16-byte path: the scales held in shared memory for the launch
 };
 
@@ -99,36 +99,30 @@ constexpr std::size_t held_scale_bytes(int nv, int vec, int threads) {
 
 // Bytes of shared memory one stage of a row kernel's block takes (x, and backward dy).
 constexpr std::size_t stage_bytes(bool backward, int nv, int threads) {
-  return static_cast<std::size_t>(backward ? 2 : 1) * static_cast<std::size_t>(nv) * static_cast<std::size_t>(threads) * 16u;
+  return static_cast<std::size_t>(backward ? 2 : 1) * static_cast<std::size_t>(nv) * static_cast<std::size_t>(threads) *
+         16u;
 }
 
 struct Launch {
-  int grid = 0;            // blocks
-  int threads = 0;         // per block
-  std::size_t smem = 0;    // dynamic shared memory per block
-  std::int64_t partials = 0;   // rows of dW partials the kernel writes (bwd)
-  std::size_t workspace = 0;   // bytes of workspace the launch needs
-  int chunks = 1;          // split kernels: column chunks per row
-  const char* kernel = "";  // the kernel family, for error messages
-  const char* call = "";    // the runtime call that failed
+  int grid = 0;               // blocks
+  int threads = 0;            // per block
+  std::size_t smem = 0;       // dynamic shared memory per block
+  std::int64_t partials = 0;  // rows of dW partials the kernel writes (bwd)
+  std::size_t workspace = 0;  // bytes of workspace the launch needs
+  int chunks = 1;             // split kernels: column chunks per row
+  const char* kernel = "";    // the kernel family, for error messages
+  const char* call = "";      // the runtime call that failed
 };
 
-// ---- Row held in registers: one or more rows per block, persistent grid (rms_norm_rows.cu).
+// ---- The row in one block, or in a thread-block cluster (RowShape::cluster > 1; sm_90 and
+// later, CUDA only), staged in shared memory (rms_norm_rows.cu).
+bool cluster_kernels_built();
 gpuError_t plan_fwd_rows(const RmsFwdParams& p, const RowShape& s, const GpuInfo& g, Launch& l);
 gpuError_t launch_fwd_rows(const RmsFwdParams& p, const RowShape& s, const Launch& l, gpuStream_t stream);
 gpuError_t plan_bwd_rows(const RmsBwdParams& p, const RowShape& s, const GpuInfo& g, Launch& l);
 // `partial`: l.partials x hidden floats (unused without dweight).
 gpuError_t launch_bwd_rows(const RmsBwdParams& p, const RowShape& s, const Launch& l, float* partial,
                            gpuStream_t stream);
-
-// ---- A row split over a thread-block cluster, reduced through distributed shared memory
-// (rms_norm_cluster.cu; sm_90 and later, CUDA only).
-bool cluster_kernels_built();
-gpuError_t plan_fwd_cluster(const RmsFwdParams& p, const RowShape& s, const GpuInfo& g, Launch& l);
-gpuError_t launch_fwd_cluster(const RmsFwdParams& p, const RowShape& s, const Launch& l, gpuStream_t stream);
-gpuError_t plan_bwd_cluster(const RmsBwdParams& p, const RowShape& s, const GpuInfo& g, Launch& l);
-gpuError_t launch_bwd_cluster(const RmsBwdParams& p, const RowShape& s, const Launch& l, float* partial,
-                              gpuStream_t stream);
 
 // ---- Any row length: two kernels over column chunks, the row sum between them through the
 // workspace (rms_norm_split.cu). `vec` as in RowShape; the rest is fixed.

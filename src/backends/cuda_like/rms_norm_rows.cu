@@ -41,10 +41,17 @@ struct RowWalk {
   int tpr;
   int mine;  // accesses of this thread that fall inside a row
   OPREG_DEV RowWalk(std::int64_t rows_, std::int64_t hidden_, int tpr_, int slots_, int csize, int nvec, int nv)
-      : rows(rows_), hidden(hidden_), groups((rows_ + slots_ - 1) / slots_), first(blockIdx.x / csize),
-        step(gridDim.x / csize), slots(slots_), slot(static_cast<int>(threadIdx.x) / tpr_),
+      : rows(rows_),
+        hidden(hidden_),
+        groups((rows_ + slots_ - 1) / slots_),
+        first(blockIdx.x / csize),
+        step(gridDim.x / csize),
+        slots(slots_),
+        slot(static_cast<int>(threadIdx.x) / tpr_),
         lane(static_cast<int>(threadIdx.x) - slot * tpr_),
-        col(static_cast<int>(blockIdx.x % csize) * tpr_ * nv + lane), tpr(tpr_), mine(accesses(col, tpr_, nvec, nv)) {}
+        col(static_cast<int>(blockIdx.x % csize) * tpr_ * nv + lane),
+        tpr(tpr_),
+        mine(accesses(col, tpr_, nvec, nv)) {}
   OPREG_DEV std::int64_t row(std::int64_t g) const { return g * slots + slot; }
   OPREG_DEV int count(std::int64_t g) const { return g < groups && row(g) < rows ? mine : 0; }
   template <int VEC>
@@ -136,7 +143,8 @@ struct Scales {
           float s[VEC];
           compute<C>(walk, k, s);
 #pragma unroll
-          for (int q = 0; q < kQuads; ++q) *slot(k, q) = make_float4(s[4 * q], s[4 * q + 1], s[4 * q + 2], s[4 * q + 3]);
+          for (int q = 0; q < kQuads; ++q)
+            *slot(k, q) = make_float4(s[4 * q], s[4 * q + 1], s[4 * q + 2], s[4 * q + 3]);
         }
       }
     }
@@ -196,8 +204,8 @@ OPREG_DEV void fwd_row_out(const Scales<W, VEC, NV>& sc, typename X::T* y, const
 // CLUSTER: launched with a cluster dimension (csize > 1); the row kernels proper have no
 // cluster code at all.
 template <class X, class W, int VEC, int NV, bool CLUSTER>
-__global__ void __launch_bounds__(max_threads_fwd(NV, VEC)) fwd_rows_kernel(RmsFwdParams p, int tpr, int slots,
-                                                                           int stages, int csize) {
+__global__ void __launch_bounds__(max_threads_fwd(NV, VEC))
+    fwd_rows_kernel(RmsFwdParams p, int tpr, int slots, int stages, int csize) {
   using XT = typename X::T;
   constexpr bool kStaged = VEC * sizeof(XT) == 16;
   extern __shared__ uint4 staged[];
@@ -259,7 +267,8 @@ __global__ void __launch_bounds__(max_threads_fwd(NV, VEC)) fwd_rows_kernel(RmsF
     const float mean = p.hidden > 0 ? ss / static_cast<float>(p.hidden) : 0.0f;
     const float rstd = 1.0f / sqrtf(mean + p.eps);
     XT* y = static_cast<XT*>(p.y) + at;
-    by_casting(p.casting, [&](auto c) { fwd_row_out<X, W, VEC, NV, decltype(c)::value>(sc, y, walk, count, rstd, xk); });
+    by_casting(p.casting,
+               [&](auto c) { fwd_row_out<X, W, VEC, NV, decltype(c)::value>(sc, y, walk, count, rstd, xk); });
     if (walk.row(g) < p.rows && walk.col == 0) p.rstd[walk.row(g)] = rstd;
     stage = stage + 1 == stages ? 0 : stage + 1;
   }
@@ -277,17 +286,8 @@ OPREG_DEV void bwd_row_out(const Scales<W, VEC, NV>& sc, typename X::T* dx, cons
     if (k < count) {
       float s[VEC];
       sc.template get<C>(walk, k, s);
-      const Pack<X, VEC> xv = xk(k);
-      const Pack<X, VEC> dyv = dyk(k);
-      Pack<X, VEC> out;
-#pragma unroll
-      for (int e = 0; e < VEC; ++e) {
-        const float xf = X::load(xv.v[e]);
-        const float dyf = X::load(dyv.v[e]);
-        out.v[e] = X::store(rstd * dyf * s[e] - coeff * xf);
-        if (want_dw) acc[k][e].add(dyf * xhat_of<X>(xf, rstd, C == Cast::gemma));
-      }
-      store_pack<X, VEC>(dx + k * walk.tpr * VEC, out);
+      store_pack<X, VEC>(dx + k * walk.tpr * VEC,
+                         dx_pack<X, VEC, C == Cast::gemma>(dyk(k), s, xk(k), rstd, coeff, want_dw, acc[k]));
     }
   }
 }
@@ -301,10 +301,7 @@ OPREG_DEV float bwd_row_dot(const Scales<W, VEC, NV>& sc, const RowWalk& walk, i
     if (k < count) {
       float s[VEC];
       sc.template get<C>(walk, k, s);
-      const Pack<X, VEC> xv = xk(k);
-      const Pack<X, VEC> dyv = dyk(k);
-#pragma unroll
-      for (int e = 0; e < VEC; ++e) dot += X::load(dyv.v[e]) * s[e] * X::load(xv.v[e]);
+      dot = dot_pack<X, VEC>(dot, dyk(k), s, xk(k));
     }
   }
   return dot;
@@ -314,9 +311,8 @@ OPREG_DEV float bwd_row_dot(const Scales<W, VEC, NV>& sc, const RowWalk& walk, i
 // floats where the slots' dW partials are added in slot order. Partial rows: one per block, or
 // per cluster.
 template <class X, class W, int VEC, int NV, bool CLUSTER>
-__global__ void __launch_bounds__(max_threads_bwd(NV, VEC)) bwd_rows_kernel(RmsBwdParams p, int tpr, int slots,
-                                                                           int stages, int csize, int hold,
-                                                                           float* partial) {
+__global__ void __launch_bounds__(max_threads_bwd(NV, VEC))
+    bwd_rows_kernel(RmsBwdParams p, int tpr, int slots, int stages, int csize, int hold, float* partial) {
   using XT = typename X::T;
   constexpr bool kStaged = VEC * sizeof(XT) == 16;
   extern __shared__ uint4 staged_all[];
@@ -434,41 +430,38 @@ __global__ void __launch_bounds__(max_threads_bwd(NV, VEC)) bwd_rows_kernel(RmsB
 
 // ---- Launchers: the instantiations are (x, weight) dtypes x {16-byte, scalar} x NV.
 
-template <class F>
-gpuError_t with_fwd_shape(const RmsFwdParams& p, const RowShape& s, F&& f) {
-  return with_types(p.xt, p.wt, [&](auto xe, auto we) -> gpuError_t {
+// Calls f(kernel) with the instantiation for the direction (BWD), dtypes and launch shape: the
+// cluster launches' (fixed accesses per thread), the scalar path's, or one of the 16-byte path's.
+template <bool BWD, class F>
+gpuError_t with_kernel(Elem xt, Elem wt, const RowShape& s, F&& f) {
+  return with_types(xt, wt, [&](auto xe, auto we) -> gpuError_t {
     using X = decltype(xe);
     using W = decltype(we);
     constexpr int kVec = 16 / sizeof(typename X::T);
-    if (s.cluster > 1) return f(fwd_rows_kernel<X, W, kVec, kClusterFwdNv, true>);
-    if (s.vec == 1) return f(fwd_rows_kernel<X, W, 1, 8, false>);
-    switch (s.nv) {
-      case 2:
-        return f(fwd_rows_kernel<X, W, kVec, 2, false>);
-      case 4:
-        return f(fwd_rows_kernel<X, W, kVec, 4, false>);
-      default:
-        return f(fwd_rows_kernel<X, W, kVec, 8, false>);
-    }
-  });
-}
-
-template <class F>
-gpuError_t with_bwd_shape(const RmsBwdParams& p, const RowShape& s, F&& f) {
-  return with_types(p.xt, p.wt, [&](auto xe, auto we) -> gpuError_t {
-    using X = decltype(xe);
-    using W = decltype(we);
-    constexpr int kVec = 16 / sizeof(typename X::T);
-    if (s.cluster > 1) return f(bwd_rows_kernel<X, W, kVec, kClusterBwdNv, true>);
-    if (s.vec == 1) return f(bwd_rows_kernel<X, W, 1, 8, false>);
+    const auto pick = [&]<int VEC, int NV, bool CLUSTER>() -> gpuError_t {
+      if constexpr (BWD) {
+        return f(bwd_rows_kernel<X, W, VEC, NV, CLUSTER>);
+      } else {
+        return f(fwd_rows_kernel<X, W, VEC, NV, CLUSTER>);
+      }
+    };
+    if (s.cluster > 1) return pick.template operator() < kVec, BWD ? kClusterBwdNv : kClusterFwdNv, true > ();
+    if (s.vec == 1) return pick.template operator()<1, 8, false>();
     switch (s.nv) {
       case 1:
-        return f(bwd_rows_kernel<X, W, kVec, 1, false>);
+        if constexpr (BWD) return pick.template operator()<kVec, 1, false>();
+        break;
       case 2:
-        return f(bwd_rows_kernel<X, W, kVec, 2, false>);
+        return pick.template operator()<kVec, 2, false>();
+      case 4:
+        return pick.template operator()<kVec, 4, false>();
+      case 8:
+        if constexpr (!BWD) return pick.template operator()<kVec, 8, false>();
+        break;
       default:
-        return f(bwd_rows_kernel<X, W, kVec, 4, false>);
+        break;
     }
+    return gpuErrorInvalidValue;  // a shape no plan makes
   });
 }
 
@@ -551,18 +544,23 @@ gpuError_t launch_rows(Kernel kernel, const RowShape& s, const Launch& l, gpuStr
   return gpuGetLastError();
 }
 
-gpuError_t plan_fwd(const RmsFwdParams& p, const RowShape& s, const GpuInfo& g, Launch& l) {
-  return with_fwd_shape(p, s, [&](auto kernel) { return plan_rows(kernel, p.rows, s, g, rows_smem(false, s, p.hidden), l); });
+}  // namespace
+
+gpuError_t plan_fwd_rows(const RmsFwdParams& p, const RowShape& s, const GpuInfo& g, Launch& l) {
+  l.kernel = s.cluster > 1 ? "rms_norm_fwd_rows (cluster)" : "rms_norm_fwd_rows";
+  return with_kernel<false>(
+      p.xt, p.wt, s, [&](auto kernel) { return plan_rows(kernel, p.rows, s, g, rows_smem(false, s, p.hidden), l); });
 }
 
-gpuError_t launch_fwd(const RmsFwdParams& p, const RowShape& s, const Launch& l, gpuStream_t stream) {
-  return with_fwd_shape(p, s, [&](auto kernel) {
+gpuError_t launch_fwd_rows(const RmsFwdParams& p, const RowShape& s, const Launch& l, gpuStream_t stream) {
+  return with_kernel<false>(p.xt, p.wt, s, [&](auto kernel) {
     return launch_rows(kernel, s, l, stream, p, s.tpr, s.slots, s.vec == 1 ? 1 : s.stages, s.cluster);
   });
 }
 
-gpuError_t plan_bwd(const RmsBwdParams& p, const RowShape& s, const GpuInfo& g, Launch& l) {
-  return with_bwd_shape(p, s, [&](auto kernel) -> gpuError_t {
+gpuError_t plan_bwd_rows(const RmsBwdParams& p, const RowShape& s, const GpuInfo& g, Launch& l) {
+  l.kernel = s.cluster > 1 ? "rms_norm_bwd_rows (cluster)" : "rms_norm_bwd_rows";
+  return with_kernel<true>(p.xt, p.wt, s, [&](auto kernel) -> gpuError_t {
     if (gpuError_t err = plan_rows(kernel, p.rows, s, g, rows_smem(true, s, p.hidden), l); err != gpuSuccess) {
       return err;
     }
@@ -572,46 +570,14 @@ gpuError_t plan_bwd(const RmsBwdParams& p, const RowShape& s, const GpuInfo& g, 
   });
 }
 
-gpuError_t launch_bwd(const RmsBwdParams& p, const RowShape& s, const Launch& l, float* partial, gpuStream_t stream) {
-  return with_bwd_shape(p, s, [&](auto kernel) {
+gpuError_t launch_bwd_rows(const RmsBwdParams& p, const RowShape& s, const Launch& l, float* partial,
+                           gpuStream_t stream) {
+  return with_kernel<true>(p.xt, p.wt, s, [&](auto kernel) {
     return launch_rows(kernel, s, l, stream, p, s.tpr, s.slots, s.vec == 1 ? 1 : s.stages, s.cluster,
                        s.vec > 1 && s.hold ? 1 : 0, p.dweight != nullptr ? partial : nullptr);
   });
 }
 
-}  // namespace
-
 bool cluster_kernels_built() { return OPREG_GPU_CLUSTERS != 0; }
-
-gpuError_t plan_fwd_rows(const RmsFwdParams& p, const RowShape& s, const GpuInfo& g, Launch& l) {
-  l.kernel = "rms_norm_fwd_rows";
-  return plan_fwd(p, s, g, l);
-}
-gpuError_t launch_fwd_rows(const RmsFwdParams& p, const RowShape& s, const Launch& l, gpuStream_t stream) {
-  return launch_fwd(p, s, l, stream);
-}
-gpuError_t plan_bwd_rows(const RmsBwdParams& p, const RowShape& s, const GpuInfo& g, Launch& l) {
-  l.kernel = "rms_norm_bwd_rows";
-  return plan_bwd(p, s, g, l);
-}
-gpuError_t launch_bwd_rows(const RmsBwdParams& p, const RowShape& s, const Launch& l, float* partial,
-                           gpuStream_t stream) {
-  return launch_bwd(p, s, l, partial, stream);
-}
-gpuError_t plan_fwd_cluster(const RmsFwdParams& p, const RowShape& s, const GpuInfo& g, Launch& l) {
-  l.kernel = "rms_norm_fwd_rows (cluster)";
-  return plan_fwd(p, s, g, l);
-}
-gpuError_t launch_fwd_cluster(const RmsFwdParams& p, const RowShape& s, const Launch& l, gpuStream_t stream) {
-  return launch_fwd(p, s, l, stream);
-}
-gpuError_t plan_bwd_cluster(const RmsBwdParams& p, const RowShape& s, const GpuInfo& g, Launch& l) {
-  l.kernel = "rms_norm_bwd_rows (cluster)";
-  return plan_bwd(p, s, g, l);
-}
-gpuError_t launch_bwd_cluster(const RmsBwdParams& p, const RowShape& s, const Launch& l, float* partial,
-                              gpuStream_t stream) {
-  return launch_bwd(p, s, l, partial, stream);
-}
 
 }  // namespace opreg::cuda_like

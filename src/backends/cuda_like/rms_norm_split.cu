@@ -132,8 +132,7 @@ __global__ void __launch_bounds__(kThreads) bwd_dot_kernel(RmsBwdParams p, Split
         const Pack<X, VEC> dyv = load_pack<X, VEC>(dy + off);
         float s[VEC];
         load_scale<W, VEC>(w, span.first * VEC + off, p.offset, round_w, s);
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) dot += X::load(dyv.v[e]) * s[e] * X::load(xv.v[e]);
+        dot = dot_pack<X, VEC>(dot, dyv, s, xv);
       }
     }
     dot = block_sum(dot, red, parity);
@@ -142,8 +141,8 @@ __global__ void __launch_bounds__(kThreads) bwd_dot_kernel(RmsBwdParams p, Split
 }
 
 template <class X, class W, int VEC>
-__global__ void __launch_bounds__(kThreads) bwd_dx_kernel(RmsBwdParams p, SplitGrid sg, const float* sums,
-                                                          float* partial) {
+__global__ void __launch_bounds__(kThreads)
+    bwd_dx_kernel(RmsBwdParams p, SplitGrid sg, const float* sums, float* partial) {
   using XT = typename X::T;
   using WT = typename W::T;
   const auto* __restrict__ w = static_cast<const WT*>(p.weight);
@@ -170,15 +169,9 @@ __global__ void __launch_bounds__(kThreads) bwd_dx_kernel(RmsBwdParams p, SplitG
         const Pack<X, VEC> dyv = load_pack<X, VEC>(dy + off);
         float s[VEC];
         load_scale<W, VEC>(w, span.first * VEC + off, p.offset, round_w, s);
-        Pack<X, VEC> out;
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) {
-          const float xf = X::load(xv.v[e]);
-          const float dyf = X::load(dyv.v[e]);
-          out.v[e] = X::store(rstd * dyf * s[e] - coeff * xf);
-          if (partial != nullptr) acc[k][e].add(dyf * xhat_of<X>(xf, rstd, gemma));
-        }
-        store_pack<X, VEC>(dx + off, out);
+        const bool dw = partial != nullptr;
+        store_pack<X, VEC>(dx + off, gemma ? dx_pack<X, VEC, true>(dyv, s, xv, rstd, coeff, dw, acc[k])
+                                           : dx_pack<X, VEC, false>(dyv, s, xv, rstd, coeff, dw, acc[k]));
       }
     }
   }
@@ -203,8 +196,8 @@ __global__ void __launch_bounds__(kThreads) bwd_dx_kernel(RmsBwdParams p, SplitG
 constexpr int kFinishParts = 32;
 
 template <class W>
-__global__ void __launch_bounds__(32 * kFinishParts) dw_finish_kernel(const float* partial, std::int64_t partials,
-                                                                      std::int64_t hidden, typename W::T* dweight) {
+__global__ void __launch_bounds__(32 * kFinishParts)
+    dw_finish_kernel(const float* partial, std::int64_t partials, std::int64_t hidden, typename W::T* dweight) {
   __shared__ double sums[kFinishParts][33];
   wait_for_previous_kernel();
   const int lane = static_cast<int>(threadIdx.x) % 32;
@@ -280,8 +273,8 @@ std::size_t sums_bytes(std::int64_t rows, int chunks) {
 gpuError_t plan_fwd_split(const RmsFwdParams& p, int vec, const GpuInfo& g, Launch& l) {
   l.kernel = "rms_norm_fwd_split";
   return with_split_types(p.xt, p.wt, vec, [&](auto xe, auto we, auto ve) {
-    return plan_split(fwd_norm_kernel<decltype(xe), decltype(we), decltype(ve)::value>, p.rows, p.hidden, vec,
-                      kFwdNv, g, l);
+    return plan_split(fwd_norm_kernel<decltype(xe), decltype(we), decltype(ve)::value>, p.rows, p.hidden, vec, kFwdNv,
+                      g, l);
   });
 }
 
@@ -300,8 +293,8 @@ gpuError_t launch_fwd_split(const RmsFwdParams& p, int vec, const Launch& l, voi
 gpuError_t plan_bwd_split(const RmsBwdParams& p, int vec, const GpuInfo& g, Launch& l) {
   l.kernel = "rms_norm_bwd_split";
   return with_split_types(p.xt, p.wt, vec, [&](auto xe, auto we, auto ve) -> gpuError_t {
-    gpuError_t err = plan_split(bwd_dx_kernel<decltype(xe), decltype(we), decltype(ve)::value>, p.rows, p.hidden,
-                                vec, kBwdNv, g, l);
+    gpuError_t err =
+        plan_split(bwd_dx_kernel<decltype(xe), decltype(we), decltype(ve)::value>, p.rows, p.hidden, vec, kBwdNv, g, l);
     if (err != gpuSuccess) return err;
     if (p.dweight == nullptr) l.partials = 0;
     l.workspace = sums_bytes(p.rows, l.chunks) +

@@ -35,8 +35,10 @@ int gpu_count() { return have_gpu() ? cuda_availability().device_count : 0; }
 #define REQUIRE_GPU() \
   if (!have_gpu()) GTEST_SKIP() << "no usable GPU: " << cuda_availability().reason
 
-const std::vector<std::pair<DType, DType>> kAllPairs{{DType::f32, DType::f32}, {DType::f16, DType::f16},
-                                                     {DType::f16, DType::f32}, {DType::bf16, DType::bf16},
+const std::vector<std::pair<DType, DType>> kAllPairs{{DType::f32, DType::f32},
+                                                     {DType::f16, DType::f16},
+                                                     {DType::f16, DType::f32},
+                                                     {DType::bf16, DType::bf16},
                                                      {DType::bf16, DType::f32}};
 
 // The shared shapes, plus what picks each variant's paths: many rows of 16-byte aligned short
@@ -124,8 +126,8 @@ TEST_P(CudaChosen, PicksACudaVariantThatMatchesTheReference) {
   EXPECT_FALSE(r.fell_back);
   EXPECT_EQ(r.variant->backend, "cuda") << r.variant->name;
   const CheckReport report = problem.check();
-  EXPECT_TRUE(report.pass()) << r.variant->name << ": " << report.summary()
-                             << "\n  reproduce: opreg run " << GetParam().spec.cli_args("cuda:0");
+  EXPECT_TRUE(report.pass()) << r.variant->name << ": " << report.summary() << "\n  reproduce: opreg run "
+                             << GetParam().spec.cli_args("cuda:0");
 }
 INSTANTIATE_TEST_SUITE_P(cuda, CudaChosen, ::testing::ValuesIn(chosen_cases()), chosen_name);
 
@@ -140,7 +142,8 @@ struct Bits {
 Tensor random_tensor(const Shape& shape, DType dtype, Device device, std::mt19937& rng) {
   Tensor host = Tensor::empty(shape, dtype);
   std::uniform_real_distribution<double> dist(-2.0, 2.0);
-  for (std::int64_t i = 0; i < host.numel(); ++i) store_from_double(host.data(), dtype, static_cast<std::size_t>(i), dist(rng));
+  for (std::int64_t i = 0; i < host.numel(); ++i)
+    store_from_double(host.data(), dtype, static_cast<std::size_t>(i), dist(rng));
   return host.to(device);
 }
 
