@@ -5,7 +5,7 @@ CMAKE_ARGS ?=
 OPREG      := $(BUILD)/tools/opreg/opreg
 CLANG      := -DCMAKE_CXX_COMPILER=clang++-14
 
-.PHONY: all deps configure build run test asan tsan bench format clean help
+.PHONY: all deps configure build run test release asan tsan bench format clean help
 
 all: build
 
@@ -13,6 +13,8 @@ help:
 	@echo "make run    set up, build, then the tour (scripts/tour.sh): opreg devices, opreg ops, and a"
 	@echo "            checked, timed opreg run of all twelve op directions on the default device"
 	@echo "make test   set up, build, all tests (ctest)"
+	@echo "make release  a user's plain Release build (cmake -DCMAKE_BUILD_TYPE=Release, no -Werror) in"
+	@echo "            build-release, whole suite; CXX=clang++-14 for clang"
 	@echo "make asan   ASan+UBSan build (clang-14, CUDA off) in build-asan, whole suite"
 	@echo "make tsan   TSan build (clang-14, OpenMP and CUDA off) in build-tsan, registry tests"
 	@echo "make bench  build and run the benchmarks"
@@ -32,6 +34,11 @@ run: build
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+release: deps
+	@cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=$(CXX) >/dev/null
+	@cmake --build build-release -j $(JOBS)
+	ctest --test-dir build-release --output-on-failure -j $(JOBS)
 
 asan: deps
 	@cmake -S . -B build-asan $(CLANG) -DOPREG_WERROR=ON -DOPREG_SANITIZE=address,undefined -DOPREG_WITH_CUDA=OFF \
@@ -53,4 +60,4 @@ format:
 	@clang-format -i $$(git ls-files '*.h' '*.cpp' '*.cu')
 
 clean:
-	rm -rf $(BUILD) build-asan build-tsan
+	rm -rf $(BUILD) build-release build-asan build-tsan

@@ -122,6 +122,10 @@ class Backend : public std::enable_shared_from_this<Backend> {
                     std::size_t pattern_bytes, void* stream) = 0;
   virtual void synchronize(int index, void* stream) = 0;
   virtual void* default_stream(int /*index*/) { return nullptr; }
+  // Bytes of device memory that can be allocated now, for the admission checks that refuse a
+  // request before allocating it (0: unknown, the checks then use properties().memory_bytes).
+  // Host memory: the kernel's MemAvailable.
+  virtual std::uint64_t memory_available(int /*index*/) { return 0; }
   // The DLPack device type (DLDeviceType's value) of this backend's memory, for DLPack import and
   // export and plugin tensors: kDLCPU = 1, kDLCUDA = 2, kDLOpenCL = 4; the default is kDLExtDev
   // (12), a device DLPack has no type for.
@@ -163,7 +167,11 @@ class HostMemoryBackend : public Backend {
   void fill(int index, void* dst, std::size_t bytes, const void* pattern, std::size_t pattern_bytes,
             void* stream) override;
   void synchronize(int index, void* stream) override;
+  std::uint64_t memory_available(int index) override;
 };
+
+// What the host can give now (/proc/meminfo's MemAvailable; 0 where it cannot be read).
+std::uint64_t host_memory_available();
 
 // The execution context every entry point accepts: the stream or queue to run on.
 struct ExecContext {

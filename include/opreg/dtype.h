@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <type_traits>
 
 namespace opreg {
 
@@ -25,6 +26,20 @@ struct half {
 struct bfloat16 {
   std::uint16_t bits = 0;
 };
+
+// The dtype of a C++ element type (float f32, double f64, std::int32_t i32, std::int64_t i64,
+// opreg::half f16, opreg::bfloat16 bf16), for the typed Tensor::wrap.
+template <class T>
+struct dtype_of;
+template <> struct dtype_of<float> { static constexpr DType value = DType::f32; };
+template <> struct dtype_of<double> { static constexpr DType value = DType::f64; };
+template <> struct dtype_of<std::int32_t> { static constexpr DType value = DType::i32; };
+template <> struct dtype_of<std::int64_t> { static constexpr DType value = DType::i64; };
+template <> struct dtype_of<half> { static constexpr DType value = DType::f16; };
+template <> struct dtype_of<bfloat16> { static constexpr DType value = DType::bf16; };
+// An element type opreg knows (const or not).
+template <class T>
+concept Element = requires { dtype_of<std::remove_const_t<T>>::value; };
 
 half to_half(double value);
 bfloat16 to_bfloat16(double value);

@@ -48,11 +48,15 @@ struct RowsHidden {
   std::int64_t rows = 1;
   std::int64_t hidden = 1;
 };
+[[noreturn]] void rows_overflow(const Shape& shape);  // an opreg::Error naming the shape
 inline RowsHidden rows_hidden(const Shape& shape) {
   RowsHidden out;
   if (shape.ndim() == 0) return out;
   out.hidden = shape[shape.ndim() - 1];
-  for (int d = 0; d + 1 < shape.ndim(); ++d) out.rows *= shape[d];
+  // A Shape checks its extents' product when made, but operator[] may have changed them since.
+  for (int d = 0; d + 1 < shape.ndim(); ++d) {
+    if (__builtin_mul_overflow(out.rows, shape[d], &out.rows)) rows_overflow(shape);
+  }
   return out;
 }
 

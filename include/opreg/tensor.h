@@ -60,11 +60,38 @@ class Tensor {
   static Tensor empty(const Shape& shape, DType dtype, Device device, Registry& registry);
   static Tensor empty(const Shape& shape, DType dtype, Device device = {});
   // Non-owning view of caller memory on `device` (the host for cpu). Strides in elements;
-  // empty strides mean contiguous.
+  // empty strides mean contiguous. `data` must be aligned to the dtype's element size (kernels
+  // load whole elements); a misaligned pointer is an opreg::Error.
   static Tensor wrap(void* data, const Shape& shape, DType dtype, Device device = {},
                      std::span<const std::int64_t> strides = {});
+  // A read-only view: any op takes it as an input and refuses it as an output, and fill() and
+  // copy_from() refuse it too.
+  static Tensor wrap(const void* data, const Shape& shape, DType dtype, Device device = {},
+                     std::span<const std::int64_t> strides = {});
+  // (nullptr: only for a shape with no elements.)
+  static Tensor wrap(std::nullptr_t, const Shape& shape, DType dtype, Device device = {},
+                     std::span<const std::int64_t> strides = {}) {
+    return wrap(static_cast<void*>(nullptr), shape, dtype, device, strides);
+  }
+  // Typed views: the dtype comes from the element type (see dtype_of), and a pointer to const
+  // gives a read-only view.
+  template <Element T>
+  static Tensor wrap(T* data, const Shape& shape, Device device = {}, std::span<const std::int64_t> strides = {}) {
+    return wrap(data, shape, dtype_of<std::remove_const_t<T>>::value, device, strides);
+  }
+  // A contiguous view of a span, which must hold exactly shape.numel() elements.
+  template <Element T>
+  static Tensor wrap(std::span<T> data, const Shape& shape, Device device = {}) {
+    check_span_size(data.size(), shape);
+    return wrap(data.data(), shape, device);
+  }
 
   bool defined() const { return dtype_set_; }
+  // A view made by the const forms of wrap(): never written by opreg.
+  bool read_only() const { return read_only_; }
+  // Keeps `owner` alive as long as this tensor or a copy of it lives: for a view of memory that
+  // another object owns (DLPack import does this with the producer's DLManagedTensor).
+  Tensor& keep_alive(std::shared_ptr<void> owner);
   DType dtype() const { return dtype_; }
   Device device() const { return device_; }
   const Shape& shape() const { return shape_; }
@@ -97,6 +124,7 @@ class Tensor {
   Tensor reshape(const Shape& shape) const;
 
  private:
+  static void check_span_size(std::size_t size, const Shape& shape);
   void set_geometry(const Shape& shape, std::span<const std::int64_t> strides);
   std::shared_ptr<void> storage_;  // keeps the allocation (and its backend) alive; empty for views
   void* data_ = nullptr;
@@ -108,6 +136,7 @@ class Tensor {
   DType dtype_ = DType::f32;
   bool dtype_set_ = false;
   bool contiguous_ = true;
+  bool read_only_ = false;
 };
 
 }  // namespace opreg

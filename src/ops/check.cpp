@@ -71,6 +71,11 @@ void offset_without_weight(const char* op, double offset) {
        "without a weight takes offset 0", op, offset);
 }
 
+void read_only_output(const char* op, const char* name) {
+  fail(ErrorKind::invalid_argument, "{}: output {} is a read-only view (Tensor::wrap of const memory); pass "
+       "writable memory for outputs", op, name);
+}
+
 void check_overlap(const char* op, const Item& out, const Item& other, bool may_alias) {
   const Tensor& o = *out.tensor;
   const Tensor& t = *other.tensor;

@@ -22,6 +22,7 @@ namespace opreg::op_check {
 [[noreturn]] void bad_groups(const char* op, std::int64_t groups, std::int64_t channels);
 [[noreturn]] void unexpected(const char* op, const char* name, const char* because);
 [[noreturn]] void offset_without_weight(const char* op, double offset);
+[[noreturn]] void read_only_output(const char* op, const char* name);
 struct Item;
 // Two tensors whose spans meet: fine when `may_alias` and they are the very same elements, or
 // when they live on different devices (addresses of two devices say nothing); else an error.
@@ -150,7 +151,7 @@ struct Item {
   int alias = -1;
 };
 
-// No output (items from `first_output` on) may share a byte with any other tensor of the call,
+// No output (items from `first_output` on) may be a read-only view, nor share a byte with any other tensor of the call,
 // except its `alias` when that is exactly the output's elements (same address, shape, strides,
 // dtype). Spans are computed once, so a call costs a few compares per pair.
 template <std::size_t N>
@@ -177,6 +178,7 @@ inline void outputs_apart(const char* op, const Item (&items)[N], std::size_t fi
     }
   }
   for (std::size_t o = first_output; o < N; ++o) {
+    if (items[o].tensor->read_only()) [[unlikely]] read_only_output(op, items[o].name);
     for (std::size_t j = 0; j < o; ++j) {  // inputs, and the outputs before this one
       if (lo[j] < hi[o] && lo[o] < hi[j]) [[unlikely]] {
         check_overlap(op, items[o], items[j], static_cast<int>(j) == items[o].alias);

@@ -24,6 +24,11 @@ Casting parse_casting(std::string_view text) {
   fail(ErrorKind::invalid_argument, "casting mode '{}' is not accepted; accepted: llama, gemma, none", text);
 }
 
+void rows_overflow(const Shape& shape) {
+  fail(ErrorKind::invalid_argument, "shape [{}]: its rows (the product of the leading extents) exceed {}", shape.str(),
+       INT64_MAX);
+}
+
 std::string_view to_string(Direction direction) { return direction == Direction::fwd ? "fwd" : "bwd"; }
 
 std::span<const std::string_view> op_names() {

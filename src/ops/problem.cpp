@@ -7,7 +7,9 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/check.h"
 #include "ops/reference/reference.h"
+#include "registry/admission.h"
 #include "registry/fail.h"
 
 namespace opreg {
@@ -33,7 +35,7 @@ bool left_out(std::string_view name, const ProblemSpec& s) {
   return false;
 }
 
-// ---- Inputs: a seeded stream per tensor, values in [-2, 2] kept away from zero.
+// ---- Inputs: a seeded stream per tensor (see Values).
 
 struct SplitMix {
   std::uint64_t state;
@@ -46,11 +48,30 @@ struct SplitMix {
   double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
 };
 
-void fill_random(Tensor& host, std::uint64_t seed, int stream) {
+// `set` is the length of a normalisation set (a row; group_norm's (n, group)), for `equal`.
+void fill_random(Tensor& host, std::uint64_t seed, int stream, Values values, std::int64_t set) {
   SplitMix rng{seed * 0x2545F4914F6CDD1DULL + static_cast<std::uint64_t>(stream) * 0x9E3779B97F4A7C15ULL};
+  // Dyadic values: a set's sum, and its mean, are exact in any float format.
+  constexpr double kEqual[] = {0.5, -1.25, 2.0, -0.75, 1.5, -0.375, 1.0, -1.75};
+  const bool f16 = host.dtype() == DType::f16;
   for (std::int64_t i = 0; i < host.numel(); ++i) {
     double v = 4.0 * rng.uniform() - 2.0;
     if (std::fabs(v) < 1.0 / 64) v = std::copysign(1.0 / 64, v);
+    switch (values) {
+      case Values::random:
+        break;
+      case Values::large:
+        v = std::copysign(std::ldexp(1.0 + 3.5 * std::fabs(v), f16 ? 12 : 57), v);  // 2^12..2^15 / 2^57..2^60
+        break;
+      case Values::equal:
+        v = kEqual[static_cast<std::size_t>((set == 0 ? 0 : i / set) % 8)];
+        break;
+      case Values::special:
+        if (i == 0) v = std::numeric_limits<double>::quiet_NaN();
+        if (i == set + 1) v = std::numeric_limits<double>::infinity();
+        if (i == 2 * set + 2) v = -std::numeric_limits<double>::infinity();
+        break;
+    }
     store_from_double(host.data(), host.dtype(), static_cast<std::size_t>(i), v);
   }
 }
@@ -154,18 +175,30 @@ class TypedProblem final : public ImplBase {
       fail(ErrorKind::invalid_argument, "{}: shape [{}] has {} dims; accepted: {}", op_.name(), shape.str(),
            shape.ndim(), grouped ? "(N, C, spatial...) with at least 2 dims" : "at least 1 dim");
     }
+    // The group count first: it sizes the statistics (an absurd one must not allocate).
+    if (grouped) op_check::groups(std::string(op_.name()).c_str(), s.groups, shape[1]);
     const std::int64_t params = grouped ? shape[1] : shape[shape.ndim() - 1];
+    // A normalisation set: a row; group_norm's (n, group) is C / groups channels of S positions.
+    std::int64_t set = shape[shape.ndim() - 1];
+    if (grouped) {
+      set = shape[1] / s.groups;
+      for (int d = 2; d < shape.ndim(); ++d) set *= shape[d];
+    }
     const Shape stats = grouped ? Shape{shape[0], s.groups} : Shape{rows_hidden(shape).rows};
     TensorList hl;
     op_.def().tensors(op_.def(), &host_, hl);
+    auto shape_of = [&](std::string_view name) { return is_stat(name) ? stats : is_param(name) ? Shape{params} : shape; };
+    auto dtype_of = [&](std::string_view name) {
+      return is_stat(name) ? DType::f32 : is_param(name) ? s.wdtype : s.dtype;
+    };
+    admit_problem(registry, hl, shape_of, dtype_of);
     for (int i = 0; i < hl.size(); ++i) {
       const std::string_view name = hl[i].name;
       if (left_out(name, s)) continue;
-      const bool param = is_param(name);
-      const bool stat = is_stat(name);
-      const DType dtype = stat ? DType::f32 : param ? s.wdtype : s.dtype;
-      *hl[i].tensor = Tensor::empty(stat ? stats : param ? Shape{params} : shape, dtype, Device{}, registry);
-      if (hl[i].role == Role::in && !stat) fill_random(*hl[i].tensor, s.seed, i);
+      *hl[i].tensor = Tensor::empty(shape_of(name), dtype_of(name), Device{}, registry);
+      if (hl[i].role == Role::in && !is_stat(name)) {
+        fill_random(*hl[i].tensor, s.seed, i, is_param(name) ? Values::random : s.values, set);
+      }
     }
     prepare(host_, s, registry);
     dev_ = host_;
@@ -192,6 +225,36 @@ class TypedProblem final : public ImplBase {
   }
 
   DispatchResult run(const ExecContext* ctx) override { return reg->call(op_, dev_, ctx); }
+
+  // Everything the problem will hold, summed before any of it is allocated: every tensor on the
+  // host (the reference's inputs and outputs), again on the device (on the cpu that is the host
+  // too), and the outputs copied back for the check. More than the host or the device has is an
+  // error naming both numbers.
+  template <class ShapeOf, class DTypeOf>
+  void admit_problem(Registry& registry, const TensorList& list, ShapeOf shape_of, DTypeOf dtype_of) const {
+    std::uint64_t all = 0;
+    std::uint64_t outputs = 0;
+    bool overflow = false;
+    for (int i = 0; i < list.size(); ++i) {
+      if (left_out(list[i].name, spec)) continue;
+      std::uint64_t bytes = 0;
+      overflow |= __builtin_mul_overflow(static_cast<std::uint64_t>(shape_of(list[i].name).numel()),
+                                         element_size(dtype_of(list[i].name)), &bytes);
+      overflow |= __builtin_add_overflow(all, bytes, &all);
+      if (list[i].role != Role::in) outputs += bytes;
+    }
+    const bool on_host = device.backend == kCpuBackendId;
+    std::uint64_t host = 0;
+    overflow |= __builtin_add_overflow(all, on_host ? all : outputs, &host);
+    const std::string what = fmt::format("{} of [{}] (inputs, outputs and the reference's copies)", op_.name(),
+                                         spec.shape.str());
+    if (overflow) fail(ErrorKind::device, "{} needs more than 2^64 bytes", what);
+    admit(registry.backend(kCpuBackendId), 0, registry.device_props(Device{}).memory_bytes, host, "the host", what);
+    if (!on_host) {
+      admit(registry.backend(device.backend), device.index, registry.device_props(device).memory_bytes, all,
+            registry.device_name(device), what);
+    }
+  }
   Verdict run_variant(std::string_view variant, const ExecContext* ctx) override {
     return reg->call_variant(op_, variant, dev_, ctx);
   }
@@ -260,6 +323,24 @@ std::string_view to_string(OutputKind kind) {
   return "?";
 }
 
+std::string_view to_string(Values values) {
+  switch (values) {
+    case Values::random: return "random";
+    case Values::large: return "large";
+    case Values::equal: return "equal";
+    case Values::special: return "special";
+  }
+  return "?";
+}
+
+Values parse_values(std::string_view text) {
+  for (Values v : {Values::random, Values::large, Values::equal, Values::special}) {
+    if (text == to_string(v)) return v;
+  }
+  fail(ErrorKind::invalid_argument, "input values '{}' are not accepted; accepted: random, large, equal, special",
+       text);
+}
+
 Tolerance tolerance(OutputKind kind, DType dtype) {
   // Statistics are f32 whatever the input; the rest scale with the output's precision (f16 has
   // 11 significant bits, bf16 8). Backward outputs sum more terms, so they get twice the room.
@@ -322,6 +403,7 @@ std::string ProblemSpec::cli_args(const std::string& device) const {
   if (o.offset) out += fmt::format(" --offset {}", offset);
   if (o.casting) out += fmt::format(" --casting {}", to_string(casting));
   if (o.in_place && in_place) out += " --inplace";
+  if (values != Values::random) out += fmt::format(" --values {}", to_string(values));
   if (tol_scale != 1.0) out += fmt::format(" --tol-scale {}", tol_scale);
   out += fmt::format(" --seed {}", seed);
   return out;
@@ -386,8 +468,11 @@ CheckReport Problem::check() {
     for (std::int64_t i = 0; i < got.numel(); ++i) {
       const double g = load_as_double(got.data(), got.dtype(), static_cast<std::size_t>(i));
       const double w = load_as_double(want.data(), want.dtype(), static_cast<std::size_t>(i));
-      // Equal values (also equal infinities) are exact; a NaN anywhere is unwritten or broken.
-      double err = g == w ? 0.0 : std::fabs(g - w) / (tol.atol + tol.rtol * std::fabs(w));
+      // Equal values (also equal infinities) are exact, and so is NaN where the reference is NaN
+      // (NaN in, NaN out); any other NaN is unwritten (the poison) or broken, and an infinity
+      // where the reference is finite (or the other infinity) is as far off as it gets.
+      double err = g == w || (std::isnan(g) && std::isnan(w)) ? 0.0
+                                                             : std::fabs(g - w) / (tol.atol + tol.rtol * std::fabs(w));
       if (std::isnan(err)) err = std::numeric_limits<double>::infinity();
       if (o.worst < 0 || err > o.err) {
         o.err = err;

@@ -14,6 +14,20 @@
 
 namespace opreg {
 
+// How the activation inputs (x, residual, dy, ds_out, a, b, dc) are drawn; weights and biases
+// are always `random`. The modes besides `random` are the numerical edge cases every kernel
+// must get right.
+enum class Values : std::uint8_t {
+  random,   // uniform in [-2, 2], at least 1/64 away from zero
+  large,    // magnitudes in [2^57, 2^60] (f16: [2^12, 2^15]): each square fits f32, a few hundred
+            // of them summed do not, so a kernel must accumulate wider or scale (never return 0)
+  equal,    // every normalisation set (a row; group_norm: an (n, group)) holds one value, a
+            // dyadic one, so its mean is exact and its variance exactly 0
+  special,  // random, with NaN, +Inf and -Inf in the first three rows: they must propagate
+};
+std::string_view to_string(Values values);
+Values parse_values(std::string_view text);  // "random" | "large" | "equal" | "special"
+
 struct ProblemSpec {
   std::string op = "rms_norm.fwd";  // full op name
   DType dtype = DType::f32;         // x (a, dy, ...)
@@ -26,6 +40,7 @@ struct ProblemSpec {
   double offset = 0.0;              // rms_norm, fused_add_rms_norm
   Casting casting = Casting::llama; // rms_norm, fused_add_rms_norm
   bool in_place = false;            // bwd: dx is dy (glu: da is a and db is b)
+  Values values = Values::random;    // the activation inputs
   double tol_scale = 1.0;           // multiplies the tolerance table (0: equal to the reference)
   std::uint64_t seed = 1;
 
@@ -51,7 +66,9 @@ struct OutputCheck {
   OutputKind kind = OutputKind::y;
   DType dtype = DType::f32;  // the output's
   Tolerance tol;             // tolerance(kind, the problem's dtype)
-  double err = 0;    // max |out - ref| / (atol + rtol |ref|); inf for NaN or a poisoned element
+  // max |out - ref| / (atol + rtol |ref|); equal values count 0 (also infinities of one sign, and
+  // NaN where the reference is NaN); inf for any other NaN (a poisoned element) or infinity
+  double err = 0;
   std::int64_t worst = -1;  // flat index of the worst element (-1: empty)
   std::string at;           // its index, e.g. "3,17"
   double got = 0;

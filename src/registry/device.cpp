@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -11,6 +12,7 @@
 #include <new>
 
 #include "opreg/error.h"
+#include "registry/admission.h"
 #include "registry/fail.h"
 
 namespace opreg {
@@ -136,6 +138,10 @@ Workspace::Lease Workspace::acquire(std::size_t bytes, void* stream) {
   }
   if (lease.data_ == nullptr) {
     // Outside the lock: a device allocation may be slow, and other streams need not wait.
+    if (size >= kAdmissionThreshold) {
+      admit(backend_, index_, backend_.properties(index_).memory_bytes, size,
+            fmt::format("{}:{}", backend_.name(), index_), "a workspace block");
+    }
     lease.data_ = backend_.allocate(index_, size);
     std::lock_guard lock(cache_->mutex);
     ++cache_->allocations;
@@ -246,5 +252,35 @@ void HostMemoryBackend::fill(int /*index*/, void* dst, std::size_t bytes, const 
 }
 
 void HostMemoryBackend::synchronize(int /*index*/, void* /*stream*/) {}
+
+std::uint64_t HostMemoryBackend::memory_available(int /*index*/) { return host_memory_available(); }
+
+void admit(Backend& backend, int index, std::uint64_t capacity, std::uint64_t bytes, std::string_view device,
+           std::string_view what) {
+  if (bytes < kAdmissionThreshold) return;
+  const std::uint64_t available = backend.memory_available(index);
+  std::uint64_t limit = capacity;
+  if (available != 0) limit = capacity != 0 ? std::min(capacity, available) : available;
+  if (limit != 0 && bytes > limit) {
+    fail(ErrorKind::device, "{} needs {} bytes ({:.1f} GiB) on {}, which has {} bytes ({:.1f} GiB) available", what,
+         bytes, static_cast<double>(bytes) / (1ULL << 30), device, limit, static_cast<double>(limit) / (1ULL << 30));
+  }
+}
+
+std::uint64_t host_memory_available() {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  std::uint64_t kib = 0;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    unsigned long long v = 0;
+    if (std::sscanf(line, "MemAvailable: %llu kB", &v) == 1) {
+      kib = v;
+      break;
+    }
+  }
+  std::fclose(f);
+  return kib * 1024;
+}
 
 }  // namespace opreg

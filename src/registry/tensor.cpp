@@ -8,6 +8,7 @@
 
 #include "opreg/error.h"
 #include "opreg/registry.h"
+#include "registry/admission.h"
 #include "registry/fail.h"
 
 namespace opreg {
@@ -27,21 +28,23 @@ Shape::Shape(std::span<const std::int64_t> dims) {
     dims_[i] = dims[i];
   }
   ndim_ = static_cast<int>(dims.size());
+  numel();  // every product of extents must be representable, zero extents included
 }
 
 std::int64_t Shape::numel() const {
-  // A zero extent anywhere makes the product 0 even when the other extents alone overflow.
-  for (int i = 0; i < ndim_; ++i) {
-    if ((*this)[i] == 0) return 0;
-  }
+  // The extents other than 0 must multiply without overflow even when a 0 makes the element
+  // count 0: rows x hidden, statistics shapes and strides are products of them too
+  // (4294967296x4294967296x0 has 0 elements and 2^64 rows).
   std::int64_t n = 1;
+  bool empty = false;
   for (int i = 0; i < ndim_; ++i) {
-    if (__builtin_mul_overflow(n, (*this)[i], &n)) {
-      fail(ErrorKind::invalid_argument, "shape {} has more than {} elements", str(),
-           std::numeric_limits<std::int64_t>::max());
+    empty |= (*this)[i] == 0;
+    if (__builtin_mul_overflow(n, std::max<std::int64_t>((*this)[i], 1), &n)) {
+      fail(ErrorKind::invalid_argument, "shape [{}]: the product of its extents (zero extents aside) exceeds {}",
+           str(), std::numeric_limits<std::int64_t>::max());
     }
   }
-  return n;
+  return empty ? 0 : n;
 }
 
 std::string Shape::str() const {
@@ -92,6 +95,13 @@ std::string describe(const Tensor& t) { return fmt::format("{} [{}]", to_string(
 
 void require_defined(const Tensor& t, std::string_view what) {
   if (!t.defined()) fail(ErrorKind::invalid_argument, "{}: the tensor is undefined", what);
+}
+
+void require_writable(const Tensor& t, std::string_view what) {
+  if (t.read_only()) {
+    fail(ErrorKind::invalid_argument, "{}: the {} tensor is a read-only view (Tensor::wrap of const memory)", what,
+         describe(t));
+  }
 }
 
 // Copies the elements of a strided host tensor into contiguous host memory, in row-major
@@ -194,6 +204,14 @@ void Tensor::set_geometry(const Shape& shape, std::span<const std::int64_t> stri
         fail(ErrorKind::invalid_argument, "shape [{}] with these strides reaches past the int64 range", shape.str());
       }
     }
+    // In bytes too, one past the highest element included (the overlap rule works in bytes).
+    const auto es = static_cast<std::int64_t>(element_size(dtype_));
+    std::int64_t bytes = 0;
+    if (__builtin_add_overflow(high, 1, &bytes) || __builtin_mul_overflow(bytes, es, &bytes) ||
+        __builtin_mul_overflow(low, es, &bytes)) {
+      fail(ErrorKind::invalid_argument, "shape [{}] with these strides reaches past the int64 range of {} bytes",
+           shape.str(), to_string(dtype_));
+    }
   }
   shape_ = shape;
   strides_ = st;
@@ -221,6 +239,10 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, Registry& r
   std::shared_ptr<Backend> backend = registry.backend(device.backend).shared_from_this();
   const int index = device.index;
   const std::size_t bytes = t.nbytes_;
+  if (bytes >= kAdmissionThreshold) {
+    admit(*backend, index, registry.device_props(device).memory_bytes, bytes, registry.device_name(device),
+          fmt::format("a {} tensor of [{}]", to_string(dtype), shape.str()));
+  }
   void* p = backend->allocate(index, bytes);
   backend->count_tensor(1);
   // If the control block cannot be allocated, shared_ptr calls the deleter itself.
@@ -245,8 +267,38 @@ Tensor Tensor::wrap(void* data, const Shape& shape, DType dtype, Device device, 
   if (data == nullptr && t.numel_ != 0) {
     fail(ErrorKind::invalid_argument, "wrap: null data for a {} tensor", describe(t));
   }
+  const std::size_t align = element_size(dtype);
+  if (reinterpret_cast<std::uintptr_t>(data) % align != 0) {
+    fail(ErrorKind::invalid_argument, "wrap: data at {} is not aligned for {} (a multiple of {} bytes is needed: "
+         "kernels load whole elements); copy it into an aligned buffer", data, describe(t), align);
+  }
   t.data_ = data;
   return t;
+}
+
+Tensor Tensor::wrap(const void* data, const Shape& shape, DType dtype, Device device,
+                    std::span<const std::int64_t> strides) {
+  Tensor t = wrap(const_cast<void*>(data), shape, dtype, device, strides);
+  t.read_only_ = true;
+  return t;
+}
+
+void Tensor::check_span_size(std::size_t size, const Shape& shape) {
+  if (static_cast<std::uint64_t>(shape.numel()) != size) {
+    fail(ErrorKind::invalid_argument, "wrap: a span of {} elements cannot be viewed as [{}] ({} elements)", size,
+         shape.str(), shape.numel());
+  }
+}
+
+Tensor& Tensor::keep_alive(std::shared_ptr<void> owner) {
+  require_defined(*this, "keep_alive()");
+  if (storage_) {
+    // Already owning: keep both alive through one control block.
+    owner = std::make_shared<std::pair<std::shared_ptr<void>, std::shared_ptr<void>>>(std::move(storage_),
+                                                                                       std::move(owner));
+  }
+  storage_ = std::move(owner);
+  return *this;
 }
 
 Tensor Tensor::to(Device device, Registry& registry) const {
@@ -263,6 +315,7 @@ Tensor Tensor::to(Device device) const { return to(device, default_registry()); 
 void Tensor::copy_from(const Tensor& src, Registry& registry) {
   require_defined(*this, "copy_from()");
   require_defined(src, "copy_from()");
+  require_writable(*this, "copy_from()");
   if (src.dtype_ != dtype_ || !(src.shape_ == shape_)) {
     fail(ErrorKind::invalid_argument, "copy_from(): source is {} but destination is {}", describe(src),
          describe(*this));
@@ -280,6 +333,7 @@ void Tensor::copy_from(const Tensor& src) { copy_from(src, default_registry()); 
 
 void Tensor::fill(double value, Registry& registry) {
   require_defined(*this, "fill()");
+  require_writable(*this, "fill()");
   if (!is_contiguous()) {
     fail(ErrorKind::unsupported, "fill(): the {} tensor on {} is not contiguous", describe(*this),
          registry.device_name(device_));

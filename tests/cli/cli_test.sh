@@ -173,5 +173,41 @@ expect 1 'check failed: .*rstd err=inf; rstd\[[0-9]+\] got=.* want=.*replay: opr
 expect 0 'status=pass' -- "$opreg" run rms_norm.fwd --device cpu --dtype bf16 --shape 64x1000 --tol-scale 0.5
 expect 2 "invalid --tol-scale '-1'" -- "$opreg" run rms_norm.fwd --tol-scale -1
 
+# Optional parameters, edge-case inputs, --version.
+expect 0 'weight=none .*wdtype=- .*status=pass' -- "$opreg" run rms_norm.bwd --device cpu --no-weight --shape 5x9 --repeat 1
+expect 0 'weight=none bias=none .*status=pass' -- \
+  "$opreg" run layer_norm.bwd --device cpu --no-weight --no-bias --shape 5x9 --repeat 1
+expect 2 "run: --no-bias does not apply to rms_norm\.fwd" -- "$opreg" run rms_norm.fwd --no-bias
+expect 2 "run: --wdtype does not apply: rms_norm\.fwd runs without a weight" -- \
+  "$opreg" run rms_norm.fwd --no-weight --wdtype f32
+expect 2 'offset = 1 without a weight' -- "$opreg" run rms_norm.fwd --device cpu --no-weight --offset 1 --shape 2x3
+expect 0 'status=pass' -- "$opreg" run layer_norm.fwd --device cpu --values equal --shape 6x33 --repeat 1
+expect 0 'status=pass' -- "$opreg" run swiglu.bwd --device cpu --values special --shape 6x33 --repeat 1
+expect 2 "run: invalid --values 'huge'; accepted: random, large, equal, special" -- "$opreg" run rms_norm.fwd --values huge
+expect 0 '^opreg [0-9]+\.[0-9]+\.[0-9]+$' -- "$opreg" --version
+expect 0 '^rms_norm\.fwd$' -- "$opreg" ops --op rms_norm
+# Every value is looked at: a repeated option is refused, OPREG_DEVICE is checked under --device.
+expect 2 "run: --device is given twice \('nonsense' and 'cpu'\)" -- "$opreg" run rms_norm.fwd --device nonsense --device cpu
+expect 2 "run: --inplace is given twice" -- "$opreg" run rms_norm.bwd --inplace --inplace
+expect 2 "invalid device 'nonsense'" -- env OPREG_DEVICE=nonsense "$opreg" run rms_norm.fwd --device cpu --shape 2x3
+# Errors are one line, with control characters escaped.
+expect 3 "^opreg: error: op 'nosuch\.fwd.nX' is not defined" -- "$opreg" run $'nosuch.fwd\nX'
+lines=$("$opreg" run $'nosuch.fwd\nX' 2>&1 | wc -l)
+if [[ $lines -ne 1 ]]; then echo "FAIL: an error spans $lines lines"; failures=$((failures + 1)); fi
+# Sizes are overflow-checked with zero extents too (2^64 rows of nothing is not a problem to run).
+expect 2 'shape \[4294967296x4294967296x0\]: the product of its extents' -- \
+  "$opreg" run rms_norm.fwd --shape 4294967296x4294967296x0
+expect 2 'group_norm\.fwd: num_groups = 1099511627776 with 6 channels' -- \
+  "$opreg" run group_norm.fwd --device cpu --shape 2x6x4 --groups 1099511627776
+expect 2 'group_norm\.fwd: num_groups = 9223372036854775807 with 6 channels' -- \
+  "$opreg" run group_norm.fwd --device cpu --shape 2x6x4 --groups 9223372036854775807
+# More memory than the machine has: refused at once, naming both numbers (exit 3).
+expect 3 'rms_norm\.fwd of \[200000x200000\] .*needs 640003200000 bytes .* on the host, which has [0-9]+ bytes' -- \
+  "$opreg" run rms_norm.fwd --device cpu --shape 200000x200000
+# An output that cannot be written is an error (exit 1), not a silent success.
+if [[ -w /dev/full ]]; then
+  expect 1 'cannot write to standard output' -- sh -c "\"$opreg\" run rms_norm.fwd --device cpu --shape 2x3 >/dev/full"
+fi
+
 echo "$passes passed, $failures failed"
 [[ $failures -eq 0 ]]

@@ -33,6 +33,19 @@ Grid fast_rms_norm_grid() {
   return g;
 }
 
+// The numerical edge cases (problem.h's Values) for the references: they define what every
+// kernel must give there (NaN propagates, equal rows stay finite, large values do not overflow).
+Grid reference_edge_grid() {
+  Grid g = reference_grid();
+  g.shapes = {Shape{3, 5}, Shape{4, 1}, Shape{5, 4099}};
+  g.group_shapes = {{Shape{3, 6, 5, 7}, 3}, {Shape{4, 4, 1}, 4}};
+  g.affine = {{true, true}};
+  g.values = {Values::large, Values::equal, Values::special};
+  return g;
+}
+
+INSTANTIATE_TEST_SUITE_P(cpu_ref_edges, ConformanceTest, ::testing::ValuesIn(expand(reference_edge_grid(), "cpu")),
+                         case_name);
 INSTANTIATE_TEST_SUITE_P(cpu_ref, ConformanceTest, ::testing::ValuesIn(expand(reference_grid(), "cpu")), case_name);
 INSTANTIATE_TEST_SUITE_P(cpu_generic, ConformanceTest, ::testing::ValuesIn(expand(fast_rms_norm_grid(), "cpu")),
                          case_name);

@@ -41,6 +41,9 @@ struct Grid {
   // (has_weight, has_bias) pairs: the norms' optional parameters. rms_norm and
   // fused_add_rms_norm have no bias and take the pairs' first half; glu ops ignore it.
   std::vector<std::pair<bool, bool>> affine{{true, true}};
+  // The activation inputs' edge cases (problem.h's Values): a grid of its own is the usual way,
+  // with a few shapes.
+  std::vector<Values> values{Values::random};
   std::uint64_t seed = 1;
 };
 

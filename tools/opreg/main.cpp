@@ -4,36 +4,59 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <initializer_list>
-#include <optional>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
 #include "opreg/ops.h"
 #include "opreg/registry.h"
+#include "opreg/version.h"
 #include "ops/problem.h"
 #include "registry/fail.h"
+#include "run_options.h"
 
 namespace {
 
 using opreg::ErrorKind;
+using opreg::cli::RunOptions;
+using opreg::cli::Usage;
 
 constexpr int kExitOk = 0;
 constexpr int kExitCheckFailed = 1;
 constexpr int kExitUsage = 2;
 constexpr int kExitUnsupported = 3;
 
-struct Usage {
-  std::string message;
-};
+
+// Errors are one line: control characters in a message (a value the user typed, echoed back)
+// are shown escaped (\n, \t, \x01), so the line cannot be split or spoofed.
+std::string one_line(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (u < 0x20 || u == 0x7F) {
+      out += fmt::format("\\x{:02x}", u);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+void print_error(std::string_view line) { std::fprintf(stderr, "opreg: %s\n", one_line(line).c_str()); }
+
 
 constexpr const char* kMainHelp = R"(usage: opreg <command> [options]
 
@@ -42,6 +65,7 @@ commands:
   ops       every op and, per backend, its variants in choice order
   run       run one op on a device, check it against the reference, time it
   help      this text; `opreg <command> --help` for one command
+  --version the library's version
 
 environment: OPREG_DEVICE, OPREG_BACKEND_ORDER, OPREG_DISABLE, OPREG_FORCE_VARIANT,
 OPREG_FALLBACK, OPREG_VERBOSE, OPREG_NUM_THREADS (see docs/env.md)
@@ -72,7 +96,7 @@ double-precision reference and prints one line:
 err is max |out - ref| / (atol + rtol |ref|) over every output (pass: err <= 1); time_us is the
 median of the K runs (each: run + synchronize); gbps is the op's ideal bytes moved / time_us.
 
-options (each takes one value, as `--opt V` or `--opt=V`; a repeated option: the last wins):
+options (each takes one value, as `--opt V` or `--opt=V`, and may be given once):
   --device D        cpu, cuda:1, npu, ... (default: the device inference picks, see `opreg devices`)
   --dtype T         x's dtype: f32, f16, bf16 (default f32)
   --wdtype W        weight and bias dtype: same (as --dtype) or f32 (default same; norms only)
@@ -88,6 +112,9 @@ options (each takes one value, as `--opt V` or `--opt=V`; a repeated option: the
   --offset O        rms_norm, fused_add_rms_norm: y = x * rstd * (O + w) (default 0)
   --casting C       rms_norm, fused_add_rms_norm: llama, gemma, none (default llama)
   --inplace         backward ops: the input gradient overwrites dy (glu: da is a, db is b)
+  --values V        the activation inputs: random (default: uniform in [-2, 2], away from 0),
+                    large (magnitudes near the top of the dtype), equal (one value per row or
+                    group), special (NaN and infinities in the first rows)
   --seed N          input seed, 0 to 2^64-1 (default 1)
   --repeat K        runs to time, 1 to 100000 (default 3)
   --tol-scale S     multiply the tolerance table by S (default 1; 0 demands equality with the
@@ -198,129 +225,6 @@ int cmd_ops(const std::vector<std::string_view>& args) {
 
 // ---- opreg run
 
-struct RunOptions {
-  std::string op;
-  std::optional<std::string> device;
-  std::optional<opreg::DType> dtype;
-  std::optional<bool> wdtype_f32;  // --wdtype: false = same, true = f32
-  std::optional<opreg::Shape> shape;
-  std::optional<std::int64_t> groups;
-  std::optional<double> eps;
-  std::optional<double> offset;
-  std::optional<opreg::Casting> casting;
-  bool inplace = false;
-  bool no_weight = false;
-  bool no_bias = false;
-  std::optional<std::uint64_t> seed;
-  std::optional<std::int64_t> repeat;
-  std::optional<double> tol_scale;
-};
-
-[[noreturn]] void bad_value(std::string_view option, std::string_view value, std::string_view accepted) {
-  throw Usage{fmt::format("run: invalid {} '{}'; accepted: {}", option, value, accepted)};
-}
-
-// One of a fixed set of spellings; the error lists them all.
-template <class T>
-T pick(std::string_view option, std::string_view text, std::initializer_list<std::pair<std::string_view, T>> choices) {
-  std::vector<std::string_view> names;
-  for (const auto& [name, value] : choices) {
-    if (name == text) return value;
-    names.push_back(name);
-  }
-  bad_value(option, text, fmt::format("{}", fmt::join(names, ", ")));
-}
-
-template <class Int>
-Int parse_int(std::string_view option, std::string_view text, Int lo, Int hi, std::string_view accepted) {
-  Int value{};
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc{} || end != text.data() + text.size() || value < lo || value > hi) {
-    bad_value(option, text, accepted);
-  }
-  return value;
-}
-
-double parse_number(std::string_view option, std::string_view text, double lo, std::string_view accepted) {
-  double value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc{} || end != text.data() + text.size() || !std::isfinite(value) || value < lo) {
-    bad_value(option, text, accepted);
-  }
-  return value;
-}
-
-RunOptions parse_run_args(const std::vector<std::string_view>& args) {
-  RunOptions o;
-  bool have_op = false;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    std::string_view arg = args[i];
-    if (!arg.starts_with("-")) {
-      if (have_op) throw Usage{fmt::format("run: unexpected argument '{}' (the op is '{}')", arg, o.op)};
-      o.op = std::string(arg);
-      have_op = true;
-      continue;
-    }
-    std::string_view name = arg;
-    std::optional<std::string_view> inline_value;
-    if (const auto eq = arg.find('='); eq != std::string_view::npos) {
-      name = arg.substr(0, eq);
-      inline_value = arg.substr(eq + 1);
-    }
-    if (name == "--inplace" || name == "--no-weight" || name == "--no-bias") {
-      if (inline_value) throw Usage{fmt::format("run: {} takes no value (got '{}')", name, arg)};
-      (name == "--inplace" ? o.inplace : name == "--no-weight" ? o.no_weight : o.no_bias) = true;
-      continue;
-    }
-    static constexpr std::string_view kValued[] = {"--device", "--dtype",  "--wdtype",  "--shape", "--groups",
-                                                   "--eps",    "--offset", "--casting", "--seed",  "--repeat",
-                                                   "--tol-scale"};
-    if (std::find(std::begin(kValued), std::end(kValued), name) == std::end(kValued)) {
-      throw Usage{fmt::format("run: unknown option '{}'", name)};
-    }
-    std::string_view value;
-    if (inline_value) {
-      value = *inline_value;
-    } else {
-      if (i + 1 == args.size()) throw Usage{fmt::format("run: {} needs a value", name)};
-      value = args[++i];
-    }
-    if (name == "--device") {
-      if (value.empty()) bad_value(name, value, "a device such as cpu, cuda:0, npu (see `opreg devices`)");
-      o.device = std::string(value);
-    } else if (name == "--dtype") {
-      o.dtype = pick<opreg::DType>(
-          name, value, {{"f32", opreg::DType::f32}, {"f16", opreg::DType::f16}, {"bf16", opreg::DType::bf16}});
-    } else if (name == "--wdtype") {
-      o.wdtype_f32 = pick<bool>(name, value, {{"same", false}, {"f32", true}});
-    } else if (name == "--shape") {
-      try {
-        o.shape = opreg::Shape::parse(value);
-      } catch (const opreg::Error& e) {
-        throw Usage{fmt::format("run: --shape: {}", e.what())};
-      }
-    } else if (name == "--groups") {
-      o.groups = parse_int<std::int64_t>(name, value, 1, INT64_MAX, "an integer >= 1 that divides C (shape[1])");
-    } else if (name == "--eps") {
-      o.eps = parse_number(name, value, 0.0, "a finite number >= 0, e.g. 1e-6");
-    } else if (name == "--offset") {
-      o.offset = parse_number(name, value, -HUGE_VAL, "a finite number, e.g. 0 or 1");
-    } else if (name == "--casting") {
-      o.casting = pick<opreg::Casting>(
-          name, value,
-          {{"llama", opreg::Casting::llama}, {"gemma", opreg::Casting::gemma}, {"none", opreg::Casting::none}});
-    } else if (name == "--seed") {
-      o.seed = parse_int<std::uint64_t>(name, value, 0, UINT64_MAX, "an integer from 0 to 2^64-1");
-    } else if (name == "--repeat") {
-      o.repeat = parse_int<std::int64_t>(name, value, 1, 100000, "an integer from 1 to 100000");
-    } else if (name == "--tol-scale") {
-      o.tol_scale = parse_number(name, value, 0.0, "a finite number >= 0 (1: the tolerance table; 0: exact)");
-    }
-  }
-  if (!have_op) throw Usage{"run: no op given; usage: opreg run OP [options], e.g. opreg run rms_norm.fwd"};
-  return o;
-}
-
 // 3 significant digits without an exponent: time_us and gbps stay greppable and sortable
 // by eye (1234 rather than 1.23e+03).
 std::string plain3(double v) {
@@ -336,56 +240,17 @@ int cmd_run(const std::vector<std::string_view>& args) {
     std::fputs(kRunHelp, stdout);
     return kExitOk;
   }
-  const RunOptions o = parse_run_args(args);
+  const RunOptions o = opreg::cli::parse_run_args(args);
 
-  // An option the op does not read is an error rather than silently ignored, so a mistyped
-  // experiment (--groups on layer_norm) cannot pass for a measured one. problem_options() also
-  // refuses an unknown op (unsupported, listing the defined ones).
-  const opreg::ProblemOptions uses = opreg::problem_options(o.op);
-  using Uses = bool opreg::ProblemOptions::*;
-  auto refuse_unless = [&](bool given, Uses field, std::string_view option) {
-    if (!given || uses.*field) return;
-    std::vector<std::string> takers;
-    for (const auto& op : opreg::problem_ops()) {
-      if (opreg::problem_options(op).*field) takers.push_back(op);
-    }
-    throw Usage{fmt::format("run: {} does not apply to {} (it applies to {})", option, o.op, fmt::join(takers, ", "))};
-  };
-  refuse_unless(o.wdtype_f32.has_value(), &opreg::ProblemOptions::wdtype, "--wdtype");
-  refuse_unless(o.eps.has_value(), &opreg::ProblemOptions::eps, "--eps");
-  refuse_unless(o.offset.has_value(), &opreg::ProblemOptions::offset, "--offset");
-  refuse_unless(o.casting.has_value(), &opreg::ProblemOptions::casting, "--casting");
-  refuse_unless(o.groups.has_value(), &opreg::ProblemOptions::groups, "--groups");
-  refuse_unless(o.inplace, &opreg::ProblemOptions::in_place, "--inplace");
-  refuse_unless(o.no_weight, &opreg::ProblemOptions::weight, "--no-weight");
-  refuse_unless(o.no_bias, &opreg::ProblemOptions::bias, "--no-bias");
-  const bool params = (uses.weight && !o.no_weight) || (uses.bias && !o.no_bias);
-  if (o.wdtype_f32.has_value() && !params) {
-    throw Usage{fmt::format("run: --wdtype does not apply: {} runs without a weight{}", o.op,
-                            uses.bias ? " or a bias" : "")};
-  }
-  const bool group_norm = uses.groups;
-
-  opreg::ProblemSpec spec;
-  spec.op = o.op;
-  spec.dtype = o.dtype.value_or(opreg::DType::f32);
-  spec.wdtype = o.wdtype_f32.value_or(false) ? opreg::DType::f32 : spec.dtype;
-  spec.shape = o.shape.value_or(group_norm ? opreg::Shape{16, 128, 1024} : opreg::Shape{4096, 4096});
-  if (group_norm) {
-    const std::int64_t channels = spec.shape.ndim() >= 2 ? spec.shape[1] : 0;
-    spec.groups = o.groups.value_or(channels > 0 && channels % 32 == 0 ? 32 : 1);
-  }
-  spec.has_weight = !o.no_weight;
-  spec.has_bias = !o.no_bias;
-  spec.eps = o.eps.value_or(uses.eps_default);
-  spec.offset = o.offset.value_or(0.0);
-  spec.casting = o.casting.value_or(opreg::Casting::llama);
-  spec.in_place = o.inplace;
-  spec.seed = o.seed.value_or(1);
-  spec.tol_scale = o.tol_scale.value_or(1.0);
+  const opreg::ProblemSpec spec = opreg::cli::to_spec(o);
+  const opreg::ProblemOptions uses = opreg::problem_options(spec.op);
+  const bool params = (uses.weight && spec.has_weight) || (uses.bias && spec.has_bias);
   const std::int64_t repeat = o.repeat.value_or(3);
 
   auto& reg = opreg::default_registry();
+  // OPREG_DEVICE is checked even when --device overrides it (a malformed or unknown name is an
+  // error; an unavailable device is not, since it is not used): a bad value is never dropped.
+  if (const std::string env = reg.config().device; o.device && !env.empty()) reg.parse_device(env);
   const opreg::Device device = o.device ? reg.parse_device(*o.device) : reg.infer_device().device;
   reg.check_device(device);
 
@@ -425,10 +290,8 @@ int cmd_run(const std::vector<std::string_view>& args) {
   std::fflush(stdout);
   if (report.pass()) return kExitOk;
 
-  std::string summary = report.summary();
-  std::replace(summary.begin(), summary.end(), '\n', ' ');  // errors are one line
-  std::fprintf(stderr, "opreg: run: check failed: %s; replay: opreg run %s\n", summary.c_str(),
-               spec.cli_args(reg.device_name(device)).c_str());
+  print_error(fmt::format("run: check failed: {}; replay: opreg run {}", report.summary(),
+                          spec.cli_args(reg.device_name(device))));
   return kExitCheckFailed;
 }
 
@@ -441,6 +304,11 @@ int run(int argc, char** argv) {
     std::fputs(kMainHelp, stdout);
     return kExitOk;
   }
+  if (command == "--version" || command == "version") {
+    if (!args.empty()) throw Usage{fmt::format("--version takes no arguments (got '{}')", args[0])};
+    fmt::print("opreg {}\n", opreg::library_version());
+    return kExitOk;
+  }
   if (command == "devices") return cmd_devices(args);
   if (command == "ops") return cmd_ops(args);
   if (command == "run") return cmd_run(args);
@@ -449,19 +317,31 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
+// What a command wrote must have reached stdout: a full disk or a closed pipe is an error, not a
+// silent success with the result line lost.
+int flushed(int code) {
+  // errno still holds the failed write's reason when an earlier write (a full buffer) failed.
+  if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0) {
+    print_error(fmt::format("error: cannot write to standard output: {}",
+                            errno != 0 ? std::strerror(errno) : "write error"));
+    return code == kExitOk ? kExitCheckFailed : code;
+  }
+  return code;
+}
+
 int main(int argc, char** argv) {
   try {
-    return run(argc, argv);
+    return flushed(run(argc, argv));
   } catch (const Usage& u) {
     // A command's own usage error points at that command's help, where its options are.
     std::string see = "opreg --help";
     for (const char* cmd : {"devices", "ops", "run"}) {
       if (u.message.starts_with(std::string(cmd) + ": ")) see = fmt::format("opreg {} --help", cmd);
     }
-    std::fprintf(stderr, "opreg: %s (see `%s`)\n", u.message.c_str(), see.c_str());
+    print_error(fmt::format("{} (see `{}`)", u.message, see));
     return kExitUsage;
   } catch (const opreg::Error& e) {
-    std::fprintf(stderr, "opreg: error: %s\n", e.what());
+    print_error(fmt::format("error: {}", e.what()));
     switch (e.kind()) {
       case ErrorKind::invalid_argument:
         return kExitUsage;
@@ -473,7 +353,7 @@ int main(int argc, char** argv) {
     }
     return kExitCheckFailed;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "opreg: internal error: %s\n", e.what());
+    print_error(fmt::format("internal error: {}", e.what()));
     return kExitCheckFailed;
   }
 }

@@ -1,0 +1,192 @@
+// `opreg run`'s options (see run_options.h).
+#include "run_options.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <initializer_list>
+#include <utility>
+
+#include "registry/fail.h"
+
+namespace opreg::cli {
+namespace {
+
+[[noreturn]] void bad_value(std::string_view option, std::string_view value, std::string_view accepted) {
+  throw Usage{fmt::format("run: invalid {} '{}'; accepted: {}", option, value, accepted)};
+}
+
+// One of a fixed set of spellings; the error lists them all.
+template <class T>
+T pick(std::string_view option, std::string_view text, std::initializer_list<std::pair<std::string_view, T>> choices) {
+  std::vector<std::string_view> names;
+  for (const auto& [name, value] : choices) {
+    if (name == text) return value;
+    names.push_back(name);
+  }
+  bad_value(option, text, fmt::format("{}", fmt::join(names, ", ")));
+}
+
+template <class Int>
+Int parse_int(std::string_view option, std::string_view text, Int lo, Int hi, std::string_view accepted) {
+  Int value{};
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc{} || end != text.data() + text.size() || value < lo || value > hi) {
+    bad_value(option, text, accepted);
+  }
+  return value;
+}
+
+double parse_number(std::string_view option, std::string_view text, double lo, std::string_view accepted) {
+  double value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc{} || end != text.data() + text.size() || !std::isfinite(value) || value < lo) {
+    bad_value(option, text, accepted);
+  }
+  return value;
+}
+
+}  // namespace
+
+RunOptions parse_run_args(const std::vector<std::string_view>& args) {
+  RunOptions o;
+  bool have_op = false;
+  // Each option once: a second value would silently replace the first, and a bad first value
+  // would never be looked at.
+  std::vector<std::pair<std::string_view, std::string_view>> seen;  // option, its argument
+  auto once = [&](std::string_view name, std::string_view arg) {
+    for (const auto& [option, first] : seen) {
+      if (option == name) throw Usage{fmt::format("run: {} is given twice ('{}' and '{}')", name, first, arg)};
+    }
+    seen.emplace_back(name, arg);
+  };
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    std::string_view arg = args[i];
+    if (!arg.starts_with("-")) {
+      if (have_op) throw Usage{fmt::format("run: unexpected argument '{}' (the op is '{}')", arg, o.op)};
+      o.op = std::string(arg);
+      have_op = true;
+      continue;
+    }
+    std::string_view name = arg;
+    std::optional<std::string_view> inline_value;
+    if (const auto eq = arg.find('='); eq != std::string_view::npos) {
+      name = arg.substr(0, eq);
+      inline_value = arg.substr(eq + 1);
+    }
+    if (name == "--inplace" || name == "--no-weight" || name == "--no-bias") {
+      if (inline_value) throw Usage{fmt::format("run: {} takes no value (got '{}')", name, arg)};
+      once(name, arg);
+      (name == "--inplace" ? o.inplace : name == "--no-weight" ? o.no_weight : o.no_bias) = true;
+      continue;
+    }
+    static constexpr std::string_view kValued[] = {"--device", "--dtype",  "--wdtype",  "--shape", "--groups",
+                                                   "--eps",    "--offset", "--casting", "--seed",  "--repeat",
+                                                   "--tol-scale", "--values"};
+    if (std::find(std::begin(kValued), std::end(kValued), name) == std::end(kValued)) {
+      throw Usage{fmt::format("run: unknown option '{}'", name)};
+    }
+    std::string_view value;
+    if (inline_value) {
+      value = *inline_value;
+    } else {
+      if (i + 1 == args.size()) throw Usage{fmt::format("run: {} needs a value", name)};
+      value = args[++i];
+    }
+    once(name, value);
+    if (name == "--device") {
+      if (value.empty()) bad_value(name, value, "a device such as cpu, cuda:0, npu (see `opreg devices`)");
+      o.device = std::string(value);
+    } else if (name == "--dtype") {
+      o.dtype = pick<opreg::DType>(
+          name, value, {{"f32", opreg::DType::f32}, {"f16", opreg::DType::f16}, {"bf16", opreg::DType::bf16}});
+    } else if (name == "--wdtype") {
+      o.wdtype_f32 = pick<bool>(name, value, {{"same", false}, {"f32", true}});
+    } else if (name == "--shape") {
+      try {
+        o.shape = opreg::Shape::parse(value);
+      } catch (const opreg::Error& e) {
+        throw Usage{fmt::format("run: --shape: {}", e.what())};
+      }
+    } else if (name == "--groups") {
+      o.groups = parse_int<std::int64_t>(name, value, 1, INT64_MAX, "an integer >= 1 that divides C (shape[1])");
+    } else if (name == "--eps") {
+      o.eps = parse_number(name, value, 0.0, "a finite number >= 0, e.g. 1e-6");
+    } else if (name == "--offset") {
+      o.offset = parse_number(name, value, -HUGE_VAL, "a finite number, e.g. 0 or 1");
+    } else if (name == "--casting") {
+      o.casting = pick<opreg::Casting>(
+          name, value,
+          {{"llama", opreg::Casting::llama}, {"gemma", opreg::Casting::gemma}, {"none", opreg::Casting::none}});
+    } else if (name == "--values") {
+      o.values = pick<opreg::Values>(name, value,
+                                     {{"random", opreg::Values::random},
+                                      {"large", opreg::Values::large},
+                                      {"equal", opreg::Values::equal},
+                                      {"special", opreg::Values::special}});
+    } else if (name == "--seed") {
+      o.seed = parse_int<std::uint64_t>(name, value, 0, UINT64_MAX, "an integer from 0 to 2^64-1");
+    } else if (name == "--repeat") {
+      o.repeat = parse_int<std::int64_t>(name, value, 1, 100000, "an integer from 1 to 100000");
+    } else if (name == "--tol-scale") {
+      o.tol_scale = parse_number(name, value, 0.0, "a finite number >= 0 (1: the tolerance table; 0: exact)");
+    }
+  }
+  if (!have_op) throw Usage{"run: no op given; usage: opreg run OP [options], e.g. opreg run rms_norm.fwd"};
+  return o;
+}
+
+
+ProblemSpec to_spec(const RunOptions& o) {
+  // An option the op does not read is an error rather than silently ignored, so a mistyped
+  // experiment (--groups on layer_norm) cannot pass for a measured one. problem_options() also
+  // refuses an unknown op (unsupported, listing the defined ones).
+  const ProblemOptions uses = problem_options(o.op);
+  using Uses = bool ProblemOptions::*;
+  auto refuse_unless = [&](bool given, Uses field, std::string_view option) {
+    if (!given || uses.*field) return;
+    std::vector<std::string> takers;
+    for (const auto& op : problem_ops()) {
+      if (problem_options(op).*field) takers.push_back(op);
+    }
+    throw Usage{fmt::format("run: {} does not apply to {} (it applies to {})", option, o.op, fmt::join(takers, ", "))};
+  };
+  refuse_unless(o.wdtype_f32.has_value(), &ProblemOptions::wdtype, "--wdtype");
+  refuse_unless(o.eps.has_value(), &ProblemOptions::eps, "--eps");
+  refuse_unless(o.offset.has_value(), &ProblemOptions::offset, "--offset");
+  refuse_unless(o.casting.has_value(), &ProblemOptions::casting, "--casting");
+  refuse_unless(o.groups.has_value(), &ProblemOptions::groups, "--groups");
+  refuse_unless(o.inplace, &ProblemOptions::in_place, "--inplace");
+  refuse_unless(o.no_weight, &ProblemOptions::weight, "--no-weight");
+  refuse_unless(o.no_bias, &ProblemOptions::bias, "--no-bias");
+  const bool params = (uses.weight && !o.no_weight) || (uses.bias && !o.no_bias);
+  if (o.wdtype_f32.has_value() && !params) {
+    throw Usage{fmt::format("run: --wdtype does not apply: {} runs without a weight{}", o.op,
+                            uses.bias ? " or a bias" : "")};
+  }
+  const bool group_norm = uses.groups;
+
+  ProblemSpec spec;
+  spec.op = o.op;
+  spec.dtype = o.dtype.value_or(DType::f32);
+  spec.wdtype = o.wdtype_f32.value_or(false) ? DType::f32 : spec.dtype;
+  spec.shape = o.shape.value_or(group_norm ? Shape{16, 128, 1024} : Shape{4096, 4096});
+  if (group_norm) {
+    const std::int64_t channels = spec.shape.ndim() >= 2 ? spec.shape[1] : 0;
+    spec.groups = o.groups.value_or(channels > 0 && channels % 32 == 0 ? 32 : 1);
+  }
+  spec.has_weight = !o.no_weight;
+  spec.has_bias = !o.no_bias;
+  spec.eps = o.eps.value_or(uses.eps_default);
+  spec.offset = o.offset.value_or(0.0);
+  spec.casting = o.casting.value_or(Casting::llama);
+  spec.in_place = o.inplace;
+  spec.seed = o.seed.value_or(1);
+  spec.values = o.values.value_or(Values::random);
+  spec.tol_scale = o.tol_scale.value_or(1.0);
+  return spec;
+}
+
+}  // namespace opreg::cli
