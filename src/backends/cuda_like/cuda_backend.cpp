@@ -1,10 +1,11 @@
 // The cuda backend's runtime glue: device discovery, properties, memory and streams.
-// Kernels (.cu) register their variants from this folder too.
+// The kernels' variants (rms_norm.cpp) are registered with it.
 #include <algorithm>
 #include <vector>
 
 #include "backends/builtin.h"
 #include "backends/cuda_like/gpu_vendor.h"
+#include "backends/cuda_like/rms_norm.h"
 #include "opreg/registry.h"
 #include "registry/fail.h"
 
@@ -106,6 +107,9 @@ class CudaBackend final : public Backend {
 
 }  // namespace
 
-void register_cuda_like(Registry& registry) { registry.add_backend(std::make_shared<CudaBackend>()).release(); }
+void register_cuda_like(Registry& registry) {
+  registry.add_backend(std::make_shared<CudaBackend>()).release();
+  cuda_like::register_rms_norm(registry);
+}
 
 }  // namespace opreg

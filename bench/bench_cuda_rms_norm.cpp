@@ -1,0 +1,379 @@
+// GPU throughput of the cuda rms_norm variants, in bytes of the byte model (opreg::bytes_moved)
+// per second, next to a device-to-device copy of the same bytes (half read, half written): the
+// ceiling a memory-bound kernel competes with. bench/peer_gpu_rms_norm.py times PyTorch and
+// Liger-Kernel on the same shapes with the same method.
+//
+// Method (the same in the peer script): each timed run starts with L2 flushed (a 256 MiB memset),
+// then CUDA events around the work alone, on the default stream; the reported time is the median
+// of the runs (counter `us`), after 3 warm-up runs. Inputs are random in [-2, 2] (never zeros).
+//
+// Cases: rms/<variant>/<dir>/<dtype>/<rows>x<hidden>, where variant is `chosen` (the public entry
+// point: check, choice, kernel) or one of cluster/rows/split run by name (a variant that does not
+// take the shape is reported as skipped with its reason); dir is fwd, or fwdbwd (forward then
+// backward, dW included); dtype bf16 (bf16 weight) or f32. Counters: us, GBps, copy_us, copy_GBps,
+// of_copy (GBps / copy_GBps).
+//
+// sweep/...: the launch shapes the variants could use, run through the kernels' launchers
+// directly, for tuning the plans (docs/backends/cuda.md). Filter with --benchmark_filter.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/cuda_like/gpu_vendor.h"
+#include "backends/cuda_like/rms_norm.h"
+#include "opreg/ops.h"
+
+namespace {
+
+using namespace opreg;
+
+void gpu_check(gpuError_t err, const char* what) {
+  if (err == gpuSuccess) return;
+  std::fprintf(stderr, "bench_cuda_rms_norm: %s failed: %s\n", what, gpuGetErrorString(err));
+  std::exit(1);
+}
+
+// Process-wide: the device, the L2 flush buffer, the events, the copy buffers.
+struct Gpu {
+  Registry& reg = default_registry();
+  Device dev = reg.parse_device("cuda:0");
+  void* flush = nullptr;
+  std::size_t flush_bytes = 256u << 20;
+  gpuEvent_t start = nullptr;
+  gpuEvent_t stop = nullptr;
+  void* copy_src = nullptr;
+  void* copy_dst = nullptr;
+  std::size_t copy_bytes = 0;
+  Gpu() {
+    gpu_check(gpuSetDevice(0), "cudaSetDevice");
+    gpu_check(gpuMalloc(&flush, flush_bytes), "cudaMalloc(flush)");
+    gpu_check(gpuEventCreate(&start), "cudaEventCreate");
+    gpu_check(gpuEventCreate(&stop), "cudaEventCreate");
+  }
+  void reserve_copy(std::size_t bytes) {
+    if (bytes <= copy_bytes) return;
+    if (copy_src != nullptr) gpuFree(copy_src);
+    if (copy_dst != nullptr) gpuFree(copy_dst);
+    gpu_check(gpuMalloc(&copy_src, bytes), "cudaMalloc(copy)");
+    gpu_check(gpuMalloc(&copy_dst, bytes), "cudaMalloc(copy)");
+    gpu_check(gpuMemsetAsync(copy_src, 0x3c, bytes, nullptr), "cudaMemsetAsync");
+    copy_bytes = bytes;
+  }
+  // Milliseconds of f's device work, L2 cold.
+  template <class F>
+  double time_ms(F&& f) {
+    gpu_check(gpuMemsetAsync(flush, 0, flush_bytes, nullptr), "cudaMemsetAsync(flush)");
+    gpu_check(gpuEventRecord(start, nullptr), "cudaEventRecord");
+    f();
+    gpu_check(gpuEventRecord(stop, nullptr), "cudaEventRecord");
+    gpu_check(gpuEventSynchronize(stop), "cudaEventSynchronize");
+    float ms = 0;
+    gpu_check(gpuEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+    return ms;
+  }
+};
+Gpu& gpu() {
+  static Gpu g;
+  return g;
+}
+
+// Random values in [-2, 2] (at least 1/64 in magnitude): a host pattern of up to 16 Mi elements,
+// repeated over the tensor on the device.
+void fill_random(Tensor& t, std::uint64_t seed) {
+  const std::int64_t n = t.numel();
+  const std::int64_t pattern = std::min<std::int64_t>(n, 16 << 20);
+  Tensor host = Tensor::empty({pattern}, t.dtype());
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> dist(-2.0, 2.0);
+  for (std::int64_t i = 0; i < pattern; ++i) {
+    double v = dist(rng);
+    if (std::fabs(v) < 1.0 / 64) v = std::copysign(1.0 / 64, v);
+    store_from_double(host.data(), t.dtype(), static_cast<std::size_t>(i), v);
+  }
+  const std::size_t esize = element_size(t.dtype());
+  auto* dst = static_cast<unsigned char*>(t.data());
+  gpu_check(gpuMemcpyAsync(dst, host.data(), static_cast<std::size_t>(pattern) * esize, gpuMemcpyDefault, nullptr),
+            "cudaMemcpyAsync");
+  for (std::int64_t done = pattern; done < n;) {
+    const std::int64_t chunk = std::min(done, n - done);
+    gpu_check(gpuMemcpyAsync(dst + static_cast<std::size_t>(done) * esize, dst, static_cast<std::size_t>(chunk) * esize,
+                             gpuMemcpyDefault, nullptr),
+              "cudaMemcpyAsync");
+    done += chunk;
+  }
+  gpu_check(gpuStreamSynchronize(nullptr), "cudaStreamSynchronize");
+}
+
+// One problem's tensors, kept while consecutive cases use the same shape and dtype.
+struct RmsData {
+  Shape shape;
+  DType dtype = DType::f32;
+  RmsNormFwdArgs fwd;
+  RmsNormBwdArgs bwd;
+};
+RmsData& data_for(const Shape& shape, DType dtype) {
+  static RmsData d;
+  if (d.fwd.x.defined() && d.shape == shape && d.dtype == dtype) return d;
+  d = RmsData{};
+  Registry& reg = gpu().reg;
+  const Device dev = gpu().dev;
+  const std::int64_t hidden = shape[shape.ndim() - 1];
+  d.shape = shape;
+  d.dtype = dtype;
+  d.fwd.x = Tensor::empty(shape, dtype, dev, reg);
+  d.fwd.weight = Tensor::empty({hidden}, dtype, dev, reg);
+  d.fwd.y = Tensor::empty(shape, dtype, dev, reg);
+  d.fwd.rstd = Tensor::empty({rows_hidden(shape).rows}, DType::f32, dev, reg);
+  fill_random(d.fwd.x, 1);
+  fill_random(d.fwd.weight, 2);
+  d.bwd.dy = Tensor::empty(shape, dtype, dev, reg);
+  fill_random(d.bwd.dy, 3);
+  d.bwd.x = d.fwd.x;
+  d.bwd.weight = d.fwd.weight;
+  d.bwd.rstd = d.fwd.rstd;
+  d.bwd.dx = Tensor::empty(shape, dtype, dev, reg);
+  d.bwd.dweight = Tensor::empty({hidden}, dtype, dev, reg);
+  rms_norm_fwd(d.fwd);  // the statistics the backward consumes
+  return d;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n == 0 ? 0.0 : n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Runs `work` (which returns an empty string, or why it cannot run) timed, and reports it next to
+// a copy of the same bytes.
+template <class Work>
+void timed(benchmark::State& state, std::uint64_t bytes, Work&& work) {
+  Gpu& g = gpu();
+  for (int i = 0; i < 3; ++i) {
+    const std::string why = work();
+    if (!why.empty()) {
+      state.SkipWithError(why.c_str());
+      return;
+    }
+  }
+  gpu_check(gpuStreamSynchronize(nullptr), "cudaStreamSynchronize");
+  std::vector<double> ms;
+  for (auto _ : state) {
+    const double t = g.time_ms([&] { work(); });
+    state.SetIterationTime(t * 1e-3);
+    ms.push_back(t);
+  }
+  const std::size_t half = static_cast<std::size_t>(bytes / 2);
+  g.reserve_copy(half);
+  std::vector<double> copy;
+  for (std::size_t i = 0; i < std::max<std::size_t>(ms.size(), 20); ++i) {
+    copy.push_back(g.time_ms([&] {
+      gpu_check(gpuMemcpyAsync(g.copy_dst, g.copy_src, half, gpuMemcpyDefault, nullptr), "cudaMemcpyAsync(copy)");
+    }));
+  }
+  const double t = median(ms);
+  const double c = median(copy);
+  state.SetBytesProcessed(static_cast<std::int64_t>(bytes) * state.iterations());
+  state.counters["us"] = t * 1e3;
+  state.counters["GBps"] = static_cast<double>(bytes) / (t * 1e6);
+  state.counters["copy_us"] = c * 1e3;
+  state.counters["copy_GBps"] = static_cast<double>(2 * half) / (c * 1e6);
+  state.counters["of_copy"] = c / t;
+}
+
+int iterations_for(std::uint64_t bytes) {
+  return static_cast<int>(std::clamp<std::uint64_t>(4'000'000'000ull / std::max<std::uint64_t>(bytes, 1), 20, 200));
+}
+
+std::uint64_t case_bytes(const Shape& shape, DType dtype, bool with_bwd) {
+  std::uint64_t b = bytes_moved("rms_norm", Direction::fwd, shape, dtype, dtype);
+  if (with_bwd) b += bytes_moved("rms_norm", Direction::bwd, shape, dtype, dtype);
+  return b;
+}
+
+// ---- rms/...: each variant by name, and the registry's choice.
+
+std::string run_rms_once(RmsData& d, Registry& reg, bool with_bwd, const std::string& impl, std::string& label);
+
+void run_rms(benchmark::State& state, Shape shape, DType dtype, bool with_bwd, std::string impl) {
+  RmsData& d = data_for(shape, dtype);
+  Registry& reg = gpu().reg;
+  std::string label;
+  timed(state, case_bytes(shape, dtype, with_bwd), [&]() -> std::string {
+    try {
+      return run_rms_once(d, reg, with_bwd, impl, label);
+    } catch (const Error& e) {
+      return e.what();
+    }
+  });
+  state.SetLabel(label);
+}
+
+std::string run_rms_once(RmsData& d, Registry& reg, bool with_bwd, const std::string& impl, std::string& label) {
+  {
+    if (impl == "chosen") {
+      const DispatchResult f = rms_norm_fwd(d.fwd);
+      label = f.variant->impl;
+      if (with_bwd) label += "+" + rms_norm_bwd(d.bwd).variant->impl;
+      return {};
+    }
+    const Verdict vf = reg.call_variant(rms_norm_fwd_op(), "cuda.rms_norm.fwd." + impl, d.fwd);
+    if (!vf.ok) return "fwd: " + vf.reason;
+    if (!with_bwd) return {};
+    const Verdict vb = reg.call_variant(rms_norm_bwd_op(), "cuda.rms_norm.bwd." + impl, d.bwd);
+    return vb.ok ? std::string() : "bwd: " + vb.reason;
+  }
+}
+
+// ---- sweep/...: launch shapes through the launchers directly.
+
+struct Sweep {
+  bool backward;
+  cuda_like::RowShape shape;
+};
+
+void run_sweep(benchmark::State& state, Shape shape, DType dtype, Sweep sw) {
+  using namespace cuda_like;
+  RmsData& d = data_for(shape, dtype);
+  Gpu& g = gpu();
+  const DeviceProps& props = g.reg.device_props(g.dev);
+  static float* partial = nullptr;
+  static std::size_t partial_bytes = 0;
+  const std::uint64_t bytes =
+      bytes_moved("rms_norm", sw.backward ? Direction::bwd : Direction::fwd, shape, dtype, dtype);
+  timed(state, bytes, [&]() -> std::string {
+    Launch l;
+    if (!sw.backward) {
+      const RowProblem rp = row_problem(d.fwd, props);
+      const RmsFwdParams p = fwd_params(d.fwd, rp);
+      gpuError_t err = plan_fwd_rows(p, sw.shape, rp.gpu, l);
+      if (err == gpuSuccess) {
+        err = launch_fwd_rows(p, sw.shape, l, nullptr);
+      }
+      return err == gpuSuccess ? std::string() : gpuGetErrorString(err);
+    }
+    const RowProblem rp = row_problem(d.bwd, props);
+    const RmsBwdParams p = bwd_params(d.bwd, rp);
+    gpuError_t err = plan_bwd_rows(p, sw.shape, rp.gpu, l);
+    if (err != gpuSuccess) return gpuGetErrorString(err);
+    if (l.workspace > partial_bytes) {
+      if (partial != nullptr) gpuFree(partial);
+      gpu_check(gpuMalloc(reinterpret_cast<void**>(&partial), l.workspace), "cudaMalloc(partial)");
+      partial_bytes = l.workspace;
+    }
+    err = launch_bwd_rows(p, sw.shape, l, partial, nullptr);
+    if (err == gpuSuccess) err = launch_dw_finish(partial, l.partials, p.hidden, p.dweight, p.wt, nullptr, l);
+    if (err == gpuSuccess) state.SetLabel("grid=" + std::to_string(l.grid) + " threads=" + std::to_string(l.threads));
+    return err == gpuSuccess ? std::string() : gpuGetErrorString(err);
+  });
+}
+
+// The launch shapes worth comparing for one problem: accesses per thread x stages (the plan's
+// block of 256 threads, or one row) x, backward, scales held in shared memory or not; and
+// clusters of 2, 4, 8 (2 stages).
+std::vector<std::pair<std::string, Sweep>> sweeps(std::int64_t hidden, DType dtype) {
+  using namespace cuda_like;
+  std::vector<std::pair<std::string, Sweep>> out;
+  const int vec = 16 / static_cast<int>(element_size(dtype));
+  const std::int64_t nvec = hidden / vec;
+  const std::size_t room = 227 * 1024 - 2048 - (hidden * 4);
+  for (const bool backward : {false, true}) {
+    const char* dir = backward ? "bwd" : "fwd";
+    for (const int nv : backward ? std::vector<int>{1, 2, 4} : std::vector<int>{2, 4, 8}) {
+      const int limit = backward ? max_threads_bwd(nv, vec) : max_threads_fwd(nv, vec);
+      const int tpr = round_threads((nvec + nv - 1) / nv);
+      if (tpr > limit) continue;
+      RowShape s;
+      s.vec = vec;
+      s.nv = nv;
+      s.tpr = tpr;
+      s.slots = tpr >= 256 ? 1 : 256 / tpr;
+      const int threads = s.slots * tpr;
+      for (const int stages : {1, 2}) {
+        for (const bool hold : backward ? std::vector<bool>{false, true} : std::vector<bool>{false}) {
+          const std::size_t smem =
+              stages * stage_bytes(backward, nv, threads) + (hold ? held_scale_bytes(nv, vec, threads) : 0);
+          if (smem > room || (hold && held_scale_bytes(nv, vec, threads) > 32 * 1024)) continue;
+          s.stages = stages;
+          s.hold = hold;
+          out.push_back({std::string(dir) + "_rows_nv" + std::to_string(nv) + "_tpr" + std::to_string(tpr) + "_blk" +
+                             std::to_string(threads) + "_st" + std::to_string(stages) + (hold ? "_hold" : ""),
+                         Sweep{backward, s}});
+        }
+      }
+    }
+    const int cnv = backward ? kClusterBwdNv : kClusterFwdNv;
+    const int climit = backward ? max_threads_bwd(cnv, vec) : max_threads_fwd(cnv, vec);
+    for (const int c : {2, 4, 8}) {
+      const int tpr = std::max(32, round_threads((nvec + c * cnv - 1) / (c * cnv)));
+      if (tpr > climit || tpr < 128) continue;
+      RowShape s;
+      s.vec = vec;
+      s.nv = cnv;
+      s.tpr = tpr;
+      s.cluster = c;
+      s.stages = 2;
+      s.hold = backward && held_scale_bytes(cnv, vec, tpr) <= 32 * 1024;
+      out.push_back(
+          {std::string(dir) + "_cluster_c" + std::to_string(c) + "_tpr" + std::to_string(tpr), Sweep{backward, s}});
+    }
+  }
+  return out;
+}
+
+const std::vector<Shape>& bench_shapes() {
+  static const std::vector<Shape> shapes{{4096, 1024},  {4096, 2048},  {4096, 4096},  {4096, 5120}, {4096, 8192},
+                                         {4096, 14336}, {4096, 16384}, {4096, 32768}, {65536, 4096}};
+  return shapes;
+}
+
+void register_all() {
+  for (const DType dtype : {DType::bf16, DType::f32}) {
+    const std::string dt(to_string(dtype));
+    for (const Shape& shape : bench_shapes()) {
+      for (const bool with_bwd : {false, true}) {
+        const int iters = iterations_for(case_bytes(shape, dtype, with_bwd));
+        for (const char* impl : {"chosen", "cluster", "rows", "split"}) {
+          const std::string name =
+              std::string("rms/") + impl + "/" + (with_bwd ? "fwdbwd" : "fwd") + "/" + dt + "/" + shape.str();
+          benchmark::RegisterBenchmark(name.c_str(), run_rms, shape, dtype, with_bwd, std::string(impl))
+              ->UseManualTime()
+              ->Iterations(iters)
+              ->Unit(benchmark::kMicrosecond);
+        }
+      }
+      for (const auto& [what, sw] : sweeps(shape[1], dtype)) {
+        const std::string name = "sweep/" + dt + "/" + shape.str() + "/" + what;
+        const Direction dir = sw.backward ? Direction::bwd : Direction::fwd;
+        benchmark::RegisterBenchmark(name.c_str(), run_sweep, shape, dtype, sw)
+            ->UseManualTime()
+            ->Iterations(iterations_for(bytes_moved("rms_norm", dir, shape, dtype, dtype)))
+            ->Unit(benchmark::kMicrosecond);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool listing = false;
+  for (int i = 1; i < argc; ++i) listing = listing || std::string(argv[i]).starts_with("--benchmark_list_tests");
+  for (const auto& b : default_registry().backends()) {
+    if (b.name == "cuda" && !b.availability.available && !listing) {
+      std::printf("bench_cuda_rms_norm: no usable GPU (%s)\n", b.availability.reason.c_str());
+      return 0;
+    }
+  }
+  register_all();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

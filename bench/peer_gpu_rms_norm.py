@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""The GPU peers of bench_cuda_rms_norm, timed the same way on the same shapes in the same device
+call, and the table that puts both side by side.
+
+  peer_gpu_rms_norm.py run OUT.jsonl      time the peers; one JSON object a line
+  peer_gpu_rms_norm.py table BENCH.json OUT.jsonl   the markdown table (opreg's chosen variant,
+                                          each peer, fraction of the copy bandwidth, ratio to the
+                                          fastest peer)
+
+Peers: torch eager (torch.nn.functional.rms_norm), torch.compile of the llama formula (x in f32,
+x * rsqrt(mean(x^2) + eps) rounded to x's dtype, times the weight), and Liger-Kernel's
+LigerRMSNormFunction (casting_mode llama, in_place=True, its default). A peer that cannot be
+imported or compiled is reported as missing with the reason, never dropped.
+
+Method, as in bench_cuda_rms_norm.cpp: each timed run starts with L2 flushed (a 256 MiB buffer
+zeroed), CUDA events around the work alone on the current stream, the median of the runs after 3
+warm-ups. fwdbwd is the forward then the backward (autograd: dx and dweight) between one pair of
+events. GB/s use opreg's byte model (src/ops/ops.cpp bytes_moved): forward 2*R*H*sx + H*sw + 4*R,
+backward 3*R*H*sx + 2*H*sw + 4*R, fwdbwd their sum (the weight in x's dtype here)."""
+import json
+import statistics
+import sys
+import traceback
+
+SHAPES = [(4096, 1024), (4096, 2048), (4096, 4096), (4096, 5120), (4096, 8192), (4096, 14336), (4096, 16384),
+          (4096, 32768), (65536, 4096)]
+EPS = 1e-6
+
+
+def bytes_moved(direction, rows, hidden, s):
+    fwd = 2 * rows * hidden * s + hidden * s + 4 * rows
+    bwd = 3 * rows * hidden * s + 2 * hidden * s + 4 * rows
+    return fwd if direction == "fwd" else fwd + bwd
+
+
+def iterations_for(nbytes):
+    return int(min(200, max(20, 4_000_000_000 // max(nbytes, 1))))
+
+
+def run(out_path):
+    import torch
+    import torch.nn.functional as F
+
+    dev = torch.device("cuda")
+    cache = torch.empty(256 << 20, dtype=torch.int8, device=dev)
+    start = torch.cuda.Event(enable_timing=True)
+    stop = torch.cuda.Event(enable_timing=True)
+
+    def median_ms(fn, prep, iters):
+        for _ in range(3):
+            prep()
+            fn()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(iters):
+            prep()
+            cache.zero_()
+            start.record()
+            fn()
+            stop.record()
+            stop.synchronize()
+            times.append(start.elapsed_time(stop))
+        return statistics.median(times)
+
+    def llama(x, w):
+        xf = x.float()
+        rstd = torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + EPS)
+        return w * (xf * rstd).to(x.dtype)
+
+    peers = {}
+    peers["torch_eager"] = lambda x, w: F.rms_norm(x, (x.shape[-1],), w, EPS)
+    # One compiled graph per shape, dtype and grad mode (36 here): lift dynamo's recompile limit
+    # (which would quietly fall back to eager), and keep shapes static (automatic dynamic shapes
+    # would compile one kernel for every hidden size instead).
+    for limit in ("cache_size_limit", "recompile_limit"):
+        if hasattr(torch._dynamo.config, limit):
+            setattr(torch._dynamo.config, limit, 1024)
+    for limit in ("accumulated_cache_size_limit", "accumulated_recompile_limit"):
+        if hasattr(torch._dynamo.config, limit):
+            setattr(torch._dynamo.config, limit, 4096)
+    try:
+        compiled = torch.compile(llama, dynamic=False)
+        peers["torch_compile"] = compiled
+    except Exception as e:  # noqa: BLE001 - reported, not dropped
+        peers["torch_compile"] = f"missing: torch.compile unavailable: {e!r}"
+    try:
+        from liger_kernel.ops.rms_norm import LigerRMSNormFunction
+
+        peers["liger"] = lambda x, w: LigerRMSNormFunction.apply(x, w, EPS, 0.0, "llama", True)
+    except Exception as e:  # noqa: BLE001
+        peers["liger"] = f"missing: cannot import liger_kernel: {e!r}"
+
+    out = open(out_path, "w")
+
+    def emit(rec):
+        out.write(json.dumps(rec) + "\n")
+        out.flush()
+        if "missing" in rec:
+            print(f"peer {rec['peer']} {rec.get('dir', '')} {rec.get('dtype', '')} {rec.get('shape', '')}: "
+                  f"{rec['missing']}", flush=True)
+        else:
+            print(f"peer {rec['peer']:14s} {rec['dir']:6s} {rec['dtype']:4s} {rec['shape']:11s} "
+                  f"us={rec['us']:9.1f} GBps={rec['gbps']:7.0f}", flush=True)
+
+    for name, fn in peers.items():
+        if isinstance(fn, str):
+            emit({"peer": name, "missing": fn})
+    print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}", flush=True)
+    for dtype, dname in ((torch.bfloat16, "bf16"), (torch.float32, "f32")):
+        s = 2 if dtype == torch.bfloat16 else 4
+        for rows, hidden in SHAPES:
+            g = torch.Generator(device=dev).manual_seed(rows * 31 + hidden)
+            x = (torch.rand(rows, hidden, device=dev, generator=g) * 4 - 2).to(dtype)
+            w = (torch.rand(hidden, device=dev, generator=g) * 4 - 2).to(dtype)
+            dy = (torch.rand(rows, hidden, device=dev, generator=g) * 4 - 2).to(dtype)
+            shape = f"{rows}x{hidden}"
+            for name, fn in peers.items():
+                if isinstance(fn, str):
+                    continue
+                for direction in ("fwd", "fwdbwd"):
+                    nbytes = bytes_moved(direction, rows, hidden, s)
+                    try:
+                        if direction == "fwd":
+                            with torch.no_grad():
+                                ms = median_ms(lambda: fn(x, w), lambda: None, iterations_for(nbytes))
+                        else:
+                            xg = x.clone().requires_grad_(True)
+                            wg = w.clone().requires_grad_(True)
+                            dyc = dy.clone()
+
+                            def prep():
+                                xg.grad = None
+                                wg.grad = None
+
+                            ms = median_ms(lambda: fn(xg, wg).backward(dyc), prep, iterations_for(nbytes))
+                        emit({"peer": name, "dir": direction, "dtype": dname, "shape": shape, "us": ms * 1e3,
+                              "gbps": nbytes / (ms * 1e6)})
+                    except Exception as e:  # noqa: BLE001
+                        traceback.print_exc()
+                        emit({"peer": name, "dir": direction, "dtype": dname, "shape": shape,
+                              "missing": f"failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"})
+            del x, w, dy
+            torch.cuda.empty_cache()
+    out.close()
+
+
+def table(bench_path, peers_path):
+    bench = json.load(open(bench_path))
+    ours = {}
+    variants = {}
+    for b in bench["benchmarks"]:
+        parts = b["name"].split("/")
+        if parts[0] != "rms" or b.get("error_occurred"):
+            if parts[0] == "rms":
+                variants[(parts[2], parts[3], parts[4], parts[1])] = None
+            continue
+        _, impl, direction, dtype, shape = parts[:5]
+        rec = {"us": b["us"], "gbps": b["GBps"], "copy": b["copy_GBps"], "of_copy": b["of_copy"],
+               "label": b.get("label", "")}
+        variants[(direction, dtype, shape, impl)] = rec
+        if impl == "chosen":
+            ours[(direction, dtype, shape)] = rec
+    peers = {}
+    missing = {}
+    for line in open(peers_path):
+        r = json.loads(line)
+        if "missing" in r:
+            missing[(r["peer"], r.get("dir"), r.get("dtype"), r.get("shape"))] = r["missing"]
+            continue
+        peers[(r["peer"], r["dir"], r["dtype"], r["shape"])] = r
+    names = ["torch_eager", "torch_compile", "liger"]
+    print("| dir | dtype | shape | opreg variant | opreg GB/s | of copy | torch eager | torch.compile | Liger |"
+          " opreg / fastest peer |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for (direction, dtype, shape), o in ours.items():
+        cells = []
+        best = None
+        for n in names:
+            p = peers.get((n, direction, dtype, shape))
+            if p is None:
+                why = missing.get((n, direction, dtype, shape)) or missing.get((n, None, None, None)) or "not run"
+                cells.append(f"missing ({why[:40]})")
+                continue
+            cells.append(f"{p['gbps']:.0f} ({p['gbps'] / o['copy']:.0%})")
+            if best is None or p["us"] < best["us"]:
+                best = p
+        ratio = f"{best['us'] / o['us']:.2f}x" if best else "n/a"
+        print(f"| {direction} | {dtype} | {shape} | {o['label']} | {o['gbps']:.0f} | {o['of_copy']:.0%} | "
+              + " | ".join(cells) + f" | {ratio} |")
+    print()
+    print("Each variant by name (GB/s, fraction of the copy of the same bytes; '-' = does not take the shape):")
+    print()
+    print("| dir | dtype | shape | copy GB/s | cluster | rows | split |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for (direction, dtype, shape), o in ours.items():
+        cells = []
+        for impl in ("cluster", "rows", "split"):
+            v = variants.get((direction, dtype, shape, impl))
+            cells.append("-" if v is None else f"{v['gbps']:.0f} ({v['of_copy']:.0%})")
+        print(f"| {direction} | {dtype} | {shape} | {o['copy']:.0f} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "run":
+        run(sys.argv[2])
+    elif len(sys.argv) == 4 and sys.argv[1] == "table":
+        table(sys.argv[2], sys.argv[3])
+    else:
+        print(__doc__)
+        sys.exit(2)

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# The GPU loop of the cuda backend, in one command on a machine with an NVIDIA GPU (the device
+# tool's machines): configure and build with Ninja (sm_90 plus PTX), the CUDA tests, the same
+# tests on small shapes under compute-sanitizer memcheck and racecheck, the benchmarks, the peers
+# (PyTorch, Liger-Kernel) on the same shapes, and a short table printed last.
+#
+#   scripts/gpu-check.sh [OUT_DIR]      (default: $OUT, else ./gpu-check-out)
+#
+# Environment:
+#   GPU_CHECK_STAGES   comma list of build,test,sanitize,bench,peers,ncu (default: all but ncu)
+#   GPU_CHECK_BENCH    --benchmark_filter of the benchmark (default ^rms/; the launch-shape sweep is ^sweep/)
+#   GPU_CHECK_DEPS     folder of Debian packages (fmt, GoogleTest, Google Benchmark) to unpack under
+#                      /tmp/deps when the machine lacks them (default ./deps)
+# Full logs go to OUT_DIR (at most 8 files: build.log tests.log sanitize.log bench.json peers.jsonl
+# table.md run.log); each stage has a time limit so that one slow stage cannot eat the others.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-${OUT:-gpu-check-out}}
+mkdir -p "$out"
+stages=${GPU_CHECK_STAGES:-build,test,sanitize,bench,peers}
+build=build-gpu
+export PATH=/usr/local/cuda/bin:$PATH
+log="$out/run.log"
+summary=()
+has() { [[ ",$stages," == *",$1,"* ]]; }
+note() { echo "$*" | tee -a "$log"; summary+=("$*"); }
+stage() {  # stage NAME LIMIT_S LOGFILE CMD...
+  local name=$1 limit=$2 file=$3; shift 3
+  local t0=$SECONDS
+  echo "=== $name (limit ${limit}s)" | tee -a "$log"
+  timeout "$limit" "$@" >>"$file" 2>&1
+  local rc=$?
+  note "$name: rc=$rc in $((SECONDS - t0)) s"
+  return $rc
+}
+
+{
+  echo "=== machine"
+  nvidia-smi --query-gpu=index,name,memory.total,driver_version,clocks.sm,clocks.mem --format=csv 2>&1
+  nvcc --version | tail -2
+  python3 -c 'import torch; print("torch", torch.__version__, "gpus", torch.cuda.device_count())' 2>&1
+} | tee -a "$log"
+
+# fmt, GoogleTest and Google Benchmark: from the system, else from carried Debian packages.
+if [[ ! -f /usr/include/fmt/format.h || ! -d /usr/include/gtest || ! -d /usr/include/benchmark ]]; then
+  deps=${GPU_CHECK_DEPS:-deps}
+  if compgen -G "$deps/*.deb" >/dev/null; then
+    mkdir -p /tmp/deps
+    for f in "$deps"/*.deb; do dpkg -x "$f" /tmp/deps; done
+    export CMAKE_PREFIX_PATH=/tmp/deps/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}
+    export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    note "deps: unpacked $(ls "$deps"/*.deb | wc -l) packages from $deps into /tmp/deps"
+  else
+    note "deps: fmt/gtest/benchmark headers missing and no packages in $deps"
+  fi
+fi
+
+if has build; then
+  stage configure 90 "$out/build.log" cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DOPREG_WITH_CUDA=ON \
+    -DOPREG_WITH_NPU=OFF -DOPREG_WITH_XPU=OFF -DCMAKE_CXX_FLAGS="-I/tmp/deps/usr/include"
+  stage build 300 "$out/build.log" cmake --build $build -j "$(nproc)" --target opreg_cuda_tests bench_cuda_rms_norm \
+    opreg_backend_memory_tests
+  # nvcc time per .cu file, from ninja's log (start and end in ms).
+  awk -F'\t' '$4 ~ /\.cu\.o$/ {printf "nvcc %-60s %6.1f s\n", $4, ($2 - $1) / 1000}' $build/.ninja_log | tee -a "$log"
+fi
+
+tests=$build/tests/backends/cuda/opreg_cuda_tests
+if has test; then
+  stage memory-tests 60 "$out/tests.log" $build/tests/opreg_backend_memory_tests --gtest_brief=1
+  stage cuda-tests 240 "$out/tests.log" $tests --gtest_brief=1
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) +\]|tests? ran" "$out/tests.log" | tail -8 | tee -a "$log"
+fi
+
+if has sanitize; then
+  # Small shapes of every variant and dtype pair: one tiny, one over several warps, one cluster.
+  small='cuda/ConformanceTest.*__3x5__*:cuda/ConformanceTest.*__37x5120__*:cuda/ConformanceTest.*__3x16384__*'
+  small+=':cuda/ConformanceTest.*__4x0__*:CudaRmsNorm.*'
+  stage memcheck 200 "$out/sanitize.log" compute-sanitizer --tool memcheck --error-exitcode 99 $tests --gtest_brief=1 \
+    "--gtest_filter=$small"
+  grep -E "ERROR SUMMARY|PASSED|FAILED" "$out/sanitize.log" | tail -3 | tee -a "$log"
+  racy="cuda/ConformanceTest.*__bf16_f32__3x5__*:cuda/ConformanceTest.*__bf16_f32__37x5120__*"
+  racy+=":cuda/ConformanceTest.*__f32_f32__3x16384__*:cuda/ConformanceTest.*__f16_f16__127x4099__*"
+  stage racecheck 150 "$out/sanitize.log" compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 99 \
+    $tests --gtest_brief=1 "--gtest_filter=$racy"
+  grep -E "RACECHECK SUMMARY|ERROR SUMMARY|PASSED|FAILED" "$out/sanitize.log" | tail -3 | tee -a "$log"
+fi
+
+if has ncu; then
+  # Where the time of the chosen kernels goes (counters; clocks left alone): the first forward,
+  # backward and finisher of each filtered case.
+  for case in ${GPU_CHECK_NCU_CASES:-bf16/4096x1024 bf16/4096x4096}; do
+    stage "ncu $case" 120 "$out/run.log" ncu --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis \
+      --section Occupancy --section LaunchStats -k 'regex:rows|finish' --launch-count 3 $build/bench/bench_cuda_rms_norm \
+      "--benchmark_filter=^rms/chosen/fwdbwd/$case/"
+  done
+  grep -E "^  [a-z_]+.*\(|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|Grid Size|Block Size" \
+    "$out/run.log" | tail -80
+fi
+
+if has bench; then
+  stage bench 300 "$out/run.log" $build/bench/bench_cuda_rms_norm --benchmark_filter="${GPU_CHECK_BENCH:-^rms/}" \
+    --benchmark_out="$out/bench.json" --benchmark_out_format=json
+fi
+
+if has peers; then
+  PYTHONUNBUFFERED=1 stage peers 360 "$out/run.log" python3 bench/peer_gpu_rms_norm.py run "$out/peers.jsonl"
+fi
+
+echo "=== summary" | tee -a "$log"
+printf '%s\n' "${summary[@]}"
+if [[ -f "$out/bench.json" && -f "$out/peers.jsonl" ]]; then
+  python3 bench/peer_gpu_rms_norm.py table "$out/bench.json" "$out/peers.jsonl" | tee "$out/table.md"
+fi

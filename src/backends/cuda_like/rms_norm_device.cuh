@@ -1,0 +1,333 @@
+// Device building blocks of the rms_norm kernels: element types, packs of 16 bytes, the casting
+// modes' arithmetic, the row reductions, compensated sums, and the host helpers every launcher
+// shares (occupancy cache, type dispatch).
+//
+// Rounding follows the reference (src/ops/reference) in *where* values are rounded; the
+// arithmetic in between is f32:
+//   forward   y = X(xhat * s),  xhat = X(x * rstd) (llama, none) or x * rstd (gemma)
+//   backward  dx = X(rstd * dy * s - rstd^3 * sum(dy * s * x) / H * x),  dW += dy * xhat
+// with s = offset + w (llama, gemma), W(offset + w) (none), 1 without a weight.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <type_traits>
+#include <unordered_map>
+
+#include "backends/cuda_like/gpu_vendor.h"
+#include "backends/cuda_like/rms_norm_launch.h"
+
+namespace opreg::cuda_like {
+namespace dev {
+
+constexpr int kWarp = OPREG_GPU_WARP;
+static_assert(kWarp == kWarpSize, "the host plans and the kernels must agree on the warp size");
+constexpr int kMaxThreads = 1024;
+// Shared-memory floats of a row reduction: one per warp, double-buffered (see row_sum).
+constexpr int kRedFloats = 2 * kMaxThreads / kWarp;
+
+#define OPREG_DEV __device__ __forceinline__
+
+struct F32 {
+  using T = float;
+  static OPREG_DEV float load(T v) { return v; }
+  static OPREG_DEV T store(float v) { return v; }
+};
+struct BF16 {
+  using T = gpu_bf16;
+  // bf16 is the top half of an f32. Written as integer arithmetic rather than the header's
+  // inline-asm conversion, which the compiler cannot re-materialise: with it, every converted
+  // value of a row stays live and the bf16 kernels need ~60% more registers than the f16 ones.
+  static OPREG_DEV float load(T v) { return __uint_as_float(static_cast<unsigned>(__bfloat16_as_ushort(v)) << 16); }
+  static OPREG_DEV T store(float v) { return __float2bfloat16_rn(v); }
+};
+struct F16 {
+  using T = __half;
+  static OPREG_DEV float load(T v) { return __half2float(v); }
+  static OPREG_DEV T store(float v) { return __float2half_rn(v); }
+};
+
+// What storing v in E and reading it back gives.
+template <class E>
+OPREG_DEV float round_to(float v) {
+  if constexpr (std::is_same_v<E, F32>) {
+    return v;
+  } else {
+    return E::load(E::store(v));
+  }
+}
+
+// N elements accessed together: as 16-byte vectors when they fill whole vectors (the caller
+// guarantees the alignment), else one by one.
+template <class E, int N>
+struct alignas((N * sizeof(typename E::T)) % 16 == 0 ? 16 : alignof(typename E::T)) Pack {
+  typename E::T v[N];
+};
+
+template <class E, int N>
+OPREG_DEV Pack<E, N> load_pack(const typename E::T* p) {
+  Pack<E, N> out;
+  if constexpr ((N * sizeof(typename E::T)) % 16 == 0) {
+#pragma unroll
+    for (int i = 0; i < static_cast<int>(N * sizeof(typename E::T) / 16); ++i) {
+      reinterpret_cast<uint4*>(out.v)[i] = reinterpret_cast<const uint4*>(p)[i];
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i) out.v[i] = p[i];
+  }
+  return out;
+}
+
+template <class E, int N>
+OPREG_DEV void store_pack(typename E::T* p, const Pack<E, N>& in) {
+  if constexpr ((N * sizeof(typename E::T)) % 16 == 0) {
+#pragma unroll
+    for (int i = 0; i < static_cast<int>(N * sizeof(typename E::T) / 16); ++i) {
+      reinterpret_cast<uint4*>(p)[i] = reinterpret_cast<const uint4*>(in.v)[i];
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i) p[i] = in.v[i];
+  }
+}
+
+// The scales (offset + w) of N columns as the casting mode defines them; 1 without a weight.
+template <class W, int N>
+OPREG_DEV void load_scale(const typename W::T* w, std::int64_t col, float offset, bool round_w, float (&s)[N]) {
+  if (w == nullptr) {
+#pragma unroll
+    for (int e = 0; e < N; ++e) s[e] = 1.0f;
+    return;
+  }
+  const Pack<W, N> wv = load_pack<W, N>(w + col);
+#pragma unroll
+  for (int e = 0; e < N; ++e) {
+    const float v = offset + W::load(wv.v[e]);
+    s[e] = round_w ? round_to<W>(v) : v;
+  }
+}
+
+// xhat as the casting mode sees it: rounded to x's dtype (llama, none) or not (gemma).
+template <class X>
+OPREG_DEV float xhat_of(float x, float rstd, bool gemma) {
+  const float v = x * rstd;
+  return gemma ? v : round_to<X>(v);
+}
+
+// The backward's arithmetic on one access: dot += sum(dy * s * x); and dx = X(rstd * dy * s -
+// coeff * x) with dW += dy * xhat (when `dw`).
+template <class X, int VEC>
+OPREG_DEV float dot_pack(float dot, const Pack<X, VEC>& dy, const float (&s)[VEC], const Pack<X, VEC>& x) {
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) dot += X::load(dy.v[e]) * s[e] * X::load(x.v[e]);
+  return dot;
+}
+template <class X, int VEC, bool GEMMA, class Sum>
+OPREG_DEV Pack<X, VEC> dx_pack(const Pack<X, VEC>& dy, const float (&s)[VEC], const Pack<X, VEC>& x, float rstd,
+                               float coeff, bool dw, Sum (&acc)[VEC]) {
+  Pack<X, VEC> out;
+#pragma unroll
+  for (int e = 0; e < VEC; ++e) {
+    const float xf = X::load(x.v[e]);
+    const float dyf = X::load(dy.v[e]);
+    out.v[e] = X::store(rstd * dyf * s[e] - coeff * xf);
+    if (dw) acc[e].add(dyf * xhat_of<X>(xf, rstd, GEMMA));
+  }
+  return out;
+}
+
+// Sum over groups of `width` consecutive lanes (a power of two up to the warp).
+template <class T>
+OPREG_DEV T warp_sum(T v, int width) {
+  for (int o = width / 2; o > 0; o /= 2) v += gpu_shfl_xor(v, o);
+  return v;
+}
+
+// The sum of v over the `tpr` threads of each row of the block (threads [k*tpr, (k+1)*tpr)),
+// returned to all of them, in a fixed order (deterministic). Blocks whose rows span several
+// warps go through `red` (kRedFloats); it is double-buffered by `parity`, which the caller flips
+// on every call, so one barrier per call suffices: a warp can only overwrite a buffer after
+// every warp passed the next call's barrier, i.e. finished reading it.
+template <class T>
+OPREG_DEV T row_sum(T v, int tpr, T* red, int parity) {
+  if (tpr <= kWarp) return warp_sum(v, tpr);
+  v = warp_sum(v, kWarp);
+  const int warp = static_cast<int>(threadIdx.x) / kWarp;
+  const int per_row = tpr / kWarp;
+  T* buf = red + parity * (kMaxThreads / kWarp);
+  if (threadIdx.x % kWarp == 0) buf[warp] = v;
+  __syncthreads();
+  const int first = warp / per_row * per_row;
+  T total = 0;
+  for (int i = 0; i < per_row; ++i) total += buf[first + i];
+  return total;
+}
+
+// A column's dW over the rows one thread sees. For f32 inputs the sum must stay accurate to f32
+// rounding: a plain f32 running sum over a few hundred rows drifts by ~1e-5 of its magnitude,
+// past the f32 tolerance, so Kahan's compensation keeps it at one rounding. For 16-bit inputs
+// that drift is 100x under the output's own rounding, and the second register per column would
+// cost occupancy: a plain sum.
+struct PlainSum {
+  float sum = 0.0f;
+  OPREG_DEV void add(float term) { sum += term; }
+  OPREG_DEV float value() const { return sum; }
+};
+struct Kahan {
+  float sum = 0.0f;
+  float comp = 0.0f;
+  OPREG_DEV void add(float term) {
+    const float y = term - comp;
+    const float t = sum + y;
+    comp = (t - sum) - y;
+    sum = t;
+  }
+  OPREG_DEV float value() const { return sum - comp; }
+};
+
+template <class X>
+using DwSum = std::conditional_t<std::is_same_v<X, F32>, Kahan, PlainSum>;
+
+// ---- Asynchronous 16-byte copies into shared memory (cp.async, sm_80 and later), the staging
+// of the row kernels: a thread copies its own accesses of a row a few rows ahead into its own
+// slots, and waits for its own copies only (no barrier). Where cp.async is missing (HIP, older
+// targets) the same calls copy synchronously, so the layout and the results are the same.
+#if !defined(OPREG_USE_HIP) && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800)
+#define OPREG_GPU_CP_ASYNC 1
+#else
+#define OPREG_GPU_CP_ASYNC 0
+#endif
+
+// Programmatic dependent launch (sm_90, CUDA): the dW finisher is launched while the backward
+// kernel drains and waits here for it to complete (and its writes to be visible); the backward
+// kernel lets it launch once its blocks are past their row loop.
+OPREG_DEV void wait_for_previous_kernel() {
+#if !defined(OPREG_USE_HIP) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+OPREG_DEV void let_next_kernel_launch() {
+#if !defined(OPREG_USE_HIP) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+OPREG_DEV void copy16_async(void* smem, const void* gmem) {
+#if OPREG_GPU_CP_ASYNC
+  // .cg: through L2 only, so the streamed rows leave L1 to the weight.
+  asm volatile(
+      "cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(static_cast<unsigned>(__cvta_generic_to_shared(smem))),
+      "l"(gmem)
+      : "memory");
+#else
+  *static_cast<uint4*>(smem) = *static_cast<const uint4*>(gmem);
+#endif
+}
+OPREG_DEV void async_commit() {
+#if OPREG_GPU_CP_ASYNC
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+// Waits until at most `pending` (0..3) of this thread's latest commit groups are in flight.
+OPREG_DEV void async_wait(int pending) {
+#if OPREG_GPU_CP_ASYNC
+  switch (pending) {
+    case 0:
+      asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+      break;
+    case 1:
+      asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+      break;
+    case 2:
+      asm volatile("cp.async.wait_group 2;\n" ::: "memory");
+      break;
+    default:
+      asm volatile("cp.async.wait_group 3;\n" ::: "memory");
+      break;
+  }
+#else
+  static_cast<void>(pending);
+#endif
+}
+
+// The accesses k < count(...) of a thread whose first access is `lane`, `tpr` apart, that fall
+// inside a row of `nvec` accesses (at most nv).
+OPREG_DEV int accesses(int lane, int tpr, int nvec, int nv) {
+  if (lane >= nvec) return 0;
+  const int n = (nvec - lane + tpr - 1) / tpr;
+  return n < nv ? n : nv;
+}
+
+}  // namespace dev
+
+// ---- Host helpers shared by the launchers.
+
+// Blocks of `kernel` that fit on one multiprocessor at this block size and shared memory, cached
+// per (kernel, device, block, smem): the runtime's occupancy query reads the kernel's attributes.
+template <class Kernel>
+gpuError_t occupancy(Kernel kernel, int device, int threads, std::size_t smem, int& blocks) {
+  struct Key {
+    const void* kernel;
+    int device;
+    int threads;
+    std::size_t smem;
+    bool operator==(const Key&) const = default;
+  };
+  struct Hash {
+    std::size_t operator()(const Key& k) const {
+      return std::hash<const void*>()(k.kernel) ^ (static_cast<std::size_t>(k.device) << 48) ^
+             (static_cast<std::size_t>(k.threads) << 32) ^ k.smem;
+    }
+  };
+  static std::mutex mutex;
+  static std::unordered_map<Key, int, Hash> cache;
+  const Key key{reinterpret_cast<const void*>(kernel), device, threads, smem};
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (auto it = cache.find(key); it != cache.end()) {
+      blocks = it->second;
+      return gpuSuccess;
+    }
+  }
+  const gpuError_t err = gpuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, smem);
+  if (err != gpuSuccess) return err;
+  if (blocks < 1) blocks = 1;
+  std::lock_guard<std::mutex> lock(mutex);
+  cache.emplace(key, blocks);
+  return gpuSuccess;
+}
+
+// Lets `kernel` take `bytes` of dynamic shared memory, once per kernel and size. Past 48 KiB a
+// block needs the opt-in, and that limit counts the static shared memory too (the kernels'
+// reduction buffers, under 1 KiB).
+template <class Kernel>
+gpuError_t allow_smem(Kernel kernel, std::size_t bytes) {
+  if (bytes + 1024u <= 48u * 1024u) return gpuSuccess;
+  static std::mutex mutex;
+  static std::unordered_map<const void*, std::size_t> allowed;
+  std::lock_guard<std::mutex> lock(mutex);
+  std::size_t& have = allowed[reinterpret_cast<const void*>(kernel)];
+  if (have >= bytes) return gpuSuccess;
+  const gpuError_t err =
+      gpuFuncSetAttribute(kernel, gpuFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+  if (err == gpuSuccess) have = bytes;
+  return err;
+}
+
+// Calls f(X{}, W{}) with the element types of (x, weight).
+template <class F>
+gpuError_t with_types(Elem xt, Elem wt, F&& f) {
+  using namespace dev;
+  switch (xt) {
+    case Elem::f32:
+      return f(F32{}, F32{});
+    case Elem::f16:
+      return wt == Elem::f32 ? f(F16{}, F32{}) : f(F16{}, F16{});
+    case Elem::bf16:
+      return wt == Elem::f32 ? f(BF16{}, F32{}) : f(BF16{}, BF16{});
+  }
+  return gpuSuccess;
+}
+
+}  // namespace opreg::cuda_like

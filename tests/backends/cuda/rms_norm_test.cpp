@@ -1,0 +1,296 @@
+// The cuda rms_norm variants on a real GPU: every variant against the reference through the
+// conformance harness (each variant run by name, and the registry's own choice), results that
+// are bit-identical run to run (dW included), the op's stream, a second GPU, and the errors.
+// Without a usable GPU every test skips with the reason the backend gave (main prints it once for
+// ctest's SKIP_REGULAR_EXPRESSION).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <iostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/cuda_like/gpu_vendor.h"
+#include "conformance/harness.h"
+#include "ops/problem.h"
+#include "support/throws_error.h"
+
+namespace opreg {
+namespace {
+
+const Availability& cuda_availability() {
+  static const Availability a = [] {
+    for (const auto& b : default_registry().backends()) {
+      if (b.name == "cuda") return b.availability;
+    }
+    return Availability{false, 0, "the cuda backend is not registered"};
+  }();
+  return a;
+}
+bool have_gpu() { return cuda_availability().available; }
+int gpu_count() { return have_gpu() ? cuda_availability().device_count : 0; }
+
+#define REQUIRE_GPU() \
+  if (!have_gpu()) GTEST_SKIP() << "no usable GPU: " << cuda_availability().reason
+
+const std::vector<std::pair<DType, DType>> kAllPairs{{DType::f32, DType::f32},
+                                                     {DType::f16, DType::f16},
+                                                     {DType::f16, DType::f32},
+                                                     {DType::bf16, DType::bf16},
+                                                     {DType::bf16, DType::f32}};
+
+// The shared shapes, plus what picks each variant's paths: many rows of 16-byte aligned short
+// rows (several rows a warp, persistent grid), aligned rows over several warps (5120) and over a
+// whole block (16384: the cluster variant for few rows), rows longer than one block holds
+// (65536, 200000, 262144: clusters up to 8 blocks), and a row no cluster holds (1,048,576).
+std::vector<Shape> cuda_shapes() {
+  std::vector<Shape> shapes = conformance::standard_shapes();
+  for (const Shape& s : {Shape{70000, 64}, Shape{37, 5120}, Shape{3, 16384}, Shape{2, 65536}, Shape{2, 200000},
+                         Shape{3, 262144}, Shape{1, 1048576}}) {
+    shapes.push_back(s);
+  }
+  return shapes;
+}
+
+std::vector<conformance::Case> forced_cases() {
+  if (!have_gpu()) return {};
+  conformance::Grid g;
+  g.variants = conformance::variants_of("cuda");
+  g.dtypes = kAllPairs;
+  g.shapes = cuda_shapes();
+  g.rms_modes = {{Casting::llama, 0.0}, {Casting::gemma, 1.0}, {Casting::none, 0.5}};
+  g.in_place_too = true;
+  g.affine = {{true, true}, {false, true}};  // with and without a weight
+  g.seed = 17;
+  return conformance::expand(g, "cuda:0");
+}
+
+}  // namespace
+
+namespace conformance {
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ConformanceTest);
+INSTANTIATE_TEST_SUITE_P(cuda, ConformanceTest, ::testing::ValuesIn(forced_cases()), case_name);
+}  // namespace conformance
+
+namespace {
+
+// ---- The registry's choice: the same problems through Registry::call, which must pick a cuda
+// variant (no fallback) and match the reference.
+
+struct ChosenCase {
+  ProblemSpec spec;
+};
+std::string chosen_name(const ::testing::TestParamInfo<ChosenCase>& info) {
+  const ProblemSpec& s = info.param.spec;
+  std::string name = s.op + "__" + std::string(to_string(s.dtype)) + "_" + std::string(to_string(s.wdtype)) + "__" +
+                     s.shape.str() + "__" + std::string(to_string(s.casting));
+  for (char& c : name) {
+    if (c == '.') c = '_';
+  }
+  return name;
+}
+
+std::vector<ChosenCase> chosen_cases() {
+  std::vector<ChosenCase> out;
+  if (!have_gpu()) return out;
+  for (const char* op : {"rms_norm.fwd", "rms_norm.bwd"}) {
+    for (const auto& [x, w] : kAllPairs) {
+      for (const Shape& shape : cuda_shapes()) {
+        ChosenCase c;
+        c.spec.op = op;
+        c.spec.dtype = x;
+        c.spec.wdtype = w;
+        c.spec.shape = shape;
+        c.spec.casting = x == DType::bf16 ? Casting::gemma : Casting::llama;
+        c.spec.offset = x == DType::bf16 ? 1.0 : 0.0;
+        c.spec.seed = 23;
+        out.push_back(c);
+      }
+    }
+  }
+  return out;
+}
+
+class CudaChosen : public ::testing::TestWithParam<ChosenCase> {};
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(CudaChosen);
+
+TEST_P(CudaChosen, PicksACudaVariantThatMatchesTheReference) {
+  REQUIRE_GPU();
+  Registry& reg = default_registry();
+  Problem problem(reg, GetParam().spec, reg.parse_device("cuda:0"));
+  problem.poison();
+  const DispatchResult r = problem.run();
+  ASSERT_NE(r.variant, nullptr);
+  EXPECT_FALSE(r.fell_back);
+  EXPECT_EQ(r.variant->backend, "cuda") << r.variant->name;
+  const CheckReport report = problem.check();
+  EXPECT_TRUE(report.pass()) << r.variant->name << ": " << report.summary() << "\n  reproduce: opreg run "
+                             << GetParam().spec.cli_args("cuda:0");
+}
+INSTANTIATE_TEST_SUITE_P(cuda, CudaChosen, ::testing::ValuesIn(chosen_cases()), chosen_name);
+
+// ---- Bit-identical results over repeated runs.
+
+// Tensors of one problem made directly (not through Problem, which keeps its outputs to itself).
+struct Bits {
+  std::vector<std::vector<unsigned char>> outputs;
+  friend bool operator==(const Bits&, const Bits&) = default;
+};
+
+Tensor random_tensor(const Shape& shape, DType dtype, Device device, std::mt19937& rng) {
+  Tensor host = Tensor::empty(shape, dtype);
+  std::uniform_real_distribution<double> dist(-2.0, 2.0);
+  for (std::int64_t i = 0; i < host.numel(); ++i)
+    store_from_double(host.data(), dtype, static_cast<std::size_t>(i), dist(rng));
+  return host.to(device);
+}
+
+std::vector<unsigned char> host_bytes(const Tensor& t) {
+  Tensor h = t.to(Device{});
+  const auto* p = static_cast<const unsigned char*>(h.data());
+  return {p, p + h.nbytes()};
+}
+
+struct DeterminismCase {
+  const char* variant;  // forward and backward impl
+  Shape shape;
+  DType dtype;
+};
+
+class CudaDeterminism : public ::testing::TestWithParam<DeterminismCase> {};
+
+TEST_P(CudaDeterminism, TenRunsGiveTheSameBits) {
+  REQUIRE_GPU();
+  const DeterminismCase& c = GetParam();
+  Registry& reg = default_registry();
+  const Device dev = reg.parse_device("cuda:0");
+  std::mt19937 rng(99);
+  const std::int64_t hidden = c.shape[c.shape.ndim() - 1];
+  const Shape rows{rows_hidden(c.shape).rows};
+  RmsNormFwdArgs f;
+  f.x = random_tensor(c.shape, c.dtype, dev, rng);
+  f.weight = random_tensor({hidden}, c.dtype, dev, rng);
+  f.y = Tensor::empty(c.shape, c.dtype, dev, reg);
+  f.rstd = Tensor::empty(rows, DType::f32, dev, reg);
+  RmsNormBwdArgs b;
+  b.dy = random_tensor(c.shape, c.dtype, dev, rng);
+  b.x = f.x;
+  b.weight = f.weight;
+  b.rstd = f.rstd;
+  b.dx = Tensor::empty(c.shape, c.dtype, dev, reg);
+  b.dweight = Tensor::empty({hidden}, c.dtype, dev, reg);
+  const std::string fwd = std::string("cuda.rms_norm.fwd.") + c.variant;
+  const std::string bwd = std::string("cuda.rms_norm.bwd.") + c.variant;
+  Bits first;
+  for (int run = 0; run < 10; ++run) {
+    for (Tensor* t : {&f.y, &f.rstd, &b.dx, &b.dweight}) t->fill(std::nan(""), reg);
+    const Verdict vf = reg.call_variant(rms_norm_fwd_op(), fwd, f);
+    ASSERT_TRUE(vf.ok) << fwd << ": " << vf.reason;
+    const Verdict vb = reg.call_variant(rms_norm_bwd_op(), bwd, b);
+    ASSERT_TRUE(vb.ok) << bwd << ": " << vb.reason;
+    Bits now{{host_bytes(f.y), host_bytes(f.rstd), host_bytes(b.dx), host_bytes(b.dweight)}};
+    if (run == 0) {
+      first = std::move(now);
+    } else {
+      ASSERT_TRUE(now == first) << c.variant << " " << c.shape.str() << ": run " << run << " differs from run 0";
+    }
+  }
+}
+
+// Shapes where each variant has many blocks contributing dW partials.
+INSTANTIATE_TEST_SUITE_P(cuda, CudaDeterminism,
+                         ::testing::Values(DeterminismCase{"rows", {4096, 1024}, DType::bf16},
+                                           DeterminismCase{"rows", {70000, 64}, DType::f32},
+                                           DeterminismCase{"rows", {513, 4099}, DType::f16},
+                                           DeterminismCase{"cluster", {64, 131072}, DType::bf16},
+                                           DeterminismCase{"cluster", {3, 16384}, DType::f32},
+                                           DeterminismCase{"split", {1000, 12345}, DType::bf16},
+                                           DeterminismCase{"split", {2, 200003}, DType::f32}),
+                         [](const ::testing::TestParamInfo<DeterminismCase>& info) {
+                           return std::string(info.param.variant) + "_" + info.param.shape.str() + "_" +
+                                  std::string(to_string(info.param.dtype));
+                         });
+
+// ---- Streams and devices.
+
+TEST(CudaRmsNorm, RunsOnTheStreamItIsGiven) {
+  REQUIRE_GPU();
+  Registry& reg = default_registry();
+  ASSERT_EQ(gpuSetDevice(0), gpuSuccess);
+  gpuStream_t stream = nullptr;
+  ASSERT_EQ(gpuStreamCreate(&stream), gpuSuccess);
+  const ExecContext ctx{stream};
+  for (const char* op : {"rms_norm.fwd", "rms_norm.bwd"}) {
+    ProblemSpec spec;
+    spec.op = op;
+    spec.dtype = DType::bf16;
+    spec.wdtype = DType::f32;
+    spec.shape = Shape{4096, 2048};
+    Problem problem(reg, spec, reg.parse_device("cuda:0"));
+    problem.poison();
+    const DispatchResult r = problem.run(&ctx);
+    problem.synchronize(&ctx);
+    EXPECT_TRUE(problem.check().pass()) << op << " on a stream of its own via " << r.variant->name;
+  }
+  EXPECT_EQ(gpuStreamDestroy(stream), gpuSuccess);
+}
+
+TEST(CudaRmsNorm, TensorsOnTheSecondGpuRunThere) {
+  REQUIRE_GPU();
+  if (gpu_count() < 2) GTEST_SKIP() << "one GPU on this machine; cuda:1 needs a second";
+  Registry& reg = default_registry();
+  // The caller's current device stays 0: the variant must switch to the tensors' device itself.
+  ASSERT_EQ(gpuSetDevice(0), gpuSuccess);
+  for (const char* op : {"rms_norm.fwd", "rms_norm.bwd"}) {
+    for (const Shape& shape : {Shape{4096, 4096}, Shape{3, 262144}, Shape{127, 4099}}) {
+      ProblemSpec spec;
+      spec.op = op;
+      spec.dtype = DType::bf16;
+      spec.wdtype = DType::bf16;
+      spec.shape = shape;
+      Problem problem(reg, spec, reg.parse_device("cuda:1"));
+      problem.poison();
+      const DispatchResult r = problem.run();
+      const CheckReport report = problem.check();
+      EXPECT_TRUE(report.pass()) << op << " " << shape.str() << " on cuda:1 via " << r.variant->name << ": "
+                                 << report.summary();
+    }
+  }
+  int current = -1;
+  ASSERT_EQ(gpuGetDevice(&current), gpuSuccess);
+  EXPECT_EQ(current, 0) << "the call left another device current";
+}
+
+// ---- Errors: a forced variant that cannot hold the problem says which and why.
+
+TEST(CudaRmsNorm, AForcedVariantThatCannotHoldTheRowSaysWhy) {
+  REQUIRE_GPU();
+  Registry& reg = default_registry();
+  ProblemSpec spec;
+  spec.op = "rms_norm.fwd";
+  spec.shape = Shape{2, 200003};
+  Problem problem(reg, spec, reg.parse_device("cuda:0"));
+  const Verdict v = problem.run_variant("cuda.rms_norm.fwd.rows");
+  EXPECT_FALSE(v.ok);
+  EXPECT_NE(v.reason.find("one block holds"), std::string::npos) << v.reason;
+  Config forced = reg.config();
+  const Config saved = forced;
+  forced.force_variants = {"cuda.rms_norm.fwd.rows"};
+  reg.set_config(forced);
+  EXPECT_TRUE(testing::ThrowsError([&] { problem.run(); }, ErrorKind::unsupported,
+                                   {"cuda.rms_norm.fwd.rows", "cuda:0", "2x200003", "one block holds"}));
+  reg.set_config(saved);
+}
+
+}  // namespace
+}  // namespace opreg
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  if (!opreg::have_gpu()) {
+    std::cout << "opreg cuda tests skipped: no usable GPU (" << opreg::cuda_availability().reason << ")\n";
+  }
+  return RUN_ALL_TESTS();
+}
