@@ -40,12 +40,12 @@ if ((xpu_built)); then
 else
   expect 0 '^xpu +- +- +- +not built: ' -- "$opreg" devices
 fi
-expect 0 'npu:0 +Ascend 910B4 \(emulated\) \[emulated\]' -- "$opreg" devices
+expect 0 'npu:0 +Ascend910B4 \(emulated\) \[emulated\]' -- "$opreg" devices
 expect 0 '^inference: npu:0 \[emulated\] \(OPREG_DEVICE=npu' -- env OPREG_DEVICE=npu "$opreg" devices
 expect 2 "OPREG_DEVICE='nonsense': invalid device 'nonsense': accepted devices are cpu" -- env OPREG_DEVICE=nonsense "$opreg" devices
 ((xpu_built)) || expect 3 "device 'xpu': the xpu backend is not built" -- env OPREG_DEVICE=xpu "$opreg" devices
 expect 2 "OPREG_VERBOSE='9'" -- env OPREG_VERBOSE=9 "$opreg" devices
-expect 2 "OPREG_NPU_PROFILE='nosuch'.*accepted: 910B4" -- env OPREG_NPU_PROFILE=nosuch "$opreg" devices
+expect 2 "OPREG_NPU_PROFILE='nosuch'.*accepted: Ascend910B4, Ascend910B2" -- env OPREG_NPU_PROFILE=nosuch "$opreg" devices
 expect 3 'device npu:3 does not exist' -- env OPREG_DEVICE=npu:3 "$opreg" devices
 expect 0 'inference: cpu \(first available in OPREG_BACKEND_ORDER order npu,cpu; skipped npu \(emulated' -- \
   env OPREG_BACKEND_ORDER=npu,cpu "$opreg" devices
