@@ -68,11 +68,13 @@ struct Lookup {
 };
 
 struct ChoiceCache {
-  static constexpr std::size_t kSlots = 128;
+  static constexpr int kSlotBits = 7;
+  static constexpr std::size_t kSlots = std::size_t{1} << kSlotBits;
   std::array<CacheSlot, kSlots> slots;
+  static std::size_t index(std::uint64_t hash) { return static_cast<std::size_t>(hash >> (64 - kSlotBits)); }
 
   Lookup find(const ProblemKey& key, std::uint64_t hash) const {
-    const CacheSlot& slot = slots[hash % kSlots];
+    const CacheSlot& slot = slots[index(hash)];
     const std::uint64_t s1 = slot.seq.load(std::memory_order_acquire);
     if (s1 == 0 || (s1 & 1U) != 0) return {};
     bool same = slot.size.load(std::memory_order_relaxed) == key.size;
@@ -87,7 +89,7 @@ struct ChoiceCache {
   }
 
   void insert(const ProblemKey& key, std::uint64_t hash, const VariantEntry* choice) {
-    CacheSlot& slot = slots[hash % kSlots];
+    CacheSlot& slot = slots[index(hash)];
     std::uint64_t s = slot.seq.load(std::memory_order_relaxed);
     if ((s & 1U) != 0 || !slot.seq.compare_exchange_strong(s, s + 1, std::memory_order_acquire)) return;
     std::atomic_thread_fence(std::memory_order_release);
@@ -106,6 +108,10 @@ struct BackendTable {
   std::vector<const VariantEntry*> disabled;  // by OPREG_DISABLE, for explanations
   const VariantEntry* forced = nullptr;       // by OPREG_FORCE_VARIANT
   const VariantEntry* fast = nullptr;         // the choice whatever the problem: no cache needed
+  // With `fast`, unless the backend is disabled: its KernelContext on each device, ready to pass
+  // (the device's default stream).
+  std::vector<KernelContext> fast_contexts;
+  std::size_t fast_devices = 0;                      // fast_contexts.size(), spared the division on the hot path
   mutable std::atomic<ChoiceCache*> cache{nullptr};  // made on the first miss
   ~BackendTable() { delete cache.load(); }
 };
@@ -131,6 +137,7 @@ struct InfoLess {
 };
 
 struct RegistryCore {
+  Registry* registry = nullptr;  // the one this is the core of: what kernels are told
   std::mutex mutex;  // registration, configuration, publication
   std::atomic<const State*> current{nullptr};
   std::unique_ptr<const State> published;  // owns `current`
@@ -213,7 +220,11 @@ class WriteLock {
 // The published State, held for as long as this object lives (which is a ReadSection).
 class StateRef {
  public:
-  explicit StateRef(const RegistryCore& core) : state_(core.current.load(std::memory_order_acquire)) {}
+  [[gnu::always_inline]] explicit StateRef(const RegistryCore& core)
+      : state_(core.current.load(std::memory_order_acquire)) {}
+  [[gnu::always_inline]] ~StateRef() {}  // NOLINT(modernize-use-equals-default): the attribute needs a body
+  StateRef(const StateRef&) = delete;
+  StateRef& operator=(const StateRef&) = delete;
   const State& operator*() const { return *state_; }
   const State* operator->() const { return state_; }
 

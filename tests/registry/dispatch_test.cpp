@@ -627,5 +627,28 @@ TEST_F(DispatchRegressionTest, ErrorsAndLogLinesMarkEmulatedDevices) {
   EXPECT_EQ(reg.device_name(dev("npu:0")), "npu:0");  // names stay parseable
 }
 
+// Dispatch reads an op's tensors by their offsets in the argument struct, recorded once when the
+// op is defined: a `tensors` function that lists anything else is refused there, as is a spec
+// with both checks or neither.
+TEST(OpDefinition, RefusesTensorsOutsideTheArgumentStructAndAmbiguousChecks) {
+  struct StrayArgs {
+    Tensor x;
+  };
+  static Tensor elsewhere;
+  OpSpec<StrayArgs> stray{.name = "test_stray.fwd",
+                          .check = +[](const StrayArgs&) {},
+                          .tensors = +[](StrayArgs&, TensorList& l) { l.add("elsewhere", elsewhere, Role::in); }};
+  EXPECT_TRUE(ThrowsError([&] { Op<StrayArgs> op(stray); }, ErrorKind::internal,
+                          {"test_stray.fwd", "'elsewhere'", "not a member of the argument struct"}));
+  OpSpec<StrayArgs> both{.name = "test_both.fwd",
+                         .check = +[](const StrayArgs&) {},
+                         .tensors = +[](StrayArgs& a, TensorList& l) { l.add("x", a.x, Role::in); },
+                         .check_facts = +[](const StrayArgs&) { return CallFacts{}; }};
+  EXPECT_TRUE(ThrowsError([&] { Op<StrayArgs> op(both); }, ErrorKind::internal, {"one of check and check_facts"}));
+  both.check = nullptr;
+  both.check_facts = nullptr;
+  EXPECT_TRUE(ThrowsError([&] { Op<StrayArgs> op(both); }, ErrorKind::internal, {"one of check and check_facts"}));
+}
+
 }  // namespace
 }  // namespace opreg::testing
