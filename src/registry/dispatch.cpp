@@ -39,9 +39,23 @@ struct CallSite {
   int strided = -1;  // the first defined, non-contiguous field; -1: none
 };
 
-// "x is not contiguous": a strided tensor, for messages.
-std::string strided_text(const detail::OpDef& op, const void*, int field) {
-  return fmt::format("{} is not contiguous", op.fields[static_cast<std::size_t>(field)].name);
+// "x is not contiguous: shape [4x4], strides [1, 4]": what a strided tensor is, for messages.
+std::string strided_text(const detail::OpDef& op, const void* args, int field) {
+  const Tensor& t = op.tensor(args, field);
+  return fmt::format("{} is not contiguous: shape [{}], strides [{}]", op.fields[static_cast<std::size_t>(field)].name,
+                     t.shape().str(), fmt::join(t.strides(), ", "));
+}
+
+// What to do about a strided tensor that no variant takes.
+std::string contiguous_fix(const Registry& r, const detail::OpDef& op, const void* args, int field) {
+  const char* name = op.fields[static_cast<std::size_t>(field)].name;
+  if (op.tensor(args, field).device().backend == kCpuBackendId) {
+    return fmt::format("make a contiguous copy of {0} first ({0}.to({0}.device()) returns one) and pass that", name);
+  }
+  return fmt::format(
+      "make a contiguous copy of {} on {} first and pass that (Tensor::to copies only contiguous "
+      "device tensors)",
+      name, r.device_name(op.tensor(args, field).device()));
 }
 
 // The key words past the fixed ones: each tensor's dtype and data alignment (7 bits a tensor,
@@ -328,16 +342,18 @@ inline KernelContext kernel_context(Registry& r, const State& s, const BackendRe
     if (s.disabled[device.backend]) return fmt::format("backend {} is disabled by OPREG_DISABLE", be.name);
     return fmt::format("no {} variant is registered", be.name);
   };
+  // When strides were the obstacle, the way out (the host copies of a fallback are contiguous).
+  auto fix = [&] { return site.strided < 0 ? std::string() : "; " + contiguous_fix(reg, op, args, site.strided); };
   if (device.backend == kCpuBackendId) {
-    fail(ErrorKind::unsupported, "{} on cpu: no variant accepted {} ({})", op.name, describe_tensors(reg, op, args),
-         reasons());
+    fail(ErrorKind::unsupported, "{} on cpu: no variant accepted {} ({}){}", op.name, describe_tensors(reg, op, args),
+         reasons(), fix());
   }
   const FallbackPolicy policy = s.fallback[device.backend];
   if (policy == FallbackPolicy::error) {
     fail(ErrorKind::unsupported,
          "{} on {}: no variant accepted {} ({}); the fallback policy of {} is error "
-         "(OPREG_FALLBACK=warn would run it on the cpu through host copies)",
-         op.name, reg.device_label(device), describe_tensors(reg, op, args), reasons(), be.name);
+         "(OPREG_FALLBACK=warn would run it on the cpu through host copies){}",
+         op.name, reg.device_label(device), describe_tensors(reg, op, args), reasons(), be.name, fix());
   }
   core.fallbacks.fetch_add(1, std::memory_order_relaxed);
   core.fallbacks_by[static_cast<std::size_t>(op.id)][device.backend].fetch_add(1, std::memory_order_relaxed);
@@ -409,6 +425,7 @@ const VariantInfo* Registry::choose_erased(const detail::OpDef& op, const void* 
   if (why != nullptr) {
     *why = c.how;
     for (const auto& r : c.rejected) *why += (why->empty() ? "" : "; ") + ("rejected " + r);
+    if (c.variant == nullptr && site.strided >= 0) *why += "; " + contiguous_fix(*this, op, args, site.strided);
   }
   return c.variant != nullptr ? c.variant->info : nullptr;
 }
@@ -448,7 +465,9 @@ Verdict Registry::call_variant_erased(const detail::OpDef& op, std::string_view 
          device_label(device), here.empty() ? std::string("none") : join(here));
   }
   if (site.strided >= 0 && !v->info->strided) {
-    return Verdict::reject(fmt::format("needs contiguous tensors ({})", strided_text(op, args, site.strided)));
+    return Verdict::reject(fmt::format("{}: needs contiguous tensors ({}); {}", op.name,
+                                       strided_text(op, args, site.strided),
+                                       contiguous_fix(*this, op, args, site.strided)));
   }
   const BackendRecord& be = *s.backends[device.backend];
   if (v->supports) {

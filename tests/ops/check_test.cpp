@@ -884,6 +884,44 @@ TEST(OpChecks, GegluBwd) { check_table(geglu_bwd_op(), &glu_bwd, glu_bwd_table()
 TEST(OpChecks, SwigluFwd) { check_table(swiglu_fwd_op(), &glu_fwd, glu_fwd_table(), &swiglu_fwd); }
 TEST(OpChecks, SwigluBwd) { check_table(swiglu_bwd_op(), &glu_bwd, glu_bwd_table(), &swiglu_bwd); }
 
+// No cpu variant takes strides: the refusal names the op, the tensor and its strides, each
+// variant's reason, and the contiguous copy that fixes it; that copy then runs. The same through
+// the op's entry point, Registry::call, call_variant and choose.
+TEST(OpChecks, AStridedViewIsRefusedWithItsStridesAndTheContiguousCopyThatFixesIt) {
+  const std::string fix = "make a contiguous copy of x first (x.to(x.device()) returns one) and pass that";
+  RmsNormFwdArgs a = rms_fwd();
+  const Tensor backing = filled(Shape{2 * a.x.numel()}, f32);
+  a.x = strided_over(backing, kRows, f32);
+  const std::vector<std::string> needles{"rms_norm.fwd on cpu: no variant accepted",
+                                         "x is not contiguous: shape [2x3x8], strides [48, 16, 2]", fix};
+  std::string message;
+  EXPECT_TRUE(ThrowsError([&] { rms_norm_fwd(a); }, ErrorKind::unsupported, needles, &message));
+  for (const VariantInfo& v : registry().variants("rms_norm.fwd")) {
+    if (v.backend == "cpu") {
+      EXPECT_NE(message.find(v.name + ": needs contiguous tensors"), std::string::npos) << message;
+    }
+  }
+  EXPECT_TRUE(ThrowsError([&] { registry().call(rms_norm_fwd_op(), a); }, ErrorKind::unsupported, needles));
+  const Verdict refused = registry().call_variant(rms_norm_fwd_op(), "cpu.rms_norm.fwd.generic", a);
+  EXPECT_FALSE(refused.ok);
+  EXPECT_NE(refused.reason.find("x is not contiguous: shape [2x3x8], strides [48, 16, 2]"), std::string::npos);
+  EXPECT_NE(refused.reason.find(fix), std::string::npos) << refused.reason;
+  std::string why;
+  EXPECT_EQ(registry().choose(rms_norm_fwd_op(), a, &why), nullptr);
+  EXPECT_NE(why.find(fix), std::string::npos) << why;
+
+  a.x = a.x.to(a.x.device());
+  EXPECT_TRUE(a.x.is_contiguous());
+  EXPECT_NO_THROW(rms_norm_fwd(a));
+
+  // An output too: the message names it.
+  const Tensor y_backing = filled(Shape{2 * a.y.numel()}, f32);
+  a.y = strided_over(y_backing, kRows, f32);
+  EXPECT_TRUE(ThrowsError([&] { rms_norm_fwd(a); }, ErrorKind::unsupported,
+                          {"y is not contiguous: shape [2x3x8], strides [48, 16, 2]",
+                           "make a contiguous copy of y first (y.to(y.device()) returns one) and pass that"}));
+}
+
 // ---- The allocating wrappers (default registry).
 
 struct WrapperCall {
