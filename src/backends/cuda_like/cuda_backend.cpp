@@ -1,6 +1,7 @@
 // The cuda backend's runtime glue: device discovery, properties, memory and streams.
 // The kernels' variants (rms_norm.cpp) are registered with it.
 #include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include "backends/builtin.h"
@@ -61,6 +62,21 @@ class CudaBackend final : public Backend {
       fail(ErrorKind::device, "cuda:{}: allocating {} bytes failed: {}", index, bytes, gpuGetErrorString(err));
     }
     return p;
+  }
+  // Free device memory now, for the admission checks (0, i.e. unknown, if the runtime cannot say:
+  // the checks then use the device's total).
+  std::uint64_t memory_available(int index) override {
+    int previous = -1;
+    if (gpuGetDevice(&previous) != gpuSuccess) previous = -1;
+    std::size_t free_bytes = 0;
+    std::size_t total_bytes = 0;
+    const bool ok = gpuSetDevice(index) == gpuSuccess && gpuMemGetInfo(&free_bytes, &total_bytes) == gpuSuccess;
+    if (previous >= 0 && previous != index) gpuSetDevice(previous);
+    if (!ok) {
+      gpuGetLastError();
+      return 0;
+    }
+    return free_bytes;
   }
   void deallocate(int index, void* ptr, std::size_t) noexcept override {
     gpuSetDevice(index);

@@ -157,7 +157,15 @@ ShapeOrWhy rows_shape(const RowProblem& p, bool backward) {
     s.nv = nv;
     s.tpr = round_threads(want);
     s.slots = s.tpr >= 256 ? 1 : 256 / s.tpr;
-    if (vec > 1 && !fit_smem(p, backward, s)) continue;
+    if (!backward) {
+      // The forward holds the row in registers, a block (or a cluster) per row group: no
+      // persistent grid, whose blocks would wait for their own rows' reductions with nothing in
+      // flight; the hardware overlaps many short-lived blocks instead.
+      s.stages = 0;
+      s.per_sm = -1;
+    } else if (vec > 1 && !fit_smem(p, backward, s)) {
+      continue;
+    }
     const bool spills = backward && p.xt == Elem::f32 && nv == 4;
     if (vec == 1 || (s.tpr <= prefer && !spills)) return {s, {}};
     // Else the fewest threads a row, a spilling shape only if nothing else fits.

@@ -79,6 +79,27 @@ OPREG_DEV Pack<E, N> load_pack(const typename E::T* p) {
   return out;
 }
 
+// load_pack for data no thread of the kernel writes, read once: 16-byte accesses through the
+// read-only path without allocating in L1 (CUDA), so the streamed rows leave L1 to the weight.
+template <class E, int N>
+OPREG_DEV Pack<E, N> load_pack_once(const typename E::T* p) {
+#if !defined(OPREG_USE_HIP)
+  if constexpr ((N * sizeof(typename E::T)) % 16 == 0) {
+    Pack<E, N> out;
+#pragma unroll
+    for (int i = 0; i < static_cast<int>(N * sizeof(typename E::T) / 16); ++i) {
+      uint4 v;
+      asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                   : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                   : "l"(reinterpret_cast<const uint4*>(p) + i));
+      reinterpret_cast<uint4*>(out.v)[i] = v;
+    }
+    return out;
+  }
+#endif
+  return load_pack<E, N>(p);
+}
+
 template <class E, int N>
 OPREG_DEV void store_pack(typename E::T* p, const Pack<E, N>& in) {
   if constexpr ((N * sizeof(typename E::T)) % 16 == 0) {

@@ -263,6 +263,28 @@ TEST(CudaRmsNorm, TensorsOnTheSecondGpuRunThere) {
   EXPECT_EQ(current, 0) << "the call left another device current";
 }
 
+// ---- Memory admission: the backend reports the device's free memory (cudaMemGetInfo), so a
+// tensor larger than that is refused before cudaMalloc, naming both numbers.
+
+TEST(CudaRmsNorm, ReportsFreeDeviceMemoryAndRefusesMoreThanThat) {
+  REQUIRE_GPU();
+  Registry& reg = default_registry();
+  const Device dev = reg.parse_device("cuda:0");
+  Backend& backend = reg.backend(dev.backend);
+  const std::uint64_t total = reg.device_props(dev).memory_bytes;
+  const std::uint64_t before = backend.memory_available(0);
+  EXPECT_GT(before, 0u);
+  EXPECT_LE(before, total);
+  {
+    Tensor big = Tensor::empty({std::int64_t{256} << 20}, DType::f32, dev, reg);  // 1 GiB
+    const std::uint64_t during = backend.memory_available(0);
+    EXPECT_LE(during + (std::uint64_t{1} << 30), before + (std::uint64_t{64} << 20)) << "1 GiB held";
+  }
+  const std::int64_t too_many = static_cast<std::int64_t>(total / 2 + (std::uint64_t{1} << 30));
+  EXPECT_TRUE(testing::ThrowsError([&] { Tensor::empty({too_many}, DType::f32, dev, reg); }, ErrorKind::device,
+                                   {"needs", "cuda:0", "available"}));
+}
+
 // ---- Errors: a forced variant that cannot hold the problem says which and why.
 
 TEST(CudaRmsNorm, AForcedVariantThatCannotHoldTheRowSaysWhy) {
