@@ -10,7 +10,7 @@
 #   GPU_CHECK_STAGES   comma list of build,test,sanitize,bench,peers,ncu (default: all but ncu)
 #   GPU_CHECK_BENCH    --benchmark_filter of the benchmark (default ^(copy|rms)/; the launch-shape sweep
 #                      is ^sweep/)
-#   GPU_CHECK_DEPS     folder of Debian packages (fmt, GoogleTest, Google Benchmark) to unpack under
+#   GPU_CHECK_DEPS     folder of Debian packages (fmt, DLPack, GoogleTest, Google Benchmark) to unpack under
 #                      /tmp/deps when the machine lacks them (default ./deps)
 #   GPU_CHECK_DEADLINE seconds the whole script may take (default 570: one 10-minute device call with
 #                      room to spare); a stage gets at most what is left of it, so the summary and
@@ -52,8 +52,9 @@ stage() {  # stage NAME LIMIT_S LOGFILE CMD...
   python3 -c 'import torch; print("torch", torch.__version__, "gpus", torch.cuda.device_count())' 2>&1
 } | tee -a "$log"
 
-# fmt, GoogleTest and Google Benchmark: from the system, else from carried Debian packages.
-if [[ ! -f /usr/include/fmt/format.h || ! -d /usr/include/gtest || ! -d /usr/include/benchmark ]]; then
+# fmt, DLPack, GoogleTest and Google Benchmark: from the system, else from carried Debian packages.
+if [[ ! -f /usr/include/fmt/format.h || ! -f /usr/include/dlpack/dlpack.h || ! -d /usr/include/gtest ||
+  ! -d /usr/include/benchmark ]]; then
   deps=${GPU_CHECK_DEPS:-deps}
   if compgen -G "$deps/*.deb" >/dev/null; then
     mkdir -p /tmp/deps
