@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/cuda_like/device_guard.h"
 #include "registry/fail.h"
 
 namespace opreg::cuda_like {
@@ -278,24 +279,15 @@ namespace {
 // The call's device is current while it runs; the caller's is restored after.
 class DeviceGuard {
  public:
-  DeviceGuard(int index, const char* variant) {
-    if (gpuError_t err = gpuGetDevice(&previous_); err != gpuSuccess) {
-      fail(ErrorKind::device, "{} on cuda:{}: cudaGetDevice failed: {}", variant, index, gpuGetErrorString(err));
-    }
-    if (previous_ != index) {
-      if (gpuError_t err = gpuSetDevice(index); err != gpuSuccess) {
-        fail(ErrorKind::device, "{} on cuda:{}: cudaSetDevice failed: {}", variant, index, gpuGetErrorString(err));
-      }
+  DeviceGuard(int index, const char* variant) : current_(index) {
+    if (current_.error() != gpuSuccess) {
+      fail(ErrorKind::device, "{} on cuda:{}: cudaSetDevice failed: {}", variant, index,
+           gpuGetErrorString(current_.error()));
     }
   }
-  ~DeviceGuard() {
-    if (previous_ >= 0) gpuSetDevice(previous_);
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
 
  private:
-  int previous_ = -1;
+  CurrentDevice current_;
 };
 
 // The host side of one call: its variant, device, stream and problem, for error messages.
