@@ -540,7 +540,7 @@ gpuError_t plan_rows(Kernel kernel, std::int64_t rows, const RowShape& s, const 
   l.threads = s.tpr * s.slots;
   l.smem = smem;
   l.call = "cudaFuncSetAttribute";
-  if (gpuError_t err = allow_smem(kernel, smem); err != gpuSuccess) return err;
+  if (gpuError_t err = allow_smem(kernel, g.device, smem); err != gpuSuccess) return err;
   const std::int64_t groups = (rows + s.slots - 1) / s.slots;
   std::int64_t resident = 0;
   if (s.cluster > 1) {
