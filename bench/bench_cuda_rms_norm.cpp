@@ -18,7 +18,10 @@
 // smaller cases, is itself short of the peak).
 //
 // sweep/...: the launch shapes the variants could use, run through the kernels' launchers
-// directly, for tuning the plans (docs/backends/cuda.md). Filter with --benchmark_filter.
+// directly, for tuning the plans (docs/backends/cuda.md): <dir>_rows_nv<accesses>_tpr<threads a
+// row>_blk<threads a block>_st<stages: 0 = registers>[_hold: scales in shared memory][_np: a block
+// per row group, not persistent], and <dir>_cluster_c<blocks>_tpr<threads>. Filter with
+// --benchmark_filter; bench/peer_gpu_rms_norm.py sweep BENCH.json lists the best per case.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -319,7 +322,7 @@ std::vector<std::pair<std::string, Sweep>> sweeps(std::int64_t hidden, DType dty
       // Stages 0 (the row in registers) to 2; backward, scales held in shared memory or not;
       // forward in registers, also without the persistent grid (a block per row group: "_np").
       for (const int stages : {0, 1, 2}) {
-        for (const bool hold : backward && stages > 0 ? std::vector<bool>{false, true} : std::vector<bool>{false}) {
+        for (const bool hold : backward&& stages > 0 ? std::vector<bool>{false, true} : std::vector<bool>{false}) {
           for (const int per_sm : !backward && stages == 0 ? std::vector<int>{0, -1} : std::vector<int>{0}) {
             const std::size_t smem =
                 stages * stage_bytes(backward, nv, threads) + (hold ? held_scale_bytes(nv, vec, threads) : 0);
@@ -327,9 +330,9 @@ std::vector<std::pair<std::string, Sweep>> sweeps(std::int64_t hidden, DType dty
             s.stages = stages;
             s.hold = hold;
             s.per_sm = per_sm;
-            out.push_back({std::string(dir) + "_rows_nv" + std::to_string(nv) + "_tpr" + std::to_string(tpr) +
-                               "_blk" + std::to_string(threads) + "_st" + std::to_string(stages) +
-                               (hold ? "_hold" : "") + (per_sm < 0 ? "_np" : ""),
+            out.push_back({std::string(dir) + "_rows_nv" + std::to_string(nv) + "_tpr" + std::to_string(tpr) + "_blk" +
+                               std::to_string(threads) + "_st" + std::to_string(stages) + (hold ? "_hold" : "") +
+                               (per_sm < 0 ? "_np" : ""),
                            Sweep{backward, s}});
           }
         }
@@ -361,7 +364,10 @@ const std::vector<Shape>& bench_shapes() {
 }
 
 void register_all() {
-  benchmark::RegisterBenchmark("copy/peak", run_peak_copy)->UseManualTime()->Iterations(20)->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("copy/peak", run_peak_copy)
+      ->UseManualTime()
+      ->Iterations(20)
+      ->Unit(benchmark::kMicrosecond);
   for (const DType dtype : {DType::bf16, DType::f32}) {
     const std::string dt(to_string(dtype));
     for (const Shape& shape : bench_shapes()) {

@@ -5,7 +5,8 @@
 // Choice, in priority order (opreg ops and OPREG_VERBOSE=2 show it per shape):
 //   cluster  rows longer than one block holds, or so few rows that one block per row would leave
 //            most multiprocessors idle; sm_90 and later, 16-byte aligned rows
-//   rows     the row in one block's registers, several rows per block when short
+//   rows     the row in one block (forward: registers, a block per row group; backward: staged
+//            in shared memory or in registers, persistent grid), several rows a block when short
 //   split    anything: very long rows, long rows that are not 16-byte aligned
 #include "backends/cuda_like/rms_norm.h"
 
@@ -104,9 +105,9 @@ RowProblem row_problem(const RmsNormBwdArgs& a, const DeviceProps& props) {
 namespace {
 
 // How many rows the 16-byte path stages: `want` (two: one in use, one arriving) where they fit
-// in the shared memory a block may take (`room`), else fewer. Measured on the H200
-// (docs/backends/cuda.md): more stages only lower the blocks a multiprocessor holds; a 16-bit
-// forward is fastest with one.
+// in the shared memory a block may take (`room`), else fewer. Only the backward and the cluster
+// forward stage (the rows forward keeps its row in registers); measured on the H200, more stages
+// only lower the blocks a multiprocessor holds, and a 16-bit cluster forward is fastest with one.
 int stages_for(std::size_t per_stage, std::size_t room, int want) {
   const std::size_t fit = per_stage == 0 ? static_cast<std::size_t>(want) : room / per_stage;
   return static_cast<int>(std::min<std::size_t>(fit, static_cast<std::size_t>(want)));
@@ -149,10 +150,10 @@ void prefer_registers(const RowProblem& p, RowShape& s) {
 }  // namespace
 
 // Accesses per thread: the first choice whose row takes at most `prefer` threads, else the one
-// with the fewest threads a row. Measured on the H200 (docs/backends/cuda.md): the forward is fastest with
-// 4 (8 for rows past 512 threads), the backward with the fewest that keep a row within 256
-// threads (1 for short rows, up to 4); an f32 backward with 4 spills, so it takes 4 only when
-// nothing else fits.
+// with the fewest threads a row. Measured on the H200 and again on the H100 (the sweep,
+// docs/backends/cuda.md): the forward is fastest with 4 (8 for rows past 512 threads), the
+// backward with the fewest that keep a row within 256 threads (1 for short rows, up to 4); an
+// f32 backward with 4 spills, so it takes 4 only when nothing else fits.
 ShapeOrWhy rows_shape(const RowProblem& p, bool backward) {
   const int vec = p.aligned ? vec_of(p.xt) : 1;
   const std::int64_t nvec = p.hidden / vec;
@@ -212,8 +213,8 @@ ShapeOrWhy cluster_shape(const RowProblem& p, bool backward) {
     return {std::nullopt, fmt::format("hidden {} needs {} blocks of {} elements; a cluster has at most {}", p.hidden,
                                       least, per_block * vec, kMaxCluster)};
   }
-  // The rows variant is the better choice wherever it holds the row (measured on the H200: also
-  // with a single stage, docs/backends/cuda.md), unless there are so few rows that a block each
+  // The rows variant is the better choice wherever it holds the row (measured on the H200 and the
+  // H100, docs/backends/cuda.md), unless there are so few rows that a block each
   // would leave most multiprocessors idle: then each row may take up to 8 of them, as long as a
   // block keeps 256 threads' work.
   const bool rows_fit = rows_shape(p, backward).shape.has_value();

@@ -90,8 +90,8 @@ OPREG_DEV Pack<E, N> load_pack_once(const typename E::T* p) {
     for (int i = 0; i < static_cast<int>(N * sizeof(typename E::T) / 16); ++i) {
       uint4 v;
       asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-                   : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                   : "l"(reinterpret_cast<const uint4*>(p) + i));
+          : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+          : "l"(reinterpret_cast<const uint4*>(p) + i));
       reinterpret_cast<uint4*>(out.v)[i] = v;
     }
     return out;

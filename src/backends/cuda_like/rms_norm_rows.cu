@@ -3,18 +3,20 @@
 //
 // A row is spread over `csize` blocks of `tpr` threads, each thread owning `NV` accesses of `VEC`
 // elements (16 bytes when every row is 16-byte aligned, else single elements); short rows share a
-// block (`slots` rows of tpr <= 32 threads, several rows per warp when tpr < 32). The grid is
-// persistent: as many blocks as fit on the device at once, each looping over rows, so a thread
-// keeps the same columns for the whole launch. Its weights are read once, into registers, and the
-// backward accumulates dW for its columns in registers (compensated f32 for f32 inputs) and
-// writes one partial row per block or cluster, which launch_dw_finish sums in a fixed order: no
-// atomics, the same bits on every run.
+// block (`slots` rows of tpr <= 32 threads, several rows per warp when tpr < 32). Every element
+// of x (and dy) is read from memory once.
 //
-// On the 16-byte path a thread copies its accesses of a row into shared memory (cp.async, its own
-// slots, no barrier), `stages - 1` rows ahead of use, and reads the row from there before the
-// row's reduction (sum of squares, or sum(dy * s * x)) and again after it, so no register holds
-// the row across the reduction. The scalar path (rows that are not 16-byte aligned) keeps its few
-// elements in registers. Every element of x (and dy) is read from memory once. A cluster adds its
+// The rows forward keeps the row in registers (x and, where they take few registers, the weights
+// loaded together before the reduction) and runs a block per row group: nothing of a block's has
+// to wait for another row, and the hardware overlaps many short blocks.
+//
+// The backward (and the cluster forward) runs a persistent grid: as many blocks as fit at once,
+// each looping over rows, so a thread keeps the same columns for the whole launch and
+// accumulates dW for them in registers (compensated f32 for f32 inputs), writing one partial row
+// per block or cluster, which launch_dw_finish sums in a fixed order: no atomics, the same bits
+// on every run. With STAGE, a thread copies its accesses of a row into shared memory (cp.async,
+// its own slots, no barrier) `stages - 1` rows ahead of use and reads them from there before the
+// row's reduction and again after it; without, it loads them into registers. A cluster adds its
 // blocks' partial sums through distributed shared memory after one cluster barrier per row.
 #include <algorithm>
 
@@ -297,8 +299,7 @@ __global__ void __launch_bounds__(max_threads_fwd(NV, VEC))
         sc.template get<decltype(c)::value>(walk, k, s);
       }
     };
-    by_casting(p.casting,
-               [&](auto c) { fwd_row_out<X, VEC, NV, decltype(c)::value>(y, tpr, count, rstd, xk, sk); });
+    by_casting(p.casting, [&](auto c) { fwd_row_out<X, VEC, NV, decltype(c)::value>(y, tpr, count, rstd, xk, sk); });
     if (walk.row(g) < p.rows && walk.col == 0) p.rstd[walk.row(g)] = rstd;
     stage = stage + 1 == stages ? 0 : stage + 1;
   }

@@ -258,8 +258,8 @@ TEST(CudaRmsNorm, TensorsOnTheSecondGpuRunThere) {
         problem.poison();
         const DispatchResult r = problem.run();
         const CheckReport report = problem.check();
-        EXPECT_TRUE(report.pass()) << op << " " << shape.str() << " on " << device << " via " << r.variant->name
-                                   << ": " << report.summary();
+        EXPECT_TRUE(report.pass()) << op << " " << shape.str() << " on " << device << " via " << r.variant->name << ": "
+                                   << report.summary();
       }
     }
   }
