@@ -3,6 +3,8 @@
 #include "registry/dispatch.h"
 
 #include <algorithm>
+#include <array>
+#include <utility>
 
 #include "opreg/registry.h"
 #include "registry/fail.h"
@@ -58,45 +60,61 @@ std::string contiguous_fix(const Registry& r, const detail::OpDef& op, const voi
       name, r.device_name(op.tensor(args, field).device()));
 }
 
-// The key words past the fixed ones: each tensor's dtype and data alignment (7 bits a tensor,
-// nine to a word), the first tensor's shape, the strides of the non-contiguous tensors, and the
-// op's words. The device, presence, contiguity and rank share word 0.
+// Each tensor's presence, contiguity, dtype and data alignment, for the key.
+struct TensorBits {
+  std::uint64_t defined = 0;
+  std::uint64_t contiguous = 0;
+  std::array<std::uint64_t, 2> packed{};  // 7 bits a tensor, nine to a word
+};
+inline constexpr int kPerWord = 9;
+
+// For an op of N tensors, unrolled and without branches: an undefined tensor is a default one
+// (f32, no data, contiguous), so its bits are the same on every call and `defined` tells it apart.
+template <int N>
+void tensor_bits(const detail::OpDef& op, const void* args, TensorBits& out) {
+#pragma GCC unroll 16
+  for (int i = 0; i < N; ++i) {
+    const Tensor& t = op.tensor(args, i);
+    out.defined |= static_cast<std::uint64_t>(t.defined()) << i;
+    out.contiguous |= static_cast<std::uint64_t>(t.is_contiguous()) << i;
+    // log2 of the alignment, capped at 64 bytes (what vector loads and the NPU's 32-byte block
+    // copies care about), so allocator-aligned tensors share one key.
+    const auto address = reinterpret_cast<std::uintptr_t>(t.data()) | 64U;
+    const std::uint64_t bits =
+        static_cast<std::uint64_t>(t.dtype()) | static_cast<std::uint64_t>(__builtin_ctzll(address)) << 4;
+    out.packed[static_cast<std::size_t>(i / kPerWord)] |= bits << (7 * (i % kPerWord));
+  }
+}
+
+template <std::size_t... N>
+constexpr auto tensor_bits_table(std::index_sequence<N...>) {
+  return std::array<void (*)(const detail::OpDef&, const void*, TensorBits&), sizeof...(N)>{
+      &tensor_bits<static_cast<int>(N)>...};
+}
+constexpr auto kTensorBits = tensor_bits_table(std::make_index_sequence<kMaxOpTensors + 1>{});
+
+// The key: word 0 the device, presence, contiguity and rank; then dtypes and alignments; the
+// first tensor's shape; the strides of the non-contiguous tensors; the op's words.
 void build_key(const detail::OpDef& op, const void* args, const CallSite& site, ProblemKey& key) {
   const Tensor& first = op.tensor(args, site.first);
   const int ndim = first.ndim();
-  std::uint64_t defined = 0;
-  std::uint64_t contiguous = 0;
-  // 3 bits of alignment: log2, capped at 64 bytes (what vector loads and the NPU's 32-byte block
-  // copies care about), so allocator-aligned tensors share one key.
-  auto packed = [&](int from, int to) {
-    std::uint64_t word = 0;
-    for (int i = from; i < to; ++i) {
-      const Tensor& t = op.tensor(args, i);
-      if (!t.defined()) continue;
-      defined |= 1ULL << i;
-      contiguous |= static_cast<std::uint64_t>(t.is_contiguous()) << i;
-      const auto address = reinterpret_cast<std::uintptr_t>(t.data()) | 64U;
-      const std::uint64_t bits =
-          static_cast<std::uint64_t>(t.dtype()) | static_cast<std::uint64_t>(__builtin_ctzll(address)) << 4;
-      word |= bits << (7 * (i - from));
-    }
-    return word;
-  };
-  constexpr int kPerWord = 9;
-  int size = 0;
-  key.words[1] = packed(0, std::min(op.field_count, kPerWord));
-  size = 2;
-  if (op.field_count > kPerWord) key.words[static_cast<std::size_t>(size++)] = packed(kPerWord, op.field_count);
+  TensorBits b;
+  kTensorBits[static_cast<std::size_t>(op.field_count)](op, args, b);
+  const std::uint64_t contiguous = b.contiguous & b.defined;
   key.words[0] = static_cast<std::uint64_t>(site.device.backend) |
-                 static_cast<std::uint64_t>(static_cast<std::uint16_t>(site.device.index)) << 8 | defined << 24 |
+                 static_cast<std::uint64_t>(static_cast<std::uint16_t>(site.device.index)) << 8 | b.defined << 24 |
                  contiguous << 40 | static_cast<std::uint64_t>(ndim) << 56;
+  key.words[1] = b.packed[0];
+  int size = 2;
+  if (op.field_count > kPerWord) key.words[static_cast<std::size_t>(size++)] = b.packed[1];
   // At most 3 + kMaxDims words so far: within kKeyWords.
-  for (int d = 0; d < ndim; ++d)
-    key.words[static_cast<std::size_t>(size++)] = static_cast<std::uint64_t>(first.size(d));
+  const std::span<const std::int64_t> dims = first.shape().dims();
+  std::copy(dims.begin(), dims.end(), key.words.begin() + size);
+  size += ndim;
   key.size = size;
   if (site.strided >= 0) [[unlikely]] {
     for (int i = site.strided; i < op.field_count; ++i) {
-      if ((defined & ~contiguous) >> i & 1U) {
+      if ((b.defined & ~contiguous) >> i & 1U) {
         for (auto st : op.tensor(args, i).strides()) key.add(static_cast<std::uint64_t>(st));
       }
     }
@@ -270,14 +288,14 @@ inline KernelContext kernel_context(Registry& r, const State& s, const BackendRe
 }
 
 // Cold: the first call of a problem. Asks the variants, caches the answer, logs at verbose >= 1.
-[[gnu::noinline]] const VariantEntry* choose_on_miss(RegistryCore& core, const Registry& reg, const State& s,
-                                                     const detail::OpDef& op, const void* args, const CallSite& site,
-                                                     const BackendTable& bt, const BackendRecord& be,
-                                                     const ProblemKey& key, std::uint64_t hash,
-                                                     detail::ChoiceCache* cache) {
+[[gnu::noinline]] detail::Lookup choose_on_miss(RegistryCore& core, const Registry& reg, const State& s,
+                                                const detail::OpDef& op, const void* args, const CallSite& site,
+                                                const BackendTable& bt, const BackendRecord& be, const ProblemKey& key,
+                                                std::uint64_t hash, detail::ChoiceCache* cache) {
   core.misses.fetch_add(1, std::memory_order_relaxed);
   const Device device = site.device;
   Choice c = walk(bt, args, be.props[static_cast<std::size_t>(device.index)], strided_of(op, args, site));
+  const KernelContext* ready = c.variant != nullptr ? bt.ready(c.variant, device.index) : nullptr;
   if (!key.overflow) {
     if (cache == nullptr) {
       auto* fresh = new detail::ChoiceCache();
@@ -287,7 +305,7 @@ inline KernelContext kernel_context(Registry& r, const State& s, const BackendRe
         delete fresh;  // another thread made it; `cache` now holds theirs
       }
     }
-    cache->insert(key, hash, c.variant);
+    cache->insert(key, hash, c.variant, ready);
   }
   if (s.config.verbose >= 1 && c.variant != nullptr) {
     std::vector<std::uint64_t> seen_key(key.words.begin(), key.words.begin() + key.size);
@@ -310,20 +328,21 @@ inline KernelContext kernel_context(Registry& r, const State& s, const BackendRe
       }
     }
   }
-  return c.variant;
+  return {true, c.variant, ready};
 }
 
-// The choice of the problem `site` and `args` make: from the cache, else by choose_on_miss.
-[[gnu::noinline]] const VariantEntry* cached_choice(RegistryCore& core, const Registry& reg, const State& s,
-                                                    const detail::OpDef& op, const void* args, const CallSite& site,
-                                                    const BackendTable& bt, const BackendRecord& be) {
+// The choice of the problem `site` and `args` make, with its ready context: from the cache, else
+// by choose_on_miss.
+[[gnu::noinline]] detail::Lookup cached_choice(RegistryCore& core, const Registry& reg, const State& s,
+                                               const detail::OpDef& op, const void* args, const CallSite& site,
+                                               const BackendTable& bt, const BackendRecord& be) {
   ProblemKey key;
   build_key(op, args, site, key);
   const std::uint64_t hash = key.hash();
   detail::ChoiceCache* cache = bt.cache.load(std::memory_order_acquire);
   if (cache != nullptr && !key.overflow) {
     const detail::Lookup hit = cache->find(key, hash);
-    if (hit.hit) return hit.choice;
+    if (hit.hit) return hit;
   }
   return choose_on_miss(core, reg, s, op, args, site, bt, be, key, hash, cache);
 }
@@ -373,8 +392,9 @@ inline KernelContext kernel_context(Registry& r, const State& s, const BackendRe
 }
 
 // Dispatch after the check, every case.
-[[gnu::noinline]] DispatchResult dispatch_at(Registry& reg, RegistryCore& core, const detail::OpDef& op,
-                                             const void* args, const CallSite& site, const ExecContext* ctx) {
+[[gnu::always_inline]] inline DispatchResult dispatch_at(Registry& reg, RegistryCore& core, const detail::OpDef& op,
+                                                         const void* args, const CallSite& site,
+                                                         const ExecContext* ctx) {
   const Device device = site.device;
   const detail::StateRef ref(core);
   const State& s = *ref;
@@ -384,12 +404,23 @@ inline KernelContext kernel_context(Registry& r, const State& s, const BackendRe
   }
   const BackendTable* bt = table_for(s, op, device);
   const VariantEntry* v = nullptr;
+  const KernelContext* ready = nullptr;
   if (bt != nullptr) {
-    v = site.strided < 0 ? bt->fast : nullptr;
-    if (v == nullptr) v = cached_choice(core, reg, s, op, args, site, *bt, *be);
+    if (site.strided < 0 && bt->fast != nullptr) {
+      v = bt->fast;
+      if (bt->fast_contexts != nullptr) ready = &bt->fast_contexts[static_cast<std::size_t>(device.index)];
+    } else {
+      const detail::Lookup choice = cached_choice(core, reg, s, op, args, site, *bt, *be);
+      v = choice.choice;
+      ready = choice.ready;
+    }
   }
   if (v == nullptr) return fall_back(reg, core, s, op, args, ctx, site, *be, bt);
-  v->invoke(v->run.get(), args, kernel_context(reg, s, *be, device, *v, ctx));
+  if (ready != nullptr && (ctx == nullptr || ctx->stream == nullptr)) {
+    v->invoke(v->run.get(), args, *ready);
+  } else {
+    v->invoke(v->run.get(), args, kernel_context(reg, s, *be, device, *v, ctx));
+  }
   return {v->info, false};
 }
 

@@ -143,20 +143,26 @@ std::shared_ptr<const OpTable> RegistryCore::build_op_table(int op_id, const Sta
       }
     }
     const BackendRecord& be = *s.backends[id];  // a table exists only for a registered backend
-    if (bt->fast != nullptr && !s.disabled[id]) {
-      for (std::size_t i = 0; i < be.props.size(); ++i) {
+    if (s.disabled[id]) continue;
+    bt->devices = be.props.size();
+    bt->contexts.reserve(bt->order.size() * bt->devices);
+    for (const VariantEntry* v : bt->order) {
+      for (std::size_t i = 0; i < bt->devices; ++i) {
         KernelContext kc;
         kc.registry = registry;
         kc.backend = be.backend.get();
         kc.device = Device{id, static_cast<std::int16_t>(i)};
         kc.props = &be.props[i];
         kc.stream = be.default_streams[i];
-        kc.variant = bt->fast->info;
-        kc.user = bt->fast->user;
+        kc.variant = v->info;
+        kc.user = v->user;
         kc.threads = s.config.num_threads;
-        bt->fast_contexts.push_back(kc);
+        bt->contexts.push_back(kc);
       }
-      bt->fast_devices = bt->fast_contexts.size();
+    }
+    if (bt->fast != nullptr && bt->devices > 0) {
+      bt->fast_contexts = bt->ready(bt->fast, 0);
+      bt->fast_devices = bt->devices;
     }
   }
   return table;
