@@ -4,9 +4,15 @@
 // The difference of the two medians is the front door's overhead per call; BM_CheckOnly shows
 // how much of it is the op's argument check.
 //
-// `bench_dispatch --calls=direct:N` (or dispatch:N, check:N) makes N calls the way BM_DirectCall
-// (or BM_Dispatch, BM_CheckOnly) does, without the timing loop, and exits: under callgrind, the difference of two
-// such runs divided by the difference of their N is the instructions of one call (docs/perf.md).
+// The registry must choose cpu.rms_norm.fwd.generic; on a CPU with AVX2 it chooses the avx2
+// variant unless told: OPREG_FORCE_VARIANT=cpu.rms_norm.fwd.generic (a choice that cannot depend
+// on the problem, made when the table is published) or OPREG_CPU_ISA=generic (the capped avx2
+// variant refuses in its supports(), so the choice is looked up per problem).
+//
+// `bench_dispatch --calls=direct:N` (or dispatch:N, check:N) makes N calls the way
+// BM_DirectCall (or BM_Dispatch, BM_CheckOnly) does, without the timing loop, and exits: under
+// callgrind, the difference of two such runs divided by the difference of their N is the
+// instructions of one call (docs/perf.md).
 #include <benchmark/benchmark.h>
 
 #include <charconv>
@@ -68,7 +74,9 @@ void BM_Dispatch(benchmark::State& state) {
   Problem1x8 p;
   const DispatchResult r = rms_norm_fwd(p.args);
   if (r.variant == nullptr || r.variant->name != "cpu.rms_norm.fwd.generic") {
-    state.SkipWithError("the registry does not choose cpu.rms_norm.fwd.generic (run with OPREG_CPU_ISA=generic)");
+    state.SkipWithError(
+        "the registry does not choose cpu.rms_norm.fwd.generic (run with "
+        "OPREG_FORCE_VARIANT=cpu.rms_norm.fwd.generic or OPREG_CPU_ISA=generic: docs/perf.md)");
     return;
   }
   for (auto _ : state) {
@@ -96,7 +104,7 @@ int count_calls(std::string_view spec) {
   if (r.variant == nullptr || r.variant->name != "cpu.rms_norm.fwd.generic") {
     std::fprintf(stderr,
                  "bench_dispatch: the registry does not choose cpu.rms_norm.fwd.generic (run with "
-                 "OPREG_CPU_ISA=generic)\n");
+                 "OPREG_FORCE_VARIANT=cpu.rms_norm.fwd.generic or OPREG_CPU_ISA=generic: docs/perf.md)\n");
     return 1;
   }
   if (mode == "direct") {

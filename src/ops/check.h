@@ -182,6 +182,8 @@ template <class Items>
 // dispatch. Inline and unrolled, the passing path is a few loads and compares per tensor and
 // pair; anything else (a strided tensor, a meeting pair, a read-only output) is decided out of
 // line. (`items` is a function so that the names need not be stored unless that happens.)
+[[gnu::always_inline]] inline unsigned bit(bool b) { return b ? 1U : 0U; }
+
 template <class Items>
 [[gnu::always_inline]] inline CallFacts outputs_apart(const char* op, std::size_t first_output, const Items& items) {
   const auto list = items();
@@ -201,13 +203,15 @@ template <class Items>
     lo[i] = reinterpret_cast<std::uintptr_t>(t.data());
     hi[i] = lo[i] + t.nbytes();
     unusual |= !t.is_contiguous();
-    if (i > 0) mixed |= t.defined() & ((t.device().backend != device.backend) | (t.device().index != device.index));
+    // As bits (& and |, not && and ||): no branch per tensor.
+    if (i > 0)
+      mixed |= bit(t.defined()) & (bit(t.device().backend != device.backend) | bit(t.device().index != device.index));
   }
 #pragma GCC unroll 16
   for (std::size_t o = first_output; o < N; ++o) {
     unusual |= list[o].tensor->read_only();
 #pragma GCC unroll 16
-    for (std::size_t j = 0; j < o; ++j) unusual |= (lo[j] < hi[o]) & (lo[o] < hi[j]);
+    for (std::size_t j = 0; j < o; ++j) unusual |= bit(lo[j] < hi[o]) & bit(lo[o] < hi[j]);
   }
   CallFacts facts;
   facts.device = device;
