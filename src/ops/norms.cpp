@@ -1,5 +1,7 @@
 // The four normalisations: rms_norm, fused_add_rms_norm, layer_norm, group_norm (fwd and bwd):
 // their checks, tensor lists, choice keys, entry points and allocating wrappers.
+#include <array>
+
 #include "ops/check.h"
 #include "ops/common.h"
 
@@ -120,6 +122,46 @@ void tensors_fused_bwd(FusedAddRmsNormBwdArgs& a, TensorList& l) {
   l.add("dweight", a.dweight, Role::out);
 }
 
+// ---- layer_norm and group_norm share their tensors (and their order)
+
+template <class Args>
+std::array<c::Item, 6> affine_fwd_items(const Args& a) {
+  return c::items(
+      {{"x", &a.x}, {"weight", &a.weight}, {"bias", &a.bias}, {"y", &a.y}, {"mean", &a.mean}, {"rstd", &a.rstd}});
+}
+template <class Args>
+void tensors_affine_fwd(Args& a, TensorList& l) {
+  l.add("x", a.x, Role::in);
+  l.add("weight", a.weight, Role::in);
+  l.add("bias", a.bias, Role::in);
+  l.add("y", a.y, Role::out);
+  l.add("mean", a.mean, Role::out);
+  l.add("rstd", a.rstd, Role::out);
+}
+
+template <class Args>
+std::array<c::Item, 8> affine_bwd_items(const Args& a) {
+  return c::items({{"dy", &a.dy},
+                   {"x", &a.x},
+                   {"weight", &a.weight},
+                   {"mean", &a.mean},
+                   {"rstd", &a.rstd},
+                   {"dx", &a.dx, 0},
+                   {"dweight", &a.dweight},
+                   {"dbias", &a.dbias}});
+}
+template <class Args>
+void tensors_affine_bwd(Args& a, TensorList& l) {
+  l.add("dy", a.dy, Role::in);
+  l.add("x", a.x, Role::in);
+  l.add("weight", a.weight, Role::in);
+  l.add("mean", a.mean, Role::in);
+  l.add("rstd", a.rstd, Role::in);
+  l.add("dx", a.dx, Role::out);
+  l.add("dweight", a.dweight, Role::out);
+  l.add("dbias", a.dbias, Role::out);
+}
+
 // ---- layer_norm
 
 [[gnu::always_inline]] inline CallFacts check_layer_fwd(const LayerNormFwdArgs& a) {
@@ -131,18 +173,7 @@ void tensors_fused_bwd(FusedAddRmsNormBwdArgs& a, TensorList& l) {
   c::row_stats(op, "mean", a.mean, a.x);
   c::row_stats(op, "rstd", a.rstd, a.x);
   c::eps(op, a.eps);
-  return c::outputs_apart(op, 3, [&] {
-    return c::items(
-        {{"x", &a.x}, {"weight", &a.weight}, {"bias", &a.bias}, {"y", &a.y}, {"mean", &a.mean}, {"rstd", &a.rstd}});
-  });
-}
-void tensors_layer_fwd(LayerNormFwdArgs& a, TensorList& l) {
-  l.add("x", a.x, Role::in);
-  l.add("weight", a.weight, Role::in);
-  l.add("bias", a.bias, Role::in);
-  l.add("y", a.y, Role::out);
-  l.add("mean", a.mean, Role::out);
-  l.add("rstd", a.rstd, Role::out);
+  return c::outputs_apart(op, 3, [&] { return affine_fwd_items(a); });
 }
 
 [[gnu::always_inline]] inline CallFacts check_layer_bwd(const LayerNormBwdArgs& a) {
@@ -155,26 +186,7 @@ void tensors_layer_fwd(LayerNormFwdArgs& a, TensorList& l) {
   c::like(op, "dx", a.dx, "x", a.x);
   c::param_grad(op, "dweight", a.dweight, "weight", a.weight);
   c::optional_bias(op, "dbias", a.dbias, a.weight, hidden(a.x), "x's last dim", "x", a.x.dtype());
-  return c::outputs_apart(op, 5, [&] {
-    return c::items({{"dy", &a.dy},
-                     {"x", &a.x},
-                     {"weight", &a.weight},
-                     {"mean", &a.mean},
-                     {"rstd", &a.rstd},
-                     {"dx", &a.dx, 0},
-                     {"dweight", &a.dweight},
-                     {"dbias", &a.dbias}});
-  });
-}
-void tensors_layer_bwd(LayerNormBwdArgs& a, TensorList& l) {
-  l.add("dy", a.dy, Role::in);
-  l.add("x", a.x, Role::in);
-  l.add("weight", a.weight, Role::in);
-  l.add("mean", a.mean, Role::in);
-  l.add("rstd", a.rstd, Role::in);
-  l.add("dx", a.dx, Role::out);
-  l.add("dweight", a.dweight, Role::out);
-  l.add("dbias", a.dbias, Role::out);
+  return c::outputs_apart(op, 5, [&] { return affine_bwd_items(a); });
 }
 
 // ---- group_norm
@@ -191,18 +203,7 @@ constexpr const char* kGroupLayout = "(N, C, spatial...)";
   c::group_stats(op, "mean", a.mean, a.x.size(0), a.num_groups);
   c::group_stats(op, "rstd", a.rstd, a.x.size(0), a.num_groups);
   c::eps(op, a.eps);
-  return c::outputs_apart(op, 3, [&] {
-    return c::items(
-        {{"x", &a.x}, {"weight", &a.weight}, {"bias", &a.bias}, {"y", &a.y}, {"mean", &a.mean}, {"rstd", &a.rstd}});
-  });
-}
-void tensors_group_fwd(GroupNormFwdArgs& a, TensorList& l) {
-  l.add("x", a.x, Role::in);
-  l.add("weight", a.weight, Role::in);
-  l.add("bias", a.bias, Role::in);
-  l.add("y", a.y, Role::out);
-  l.add("mean", a.mean, Role::out);
-  l.add("rstd", a.rstd, Role::out);
+  return c::outputs_apart(op, 3, [&] { return affine_fwd_items(a); });
 }
 
 [[gnu::always_inline]] inline CallFacts check_group_bwd(const GroupNormBwdArgs& a) {
@@ -216,26 +217,7 @@ void tensors_group_fwd(GroupNormFwdArgs& a, TensorList& l) {
   c::like(op, "dx", a.dx, "x", a.x);
   c::param_grad(op, "dweight", a.dweight, "weight", a.weight);
   c::optional_bias(op, "dbias", a.dbias, a.weight, a.x.size(1), "x's channel dim", "x", a.x.dtype());
-  return c::outputs_apart(op, 5, [&] {
-    return c::items({{"dy", &a.dy},
-                     {"x", &a.x},
-                     {"weight", &a.weight},
-                     {"mean", &a.mean},
-                     {"rstd", &a.rstd},
-                     {"dx", &a.dx, 0},
-                     {"dweight", &a.dweight},
-                     {"dbias", &a.dbias}});
-  });
-}
-void tensors_group_bwd(GroupNormBwdArgs& a, TensorList& l) {
-  l.add("dy", a.dy, Role::in);
-  l.add("x", a.x, Role::in);
-  l.add("weight", a.weight, Role::in);
-  l.add("mean", a.mean, Role::in);
-  l.add("rstd", a.rstd, Role::in);
-  l.add("dx", a.dx, Role::out);
-  l.add("dweight", a.dweight, Role::out);
-  l.add("dbias", a.dbias, Role::out);
+  return c::outputs_apart(op, 5, [&] { return affine_bwd_items(a); });
 }
 
 template <class Args>
@@ -271,22 +253,22 @@ const Op<FusedAddRmsNormBwdArgs>& fused_add_rms_norm_bwd_op() {
 }
 const Op<LayerNormFwdArgs>& layer_norm_fwd_op() {
   static const Op<LayerNormFwdArgs> op =
-      ops_detail::make_op<LayerNormFwdArgs>("layer_norm.fwd", &check_layer_fwd, &tensors_layer_fwd);
+      ops_detail::make_op<LayerNormFwdArgs>("layer_norm.fwd", &check_layer_fwd, &tensors_affine_fwd<LayerNormFwdArgs>);
   return op;
 }
 const Op<LayerNormBwdArgs>& layer_norm_bwd_op() {
   static const Op<LayerNormBwdArgs> op =
-      ops_detail::make_op<LayerNormBwdArgs>("layer_norm.bwd", &check_layer_bwd, &tensors_layer_bwd);
+      ops_detail::make_op<LayerNormBwdArgs>("layer_norm.bwd", &check_layer_bwd, &tensors_affine_bwd<LayerNormBwdArgs>);
   return op;
 }
 const Op<GroupNormFwdArgs>& group_norm_fwd_op() {
   static const Op<GroupNormFwdArgs> op = ops_detail::make_op<GroupNormFwdArgs>(
-      "group_norm.fwd", &check_group_fwd, &tensors_group_fwd, &key_groups<GroupNormFwdArgs>);
+      "group_norm.fwd", &check_group_fwd, &tensors_affine_fwd<GroupNormFwdArgs>, &key_groups<GroupNormFwdArgs>);
   return op;
 }
 const Op<GroupNormBwdArgs>& group_norm_bwd_op() {
   static const Op<GroupNormBwdArgs> op = ops_detail::make_op<GroupNormBwdArgs>(
-      "group_norm.bwd", &check_group_bwd, &tensors_group_bwd, &key_groups<GroupNormBwdArgs>);
+      "group_norm.bwd", &check_group_bwd, &tensors_affine_bwd<GroupNormBwdArgs>, &key_groups<GroupNormBwdArgs>);
   return op;
 }
 
