@@ -1,5 +1,7 @@
-// Helpers of the allocating wrappers: validate what the allocation needs, then allocate on the
-// input's device. The full check runs when the wrapper dispatches.
+// What the ops' files share: making an op's handle, an op's entry point (its check inline, then
+// the registry's hot path), and the helpers of the allocating wrappers (validate what the
+// allocation needs, then allocate on the input's device; the full check runs when the wrapper
+// dispatches).
 #pragma once
 
 #include <cstdint>
