@@ -46,7 +46,7 @@ release: deps
 ASAN_CONFIGURE = cmake -S . -B build-asan $(CLANG) -DOPREG_WERROR=ON -DOPREG_SANITIZE=address,undefined \
   -DOPREG_FUZZ=ON -DOPREG_WITH_CUDA=OFF -DOPREG_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug >/dev/null
 FUZZ_SECONDS ?= 30
-FUZZERS := fuzz_parsers fuzz_env fuzz_run_args fuzz_op_check fuzz_dlpack
+FUZZERS := fuzz_parsers fuzz_env fuzz_run_args fuzz_op_check fuzz_dlpack fuzz_plugin
 
 # The xpu backend's OpenCL in sanitizer runs: the ICD loader restricted to PoCL, and PoCL's and
 # LLVM's process-lifetime allocations suppressed (tests/backends/xpu/lsan.supp).
