@@ -49,7 +49,7 @@ SAN_OPT := '-DCMAKE_CXX_FLAGS_DEBUG=-g -O1' '-DCMAKE_C_FLAGS_DEBUG=-g -O1'
 ASAN_CONFIGURE = cmake -S . -B build-asan $(CLANG) $(SAN_OPT) -DOPREG_WERROR=ON -DOPREG_SANITIZE=address,undefined \
   -DOPREG_FUZZ=ON -DOPREG_WITH_CUDA=OFF -DOPREG_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug >/dev/null
 FUZZ_SECONDS ?= 30
-FUZZERS := fuzz_parsers fuzz_env fuzz_run_args fuzz_op_check fuzz_dlpack
+FUZZERS := fuzz_parsers fuzz_env fuzz_run_args fuzz_op_check fuzz_dlpack fuzz_plugin
 
 # The xpu backend's OpenCL in sanitizer runs: the ICD loader restricted to PoCL, and PoCL's and
 # LLVM's process-lifetime allocations suppressed (tests/backends/xpu/lsan.supp).
