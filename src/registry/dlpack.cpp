@@ -2,7 +2,9 @@
 #include "opreg/dlpack.h"
 
 #include <array>
+#include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <span>
 #include <string>
@@ -40,7 +42,16 @@ Tensor view_of(const DLTensor& t, Device device, Registry& registry, bool read_o
   std::span<const std::int64_t> strides;
   if (t.strides != nullptr) strides = std::span<const std::int64_t>(t.strides, ndim);
   registry.check_device(device);
-  void* data = t.data == nullptr ? nullptr : static_cast<char*>(t.data) + t.byte_offset;
+  // As an address: a byte_offset past the top of the address space is refused, not wrapped.
+  void* data = nullptr;
+  if (t.data != nullptr) {
+    const auto base = reinterpret_cast<std::uintptr_t>(t.data);
+    if (t.byte_offset > std::numeric_limits<std::uintptr_t>::max() - base) {
+      fail(ErrorKind::invalid_argument, "from_dlpack: byte_offset {} from data at {} is past the end of the address "
+           "space", t.byte_offset, t.data);
+    }
+    data = reinterpret_cast<void*>(base + t.byte_offset);
+  }
   if (read_only) return Tensor::wrap(static_cast<const void*>(data), shape, dtype, device, strides);
   return Tensor::wrap(data, shape, dtype, device, strides);
 }

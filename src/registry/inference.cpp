@@ -147,9 +147,11 @@ Inference Registry::infer_device() const {
   const detail::StateRef ref(*core_);
   const State& s = *ref;
   if (!s.config.device.empty()) {
+    // Every error says the device came from OPREG_DEVICE: the command line may not name one.
     Device d;
     try {
       d = parse_device(s.config.device);
+      check_device(d);
     } catch (const Error& e) {
       fail(e.kind(), "OPREG_DEVICE={}: {}", quote(s.config.device), e.what());
     }
@@ -157,7 +159,6 @@ Inference Registry::infer_device() const {
       fail(ErrorKind::device, "OPREG_DEVICE={}: backend {} is disabled by OPREG_DISABLE", quote(s.config.device),
            s.backends[d.backend]->name);
     }
-    check_device(d);
     std::string why = fmt::format("OPREG_DEVICE={}", s.config.device);
     if (s.backends[d.backend]->props[static_cast<std::size_t>(d.index)].emulated) why += " (emulated, named explicitly)";
     return {d, why};

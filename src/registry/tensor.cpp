@@ -272,6 +272,25 @@ Tensor Tensor::wrap(void* data, const Shape& shape, DType dtype, Device device, 
     fail(ErrorKind::invalid_argument, "wrap: data at {} is not aligned for {} (a multiple of {} bytes is needed: "
          "kernels load whole elements); copy it into an aligned buffer", data, describe(t), align);
   }
+  // The elements must lie inside the address space: a view reaching below address 0 or past the
+  // top describes no memory, and the overlap rule's pointer arithmetic over it would overflow.
+  // set_geometry() has checked that both reaches fit int64 in bytes.
+  if (t.numel_ != 0) {
+    std::int64_t low = 0;
+    std::int64_t high = 0;
+    for (int d = 0; d < t.ndim(); ++d) {
+      const std::int64_t reach = (t.size(d) - 1) * t.stride(d);
+      (reach < 0 ? low : high) += reach;
+    }
+    const auto es = static_cast<std::int64_t>(align);
+    const std::uint64_t below = std::uint64_t{0} - static_cast<std::uint64_t>(low * es);
+    const auto above = static_cast<std::uint64_t>((high + 1) * es);
+    const auto at = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(data));
+    if (at < below || at > std::numeric_limits<std::uintptr_t>::max() - above) {
+      fail(ErrorKind::invalid_argument, "wrap: a {} view with strides [{}] at {} reaches outside the address space "
+           "({} bytes below it, {} from it upward)", describe(t), fmt::join(t.strides(), ", "), data, below, above);
+    }
+  }
   t.data_ = data;
   return t;
 }

@@ -35,7 +35,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                        in.ConsumeIntegral<std::uint16_t>()};
   m.dl_tensor.shape = in.ConsumeBool() ? shape.data() : nullptr;
   m.dl_tensor.strides = in.ConsumeBool() ? strides.data() : nullptr;
-  m.dl_tensor.byte_offset = in.ConsumeIntegralInRange<std::uint64_t>(0, 64);
+  // Mostly inside the buffer; sometimes anything (past the address space's end is refused). Only
+  // metadata is read below, so a view of memory that is not there is harmless.
+  m.dl_tensor.byte_offset =
+      in.ConsumeIntegralInRange(0, 7) == 0 ? in.ConsumeIntegral<std::uint64_t>() : in.ConsumeIntegralInRange<std::uint64_t>(0, 64);
   if (m.dl_tensor.ndim > 12) m.dl_tensor.shape = m.dl_tensor.strides = nullptr;  // the producer's own arrays are short
   m.deleter = [](DLManagedTensor*) { ++g_deleted; };
   const int before = g_deleted;

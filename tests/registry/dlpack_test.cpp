@@ -88,6 +88,17 @@ TEST(DLPack, RefusesWhatItCannotMapAndLeavesTheTensorToTheCaller) {
   p.managed.dl_tensor.device = {kDLCPU, 0};
   p.managed.dl_tensor.byte_offset = 1;  // misaligned for f32
   EXPECT_TRUE(ThrowsError([&] { from_dlpack(&p.managed); }, ErrorKind::invalid_argument, {"not aligned"}));
+  p.managed.dl_tensor.byte_offset = UINT64_MAX - 3;  // past the address space's end (was pointer overflow)
+  EXPECT_TRUE(ThrowsError([&] { from_dlpack(&p.managed); }, ErrorKind::invalid_argument,
+                          {"byte_offset 18446744073709551612", "past the end of the address space"}));
+  p.managed.dl_tensor.byte_offset = 0;
+  std::int64_t reversed[] = {-(std::int64_t{1} << 60)};  // elements below address 0
+  p.managed.dl_tensor.shape = p.shape.data();
+  p.managed.dl_tensor.ndim = 1;
+  p.managed.dl_tensor.shape[0] = 2;
+  p.managed.dl_tensor.strides = reversed;
+  EXPECT_TRUE(ThrowsError([&] { from_dlpack(&p.managed); }, ErrorKind::invalid_argument,
+                          {"reaches outside the address space"}));
   EXPECT_TRUE(ThrowsError([&] { from_dlpack(static_cast<DLManagedTensor*>(nullptr)); },
                           ErrorKind::invalid_argument, {"null"}));
   EXPECT_EQ(p.deleted, 0);

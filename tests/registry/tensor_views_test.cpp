@@ -113,5 +113,17 @@ TEST(TensorViews, StridesAreCheckedInBytes) {
   EXPECT_FALSE(Tensor::wrap(buffer, {2, 2}, Device{}, fine).is_contiguous());
 }
 
+// A view whose bytes fit int64 but whose elements would lie below address 0 describes no memory;
+// the op checks' overlap rule did pointer arithmetic over it (UBSan: pointer overflow, found by
+// fuzz_op_check).
+TEST(TensorViews, ViewsReachingOutsideTheAddressSpaceAreRefused) {
+  alignas(8) static float buffer[8] = {};
+  const std::int64_t below[] = {-(std::int64_t{1} << 60), 1};
+  EXPECT_TRUE(ThrowsError([&] { Tensor::wrap(buffer, {2, 2}, Device{}, below); }, ErrorKind::invalid_argument,
+                          {"reaches outside the address space", "4611686018427387904 bytes below it"}));
+  const std::int64_t reversed[] = {-2, 1};  // rows 4..5 then 2..3: inside the buffer
+  EXPECT_FALSE(Tensor::wrap(buffer + 4, {2, 2}, Device{}, reversed).is_contiguous());
+}
+
 }  // namespace
 }  // namespace opreg

@@ -10,8 +10,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 #include "opreg/ops.h"
@@ -19,6 +21,7 @@
 #include "opreg/version.h"
 #include "ops/problem.h"
 #include "registry/fail.h"
+#include "registry/quote.h"
 #include "run_options.h"
 
 namespace {
@@ -175,15 +178,27 @@ int cmd_ops(const std::vector<std::string_view>& args) {
     std::fputs(kOpsHelp, stdout);
     return kExitOk;
   }
-  std::string_view only;
+  // --op NAME or --op=NAME, once (as `opreg run`'s options): an empty name would select every op
+  // and a second one would silently replace the first.
+  std::optional<std::string_view> only_op;
   for (std::size_t i = 0; i < args.size(); ++i) {
+    std::string_view value;
     if (args[i] == "--op") {
       if (i + 1 == args.size()) throw Usage{"ops: --op needs an op name (e.g. rms_norm.fwd)"};
-      only = args[++i];
+      value = args[++i];
+    } else if (args[i].starts_with("--op=")) {
+      value = args[i].substr(5);
     } else {
       throw Usage{fmt::format("ops: unexpected argument '{}'", args[i])};
     }
+    if (only_op) throw Usage{fmt::format("ops: --op is given twice ('{}' and '{}')", *only_op, value)};
+    if (value.find_first_not_of(" \t") == std::string_view::npos) {
+      throw Usage{fmt::format("ops: invalid --op '{}'; accepted: an op name such as rms_norm.fwd, or a base name "
+                              "such as rms_norm", value)};
+    }
+    only_op = value;
   }
+  const std::string_view only = only_op.value_or("");
   auto& reg = opreg::default_registry();
   auto ops = opreg::all_ops();
   bool found = false;
@@ -249,8 +264,15 @@ int cmd_run(const std::vector<std::string_view>& args) {
 
   auto& reg = opreg::default_registry();
   // OPREG_DEVICE is checked even when --device overrides it (a malformed or unknown name is an
-  // error; an unavailable device is not, since it is not used): a bad value is never dropped.
-  if (const std::string env = reg.config().device; o.device && !env.empty()) reg.parse_device(env);
+  // error; an unavailable device is not, since it is not used): a bad value is never dropped, and
+  // the error says where the value came from.
+  if (const std::string env = reg.config().device; o.device && !env.empty()) {
+    try {
+      (void)reg.parse_device(env);
+    } catch (const opreg::Error& e) {
+      throw opreg::Error(e.kind(), fmt::format("OPREG_DEVICE={}: {}", opreg::quote(env), e.what()));
+    }
+  }
   const opreg::Device device = o.device ? reg.parse_device(*o.device) : reg.infer_device().device;
   reg.check_device(device);
 
@@ -318,13 +340,14 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
+void output_lost(std::string_view why) { print_error(fmt::format("error: cannot write to standard output: {}", why)); }
+
 // What a command wrote must have reached stdout: a full disk or a closed pipe is an error, not a
 // silent success with the result line lost.
 int flushed(int code) {
   // errno still holds the failed write's reason when an earlier write (a full buffer) failed.
   if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0) {
-    print_error(fmt::format("error: cannot write to standard output: {}",
-                            errno != 0 ? std::strerror(errno) : "write error"));
+    output_lost(errno != 0 ? std::strerror(errno) : "write error");
     return code == kExitOk ? kExitCheckFailed : code;
   }
   return code;
@@ -333,6 +356,14 @@ int flushed(int code) {
 int main(int argc, char** argv) {
   try {
     return flushed(run(argc, argv));
+  } catch (const std::system_error& e) {
+    // fmt::print throws when a write fails midway (output longer than stdout's buffer).
+    if (std::ferror(stdout) != 0) {
+      output_lost(e.code().message());
+    } else {
+      print_error(fmt::format("internal error: {}", e.what()));
+    }
+    return kExitCheckFailed;
   } catch (const Usage& u) {
     // A command's own usage error points at that command's help, where its options are.
     std::string see = "opreg --help";

@@ -8,6 +8,7 @@
 
 #include "registry/env.h"
 #include "registry/fail.h"
+#include "registry/quote.h"
 
 namespace opreg::cpu {
 
@@ -55,9 +56,9 @@ Isa parse_isa_cap(std::string_view value) {
   if (value == "generic") return Isa::generic;
   if (value == "avx2") return Isa::avx2;
   fail(ErrorKind::invalid_argument,
-       "OPREG_CPU_ISA='{}': unknown instruction set level; accepted: generic (the x86-64 baseline), avx2 "
+       "OPREG_CPU_ISA={}: unknown instruction set level; accepted: generic (the x86-64 baseline), avx2 "
        "(AVX2 + FMA + F16C)",
-       value);
+       quote(value));
 }
 
 Isa effective_isa() {

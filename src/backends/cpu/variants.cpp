@@ -223,7 +223,12 @@ void add(Registry& registry, const Op<Args>& op, Isa level, const char* file = _
   if (static_cast<int>(I) > static_cast<int>(level)) {
     std::string why = host_isa() < I ? "this CPU lacks AVX2, FMA or F16C"
                                      : "OPREG_CPU_ISA=generic caps the cpu kernels at the x86-64 baseline";
-    spec.supports = [why = std::move(why)](const Args&, const DeviceProps&) { return Verdict::reject(why); };
+    spec.supports = [why](const Args&, const DeviceProps&) { return Verdict::reject(why); };
+    // Forcing skips supports(): the kernel itself refuses, rather than run instructions the CPU
+    // may lack (SIGILL) or that OPREG_CPU_ISA ruled out.
+    spec.run = [why = std::move(why)](const Args&, const KernelContext& ctx) {
+      fail(ErrorKind::unsupported, "{} cannot run: {}", ctx.variant->name, why);
+    };
   }
   registry.add_variant(op, std::move(spec), {}, file, line).release();
 }

@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "registry/fail.h"
+#include "registry/quote.h"
 
 namespace opreg::npu {
 namespace {
@@ -58,9 +59,9 @@ DeviceModel select_device_model(const std::optional<std::string>& profile_name,
       std::string accepted;
       for (const auto& p : kProfiles) accepted += fmt::format("{}{}", accepted.empty() ? "" : ", ", p.name);
       fail(ErrorKind::invalid_argument,
-           "OPREG_NPU_PROFILE='{}': not an Ascend model the npu emulator knows; accepted: {} (the 'Ascend' prefix "
+           "OPREG_NPU_PROFILE={}: not an Ascend model the npu emulator knows; accepted: {} (the 'Ascend' prefix "
            "may be left out)",
-           *profile_name, accepted);
+           quote(*profile_name), accepted);
     }
   }
   model.ub_bytes = model.profile->ub_bytes;
@@ -70,9 +71,9 @@ DeviceModel select_device_model(const std::optional<std::string>& profile_name,
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
     if (ec != std::errc() || end != text.data() + text.size() || v < kMinUbBytes || v > kMaxUbBytes || v % 32 != 0) {
       fail(ErrorKind::invalid_argument,
-           "OPREG_NPU_UB_BYTES='{}': expected a byte count from {} to {} that is a multiple of 32 (the Unified "
+           "OPREG_NPU_UB_BYTES={}: expected a byte count from {} to {} that is a multiple of 32 (the Unified "
            "Buffer is allocated in 32-byte blocks); unset, the profile's {} bytes apply",
-           text, kMinUbBytes, kMaxUbBytes, model.profile->ub_bytes);
+           quote(text), kMinUbBytes, kMaxUbBytes, model.profile->ub_bytes);
     }
     model.ub_bytes = v;
   }

@@ -64,7 +64,19 @@ std::vector<conformance::Case> forced_cases() {
   g.in_place_too = true;
   g.affine = {{true, true}, {false, true}};  // with and without a weight
   g.seed = 17;
-  return conformance::expand(g, "cuda:0");
+  std::vector<conformance::Case> cases = conformance::expand(g, "cuda:0");
+  // The numerical edge cases (problem.h's Values) on the rows path, the cluster path and split
+  // rows, hidden size 1 included: squares whose f32 sum overflows (a kernel must rescale or
+  // accumulate wider, never return 0), rows of one value, NaN and infinities that propagate.
+  conformance::Grid edges;
+  edges.variants = g.variants;
+  edges.dtypes = {{DType::f32, DType::f32}, {DType::f16, DType::f16}, {DType::bf16, DType::f32}};
+  edges.shapes = {Shape{3, 5}, Shape{4, 1}, Shape{5, 4099}, Shape{37, 5120}, Shape{3, 16384}, Shape{2, 200000}};
+  edges.values = {Values::large, Values::equal, Values::special};
+  edges.in_place_too = true;
+  edges.seed = 13;
+  for (auto& c : conformance::expand(edges, "cuda:0")) cases.push_back(std::move(c));
+  return cases;
 }
 
 }  // namespace
