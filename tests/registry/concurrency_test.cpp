@@ -131,6 +131,11 @@ TEST(RegistryConcurrency, ConfigReloadWhileDispatching) {
 TEST(RegistryConcurrency, EntryPointsWhileVariantsComeAndGoAndTheConfigChanges) {
   Registry& reg = default_registry();
   const Config saved = reg.config();
+  {
+    Config c = saved;
+    c.num_threads = 1;  // from here on 1, 2 or 3: what each kernel must see
+    reg.set_config(c);
+  }
   std::atomic<long> churn_runs{0};
   std::atomic<int> bad_contexts{0};
   std::atomic<bool> stop{false};
