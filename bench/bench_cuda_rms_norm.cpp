@@ -13,8 +13,15 @@
 // backward, dW included); dtype bf16 (bf16 weight) or f32. Counters: us, GBps, copy_us, copy_GBps,
 // of_copy (GBps / copy_GBps).
 //
+// copy/peak: a device-to-device copy of 1 GiB (2 GiB moved), the device's copy bandwidth that
+// the tables quote fractions of besides the copy of each case's own bytes (which, for the
+// smaller cases, is itself short of the peak).
+//
 // sweep/...: the launch shapes the variants could use, run through the kernels' launchers
-// directly, for tuning the plans (docs/backends/cuda.md). Filter with --benchmark_filter.
+// directly, for tuning the plans (docs/backends/cuda.md): <dir>_rows_nv<accesses>_tpr<threads a
+// row>_blk<threads a block>_st<stages: 0 = registers>[_hold: scales in shared memory][_np: a block
+// per row group, not persistent], and <dir>_cluster_c<blocks>_tpr<threads>. Filter with
+// --benchmark_filter; bench/peer_gpu_rms_norm.py sweep BENCH.json lists the best per case.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -196,6 +203,24 @@ std::uint64_t case_bytes(const Shape& shape, DType dtype, bool with_bwd) {
   return b;
 }
 
+void run_peak_copy(benchmark::State& state) {
+  Gpu& g = gpu();
+  const std::size_t half = std::size_t{1} << 30;
+  g.reserve_copy(half);
+  std::vector<double> ms;
+  for (auto _ : state) {
+    const double t = g.time_ms([&] {
+      gpu_check(gpuMemcpyAsync(g.copy_dst, g.copy_src, half, gpuMemcpyDefault, nullptr), "cudaMemcpyAsync(copy)");
+    });
+    state.SetIterationTime(t * 1e-3);
+    ms.push_back(t);
+  }
+  const double t = median(ms);
+  state.SetBytesProcessed(static_cast<std::int64_t>(2 * half) * state.iterations());
+  state.counters["us"] = t * 1e3;
+  state.counters["GBps"] = static_cast<double>(2 * half) / (t * 1e6);
+}
+
 // ---- rms/...: each variant by name, and the registry's choice.
 
 std::string run_rms_once(RmsData& d, Registry& reg, bool with_bwd, const std::string& impl, std::string& label);
@@ -294,16 +319,22 @@ std::vector<std::pair<std::string, Sweep>> sweeps(std::int64_t hidden, DType dty
       s.tpr = tpr;
       s.slots = tpr >= 256 ? 1 : 256 / tpr;
       const int threads = s.slots * tpr;
-      for (const int stages : {1, 2}) {
-        for (const bool hold : backward ? std::vector<bool>{false, true} : std::vector<bool>{false}) {
-          const std::size_t smem =
-              stages * stage_bytes(backward, nv, threads) + (hold ? held_scale_bytes(nv, vec, threads) : 0);
-          if (smem > room || (hold && held_scale_bytes(nv, vec, threads) > 32 * 1024)) continue;
-          s.stages = stages;
-          s.hold = hold;
-          out.push_back({std::string(dir) + "_rows_nv" + std::to_string(nv) + "_tpr" + std::to_string(tpr) + "_blk" +
-                             std::to_string(threads) + "_st" + std::to_string(stages) + (hold ? "_hold" : ""),
-                         Sweep{backward, s}});
+      // Stages 0 (the row in registers) to 2; backward, scales held in shared memory or not;
+      // forward in registers, also without the persistent grid (a block per row group: "_np").
+      for (const int stages : {0, 1, 2}) {
+        for (const bool hold : backward&& stages > 0 ? std::vector<bool>{false, true} : std::vector<bool>{false}) {
+          for (const int per_sm : !backward && stages == 0 ? std::vector<int>{0, -1} : std::vector<int>{0}) {
+            const std::size_t smem =
+                stages * stage_bytes(backward, nv, threads) + (hold ? held_scale_bytes(nv, vec, threads) : 0);
+            if (smem > room || (hold && held_scale_bytes(nv, vec, threads) > 32 * 1024)) continue;
+            s.stages = stages;
+            s.hold = hold;
+            s.per_sm = per_sm;
+            out.push_back({std::string(dir) + "_rows_nv" + std::to_string(nv) + "_tpr" + std::to_string(tpr) + "_blk" +
+                               std::to_string(threads) + "_st" + std::to_string(stages) + (hold ? "_hold" : "") +
+                               (per_sm < 0 ? "_np" : ""),
+                           Sweep{backward, s}});
+          }
         }
       }
     }
@@ -333,6 +364,10 @@ const std::vector<Shape>& bench_shapes() {
 }
 
 void register_all() {
+  benchmark::RegisterBenchmark("copy/peak", run_peak_copy)
+      ->UseManualTime()
+      ->Iterations(20)
+      ->Unit(benchmark::kMicrosecond);
   for (const DType dtype : {DType::bf16, DType::f32}) {
     const std::string dt(to_string(dtype));
     for (const Shape& shape : bench_shapes()) {

@@ -3,7 +3,21 @@
 // same call through the public entry point opreg::rms_norm_fwd, checks included (BM_Dispatch).
 // The difference of the two medians is the front door's overhead per call; BM_CheckOnly shows
 // how much of it is the op's argument check.
+//
+// The registry must choose cpu.rms_norm.fwd.generic; on a CPU with AVX2 it chooses the avx2
+// variant unless told: OPREG_FORCE_VARIANT=cpu.rms_norm.fwd.generic (a choice that cannot depend
+// on the problem, made when the table is published) or OPREG_CPU_ISA=generic (the capped avx2
+// variant refuses in its supports(), so the choice is looked up per problem).
+//
+// `bench_dispatch --calls=direct:N` (or dispatch:N, check:N) makes N calls the way
+// BM_DirectCall (or BM_Dispatch, BM_CheckOnly) does, without the timing loop, and exits: under
+// callgrind, the difference of two such runs divided by the difference of their N is the
+// instructions of one call (docs/perf.md).
 #include <benchmark/benchmark.h>
+
+#include <charconv>
+#include <cstdio>
+#include <string_view>
 
 #include "backends/cpu/rms_norm.h"
 #include "opreg/ops.h"
@@ -24,14 +38,19 @@ struct Problem1x8 {
   }
 };
 
-void BM_DirectCall(benchmark::State& state) {
-  Problem1x8 p;
-  // What the registry would hand the kernel.
+// What the registry would hand the kernel.
+KernelContext direct_context() {
   Registry& reg = default_registry();
   KernelContext ctx;
   ctx.registry = &reg;
   ctx.backend = &reg.backend(kCpuBackendId);
   ctx.props = &reg.device_props(Device{});
+  return ctx;
+}
+
+void BM_DirectCall(benchmark::State& state) {
+  Problem1x8 p;
+  const KernelContext ctx = direct_context();
   for (auto _ : state) {
     cpu::rms_norm_fwd_generic(p.args, ctx);
     benchmark::ClobberMemory();
@@ -55,7 +74,9 @@ void BM_Dispatch(benchmark::State& state) {
   Problem1x8 p;
   const DispatchResult r = rms_norm_fwd(p.args);
   if (r.variant == nullptr || r.variant->name != "cpu.rms_norm.fwd.generic") {
-    state.SkipWithError("the registry does not choose cpu.rms_norm.fwd.generic (OPREG_* set?)");
+    state.SkipWithError(
+        "the registry does not choose cpu.rms_norm.fwd.generic (run with "
+        "OPREG_FORCE_VARIANT=cpu.rms_norm.fwd.generic or OPREG_CPU_ISA=generic: docs/perf.md)");
     return;
   }
   for (auto _ : state) {
@@ -65,5 +86,57 @@ void BM_Dispatch(benchmark::State& state) {
 }
 BENCHMARK(BM_Dispatch);
 
+// --calls=<direct|dispatch|check>:<N>. Both modes make the same setup (registry, tensors, a first
+// dispatch that fills the choice cache) so that only the N calls differ between two runs.
+int count_calls(std::string_view spec) {
+  const auto colon = spec.find(':');
+  long n = -1;
+  const std::string_view mode = spec.substr(0, colon);
+  if (colon != std::string_view::npos) std::from_chars(spec.data() + colon + 1, spec.data() + spec.size(), n);
+  if (n < 0 || (mode != "direct" && mode != "dispatch" && mode != "check")) {
+    std::fprintf(stderr, "bench_dispatch: --calls=%.*s: expected direct:N, dispatch:N or check:N\n",
+                 static_cast<int>(spec.size()), spec.data());
+    return 2;
+  }
+  Problem1x8 p;
+  const KernelContext ctx = direct_context();
+  const DispatchResult r = rms_norm_fwd(p.args);
+  if (r.variant == nullptr || r.variant->name != "cpu.rms_norm.fwd.generic") {
+    std::fprintf(stderr,
+                 "bench_dispatch: the registry does not choose cpu.rms_norm.fwd.generic (run with "
+                 "OPREG_FORCE_VARIANT=cpu.rms_norm.fwd.generic or OPREG_CPU_ISA=generic: docs/perf.md)\n");
+    return 1;
+  }
+  if (mode == "direct") {
+    for (long i = 0; i < n; ++i) {
+      cpu::rms_norm_fwd_generic(p.args, ctx);
+      benchmark::ClobberMemory();
+    }
+  } else if (mode == "dispatch") {
+    for (long i = 0; i < n; ++i) {
+      rms_norm_fwd(p.args);
+      benchmark::ClobberMemory();
+    }
+  } else {
+    const auto& def = rms_norm_fwd_op().def();
+    for (long i = 0; i < n; ++i) {
+      def.check(def, &p.args);
+      benchmark::ClobberMemory();
+    }
+  }
+  return 0;
+}
+
 }  // namespace
-BENCHMARK_MAIN();
+
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg.starts_with("--calls=")) return count_calls(arg.substr(8));
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

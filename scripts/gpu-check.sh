@@ -8,11 +8,16 @@
 #
 # Environment:
 #   GPU_CHECK_STAGES   comma list of build,test,sanitize,bench,peers,ncu (default: all but ncu)
-#   GPU_CHECK_BENCH    --benchmark_filter of the benchmark (default ^rms/; the launch-shape sweep is ^sweep/)
-#   GPU_CHECK_DEPS     folder of Debian packages (fmt, GoogleTest, Google Benchmark) to unpack under
+#   GPU_CHECK_BENCH    --benchmark_filter of the benchmark (default ^(copy|rms)/; the launch-shape sweep
+#                      is ^sweep/)
+#   GPU_CHECK_DEPS     folder of Debian packages (fmt, DLPack, GoogleTest, Google Benchmark) to unpack under
 #                      /tmp/deps when the machine lacks them (default ./deps)
+#   GPU_CHECK_DEADLINE seconds the whole script may take (default 570: one 10-minute device call with
+#                      room to spare); a stage gets at most what is left of it, so the summary and
+#                      the table always print
 # Full logs go to OUT_DIR (at most 8 files: build.log tests.log sanitize.log bench.json peers.jsonl
-# table.md run.log); each stage has a time limit so that one slow stage cannot eat the others.
+# table.md run.log, and sweep.md when the sweep ran); each stage has a time limit so that one slow
+# stage cannot eat the others.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-${OUT:-gpu-check-out}}
@@ -24,9 +29,15 @@ log="$out/run.log"
 summary=()
 has() { [[ ",$stages," == *",$1,"* ]]; }
 note() { echo "$*" | tee -a "$log"; summary+=("$*"); }
+deadline=${GPU_CHECK_DEADLINE:-570}
 stage() {  # stage NAME LIMIT_S LOGFILE CMD...
   local name=$1 limit=$2 file=$3; shift 3
-  local t0=$SECONDS
+  local t0=$SECONDS left=$((deadline - 15 - SECONDS))
+  if ((left < 5)); then
+    note "$name: skipped, the ${deadline} s deadline is reached"
+    return 124
+  fi
+  ((limit > left)) && limit=$left
   echo "=== $name (limit ${limit}s)" | tee -a "$log"
   timeout "$limit" "$@" >>"$file" 2>&1
   local rc=$?
@@ -41,8 +52,9 @@ stage() {  # stage NAME LIMIT_S LOGFILE CMD...
   python3 -c 'import torch; print("torch", torch.__version__, "gpus", torch.cuda.device_count())' 2>&1
 } | tee -a "$log"
 
-# fmt, GoogleTest and Google Benchmark: from the system, else from carried Debian packages.
-if [[ ! -f /usr/include/fmt/format.h || ! -d /usr/include/gtest || ! -d /usr/include/benchmark ]]; then
+# fmt, DLPack, GoogleTest and Google Benchmark: from the system, else from carried Debian packages.
+if [[ ! -f /usr/include/fmt/format.h || ! -f /usr/include/dlpack/dlpack.h || ! -d /usr/include/gtest ||
+  ! -d /usr/include/benchmark ]]; then
   deps=${GPU_CHECK_DEPS:-deps}
   if compgen -G "$deps/*.deb" >/dev/null; then
     mkdir -p /tmp/deps
@@ -90,7 +102,7 @@ if has ncu; then
   # backward and finisher of each filtered case.
   for case in ${GPU_CHECK_NCU_CASES:-bf16/4096x1024 bf16/4096x4096}; do
     stage "ncu $case" 120 "$out/run.log" ncu --clock-control none --section SpeedOfLight --section MemoryWorkloadAnalysis \
-      --section Occupancy --section LaunchStats -k 'regex:rows|finish' --launch-count 3 $build/bench/bench_cuda_rms_norm \
+      --section Occupancy --section LaunchStats -k 'regex:rows|finish' --launch-count 4 $build/bench/bench_cuda_rms_norm \
       "--benchmark_filter=^rms/chosen/fwdbwd/$case/"
   done
   grep -E "^  [a-z_]+.*\(|Duration|Memory Throughput|DRAM Throughput|Achieved Occupancy|Registers Per|Grid Size|Block Size" \
@@ -98,8 +110,11 @@ if has ncu; then
 fi
 
 if has bench; then
-  stage bench 300 "$out/run.log" $build/bench/bench_cuda_rms_norm --benchmark_filter="${GPU_CHECK_BENCH:-^rms/}" \
+  stage bench 300 "$out/run.log" $build/bench/bench_cuda_rms_norm --benchmark_filter="${GPU_CHECK_BENCH:-^(copy|rms)/}" \
     --benchmark_out="$out/bench.json" --benchmark_out_format=json
+  if grep -q '"name": "sweep/' "$out/bench.json" 2>/dev/null; then
+    python3 bench/peer_gpu_rms_norm.py sweep "$out/bench.json" >"$out/sweep.md"
+  fi
 fi
 
 if has peers; then

@@ -71,22 +71,50 @@ struct ProblemKey {
   friend bool operator==(const ProblemKey& a, const ProblemKey& b);
 };
 
+// What an op's check learns about the call's tensors on the way, so that dispatch does not walk
+// them again. "Listed": in the order OpSpec::tensors lists them.
+struct CallFacts {
+  Device device;               // the first listed tensor's
+  bool first_defined = false;  // the first listed tensor is defined (else the rest says nothing)
+  bool mixed_devices = false;  // a defined tensor is on another device than `device`
+  std::uint32_t strided = 0;   // bit i: the i-th listed tensor is defined and not contiguous
+};
+
 template <class Args>
 struct OpSpec {
   std::string name{};                         // "rms_norm.fwd"
   void (*check)(const Args&) = nullptr;       // throws opreg::Error naming the op
-  void (*tensors)(Args&, TensorList&) = nullptr;  // every tensor argument, named, with its role
+  // Every tensor argument, named, with its role: members of Args, the same ones on every call
+  // (Op's constructor lists them once, on a default Args, and dispatch reads them by offset).
+  void (*tensors)(Args&, TensorList&) = nullptr;
   void (*key)(const Args&, ProblemKey&) = nullptr;  // optional: scalars the choice depends on
+  // Instead of `check` (give one of the two): the same check, returning the CallFacts of
+  // exactly the tensors `tensors` lists, in its order. Dispatch then trusts the facts.
+  CallFacts (*check_facts)(const Args&) = nullptr;
 };
 
 struct DispatchResult;
 struct VariantInfo;
 
 namespace detail {
+// One tensor member of an op's argument struct, where dispatch finds it without a per-call list.
+struct TensorField {
+  const char* name = nullptr;
+  std::uint32_t offset = 0;  // bytes from the start of the argument struct
+  Role role = Role::in;
+};
+
 struct OpDef {
   std::string name;
   int id = -1;
+  std::array<TensorField, kMaxOpTensors> fields{};  // what `tensors` lists, in its order
+  int field_count = 0;
+  const Tensor& tensor(const void* args, int i) const {
+    return *reinterpret_cast<const Tensor*>(static_cast<const char*>(args) +
+                                            fields[static_cast<std::size_t>(i)].offset);
+  }
   void (*check)(const OpDef&, const void* args) = nullptr;
+  CallFacts (*check_facts)(const OpDef&, const void* args) = nullptr;  // optional
   void (*tensors)(const OpDef&, void* args, TensorList& out) = nullptr;
   void (*key)(const OpDef&, const void* args, ProblemKey& key) = nullptr;
   // Copies the arguments onto the host, dispatches there, copies outputs back.
@@ -182,6 +210,7 @@ struct RegisterOptions {
 namespace detail {
 struct RegistryCore;
 struct PluginSession;
+struct CoreAccess;  // the library's own code, to a Registry's core (src/registry/dispatch.h)
 struct ErasedVariant {
   const OpDef* op = nullptr;
   std::string backend;
@@ -384,6 +413,7 @@ class Registry {
   template <class Args>
   friend struct detail::TypedOpDef;
   friend struct detail::PluginSession;
+  friend struct detail::CoreAccess;
   std::shared_ptr<detail::RegistryCore> core_;
 };
 
@@ -403,7 +433,15 @@ struct TypedOpDef final : OpDef {
   OpSpec<Args> spec;
 
   static void check_thunk(const OpDef& op, const void* args) {
-    static_cast<const TypedOpDef&>(op).spec.check(*static_cast<const Args*>(args));
+    const auto& self = static_cast<const TypedOpDef&>(op);
+    if (self.spec.check != nullptr) {
+      self.spec.check(*static_cast<const Args*>(args));
+    } else {
+      self.spec.check_facts(*static_cast<const Args*>(args));
+    }
+  }
+  static CallFacts check_facts_thunk(const OpDef& op, const void* args) {
+    return static_cast<const TypedOpDef&>(op).spec.check_facts(*static_cast<const Args*>(args));
   }
   static void tensors_thunk(const OpDef& op, void* args, TensorList& out) {
     static_cast<const TypedOpDef&>(op).spec.tensors(*static_cast<Args*>(args), out);
@@ -438,13 +476,30 @@ struct TypedOpDef final : OpDef {
 
 template <class Args>
 Op<Args>::Op(OpSpec<Args> spec) {
-  if (spec.check == nullptr || spec.tensors == nullptr) {
-    throw Error(ErrorKind::internal, "op '" + spec.name + "': OpSpec needs a check and a tensors function");
+  if ((spec.check == nullptr) == (spec.check_facts == nullptr) || spec.tensors == nullptr) {
+    throw Error(ErrorKind::internal,
+                "op '" + spec.name + "': OpSpec needs a tensors function and one of check and check_facts");
   }
   auto def = std::make_unique<detail::TypedOpDef<Args>>();
   def->name = spec.name;
+  {
+    Args probe{};
+    TensorList list;
+    spec.tensors(probe, list);
+    const auto* base = reinterpret_cast<const char*>(&probe);
+    for (int i = 0; i < list.size(); ++i) {
+      const auto* at = reinterpret_cast<const char*>(list[i].tensor);
+      if (at < base || at + sizeof(Tensor) > base + sizeof(Args)) {
+        throw Error(ErrorKind::internal, "op '" + spec.name + "': OpSpec::tensors lists '" + list[i].name +
+                                             "', which is not a member of the argument struct");
+      }
+      def->fields[static_cast<std::size_t>(i)] = {list[i].name, static_cast<std::uint32_t>(at - base), list[i].role};
+    }
+    def->field_count = list.size();
+  }
   def->spec = std::move(spec);
   def->check = &detail::TypedOpDef<Args>::check_thunk;
+  if (def->spec.check_facts != nullptr) def->check_facts = &detail::TypedOpDef<Args>::check_facts_thunk;
   def->tensors = &detail::TypedOpDef<Args>::tensors_thunk;
   def->key = &detail::TypedOpDef<Args>::key_thunk;
   def->run_on_host = &detail::TypedOpDef<Args>::run_on_host_thunk;

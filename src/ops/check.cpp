@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 
 #include "registry/fail.h"
 
@@ -48,6 +49,15 @@ void bad_stats(const char* op, const char* name, const Tensor& t, const Shape& w
        also != nullptr ? fmt::format(" or f32 [{}]", also->str()) : std::string());
 }
 
+void flat_row_stats(const char* op, const char* name, const Tensor& t, const Tensor& x) {
+  const Shape& xs = x.shape();
+  const Shape& ts = t.shape();
+  if (t.dtype() == DType::f32 && ts.ndim() == 1 && xs.ndim() != 2 && ts[0] == rows_hidden(xs).rows) return;
+  Shape leading(std::span<const std::int64_t>(xs.dims().data(), static_cast<std::size_t>(xs.ndim() - 1)));
+  const Shape flat{rows_hidden(xs).rows};
+  bad_stats(op, name, t, flat, leading == flat ? nullptr : &leading);
+}
+
 void bad_scalar(const char* op, const char* name, double value, const char* accepted) {
   fail(ErrorKind::invalid_argument, "{}: {} = {} is not accepted; accepted: {}", op, name, value, accepted);
 }
@@ -88,6 +98,31 @@ void check_overlap(const char* op, const Item& out, const Item& other, bool may_
        op, out.name, other.name,
        may_alias ? fmt::format(" ({} = {} is allowed only as the very same elements)", out.name, other.name)
                  : std::string());
+}
+
+std::uint32_t outputs_apart_slow(const char* op, const Item* items, std::size_t n, std::size_t first_output) {
+  std::uint32_t strided = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (items[i].tensor->defined() && !items[i].tensor->is_contiguous()) strided |= 1U << i;
+  }
+  // As integers: tensors of a call need not be parts of one object. Undefined ones span nothing.
+  std::array<std::uintptr_t, kMaxOpTensors> lo{};
+  std::array<std::uintptr_t, kMaxOpTensors> hi{};
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!items[i].tensor->defined()) continue;
+    const Span s = span(*items[i].tensor);
+    lo[i] = reinterpret_cast<std::uintptr_t>(s.lo);
+    hi[i] = reinterpret_cast<std::uintptr_t>(s.hi);
+  }
+  for (std::size_t o = first_output; o < n; ++o) {
+    if (items[o].tensor->read_only()) read_only_output(op, items[o].name);
+    for (std::size_t j = 0; j < o; ++j) {  // inputs, and the outputs before this one
+      if (lo[j] < hi[o] && lo[o] < hi[j]) {
+        check_overlap(op, items[o], items[j], static_cast<int>(j) == items[o].alias);
+      }
+    }
+  }
+  return strided;
 }
 
 Span strided_span(const Tensor& t) {

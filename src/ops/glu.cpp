@@ -10,11 +10,11 @@ namespace c = op_check;
 
 // The op name is the only difference between geglu and swiglu as far as checks go.
 template <const char* Name>
-void check_fwd(const GluFwdArgs& a) {
+[[gnu::always_inline]] inline CallFacts check_fwd(const GluFwdArgs& a) {
   c::activation(Name, "a", a.a);
   c::like(Name, "b", a.b, "a", a.a);
   c::like(Name, "c", a.c, "a", a.a);
-  c::outputs_apart(Name, {{"a", &a.a}, {"b", &a.b}, {"c", &a.c}}, 2);
+  return c::outputs_apart(Name, 2, [&] { return c::items({{"a", &a.a}, {"b", &a.b}, {"c", &a.c}}); });
 }
 void tensors_fwd(GluFwdArgs& a, TensorList& l) {
   l.add("a", a.a, Role::in);
@@ -23,13 +23,15 @@ void tensors_fwd(GluFwdArgs& a, TensorList& l) {
 }
 
 template <const char* Name>
-void check_bwd(const GluBwdArgs& a) {
+[[gnu::always_inline]] inline CallFacts check_bwd(const GluBwdArgs& a) {
   c::activation(Name, "a", a.a);
   c::like(Name, "dc", a.dc, "a", a.a);
   c::like(Name, "b", a.b, "a", a.a);
   c::like(Name, "da", a.da, "a", a.a);
   c::like(Name, "db", a.db, "a", a.a);
-  c::outputs_apart(Name, {{"dc", &a.dc}, {"a", &a.a}, {"b", &a.b}, {"da", &a.da, 1}, {"db", &a.db, 2}}, 3);
+  return c::outputs_apart(Name, 3, [&] {
+    return c::items({{"dc", &a.dc}, {"a", &a.a}, {"b", &a.b}, {"da", &a.da, 1}, {"db", &a.db, 2}});
+  });
 }
 void tensors_bwd(GluBwdArgs& a, TensorList& l) {
   l.add("dc", a.dc, Role::in);
@@ -63,33 +65,35 @@ GluGrads glu_bwd(const char* op, const Tensor& dc, const Tensor& a, const Tensor
 }  // namespace
 
 const Op<GegluFwdArgs>& geglu_fwd_op() {
-  static const Op<GegluFwdArgs> op({kGegluFwd, &check_fwd<kGegluFwd>, &tensors_fwd, nullptr});
+  static const Op<GegluFwdArgs> op = ops_detail::make_op<GegluFwdArgs>(kGegluFwd, &check_fwd<kGegluFwd>, &tensors_fwd);
   return op;
 }
 const Op<GegluBwdArgs>& geglu_bwd_op() {
-  static const Op<GegluBwdArgs> op({kGegluBwd, &check_bwd<kGegluBwd>, &tensors_bwd, nullptr});
+  static const Op<GegluBwdArgs> op = ops_detail::make_op<GegluBwdArgs>(kGegluBwd, &check_bwd<kGegluBwd>, &tensors_bwd);
   return op;
 }
 const Op<SwigluFwdArgs>& swiglu_fwd_op() {
-  static const Op<SwigluFwdArgs> op({kSwigluFwd, &check_fwd<kSwigluFwd>, &tensors_fwd, nullptr});
+  static const Op<SwigluFwdArgs> op =
+      ops_detail::make_op<SwigluFwdArgs>(kSwigluFwd, &check_fwd<kSwigluFwd>, &tensors_fwd);
   return op;
 }
 const Op<SwigluBwdArgs>& swiglu_bwd_op() {
-  static const Op<SwigluBwdArgs> op({kSwigluBwd, &check_bwd<kSwigluBwd>, &tensors_bwd, nullptr});
+  static const Op<SwigluBwdArgs> op =
+      ops_detail::make_op<SwigluBwdArgs>(kSwigluBwd, &check_bwd<kSwigluBwd>, &tensors_bwd);
   return op;
 }
 
 DispatchResult geglu_fwd(const GegluFwdArgs& args, const ExecContext* ctx) {
-  return default_registry().call(geglu_fwd_op(), args, ctx);
+  return ops_detail::call<&check_fwd<kGegluFwd>>(&geglu_fwd_op, args, ctx);
 }
 DispatchResult geglu_bwd(const GegluBwdArgs& args, const ExecContext* ctx) {
-  return default_registry().call(geglu_bwd_op(), args, ctx);
+  return ops_detail::call<&check_bwd<kGegluBwd>>(&geglu_bwd_op, args, ctx);
 }
 DispatchResult swiglu_fwd(const SwigluFwdArgs& args, const ExecContext* ctx) {
-  return default_registry().call(swiglu_fwd_op(), args, ctx);
+  return ops_detail::call<&check_fwd<kSwigluFwd>>(&swiglu_fwd_op, args, ctx);
 }
 DispatchResult swiglu_bwd(const SwigluBwdArgs& args, const ExecContext* ctx) {
-  return default_registry().call(swiglu_bwd_op(), args, ctx);
+  return ops_detail::call<&check_bwd<kSwigluBwd>>(&swiglu_bwd_op, args, ctx);
 }
 
 Tensor geglu(const Tensor& a, const Tensor& b, const ExecContext* ctx) {

@@ -1,5 +1,7 @@
 // The four normalisations: rms_norm, fused_add_rms_norm, layer_norm, group_norm (fwd and bwd):
 // their checks, tensor lists, choice keys, entry points and allocating wrappers.
+#include <array>
+
 #include "ops/check.h"
 #include "ops/common.h"
 
@@ -14,7 +16,7 @@ void key_casting(Casting casting, ProblemKey& key) { key.add(static_cast<std::ui
 
 // ---- rms_norm
 
-void check_rms_fwd(const RmsNormFwdArgs& a) {
+[[gnu::always_inline]] inline CallFacts check_rms_fwd(const RmsNormFwdArgs& a) {
   constexpr const char* op = "rms_norm.fwd";
   c::activation(op, "x", a.x);
   c::optional_weight(op, "weight", a.weight, hidden(a.x), "x's last dim", "x", a.x.dtype());
@@ -23,7 +25,9 @@ void check_rms_fwd(const RmsNormFwdArgs& a) {
   c::eps(op, a.eps);
   c::offset(op, a.offset, a.weight);
   c::casting(op, a.casting);
-  c::outputs_apart(op, {{"x", &a.x}, {"weight", &a.weight}, {"y", &a.y}, {"rstd", &a.rstd}}, 2);
+  return c::outputs_apart(op, 2, [&] {
+    return c::items({{"x", &a.x}, {"weight", &a.weight}, {"y", &a.y}, {"rstd", &a.rstd}});
+  });
 }
 void tensors_rms_fwd(RmsNormFwdArgs& a, TensorList& l) {
   l.add("x", a.x, Role::in);
@@ -32,7 +36,7 @@ void tensors_rms_fwd(RmsNormFwdArgs& a, TensorList& l) {
   l.add("rstd", a.rstd, Role::out);
 }
 
-void check_rms_bwd(const RmsNormBwdArgs& a) {
+[[gnu::always_inline]] inline CallFacts check_rms_bwd(const RmsNormBwdArgs& a) {
   constexpr const char* op = "rms_norm.bwd";
   c::activation(op, "x", a.x);
   c::like(op, "dy", a.dy, "x", a.x);
@@ -42,10 +46,14 @@ void check_rms_bwd(const RmsNormBwdArgs& a) {
   c::param_grad(op, "dweight", a.dweight, "weight", a.weight);
   c::offset(op, a.offset, a.weight);
   c::casting(op, a.casting);
-  c::outputs_apart(op,
-                   {{"dy", &a.dy}, {"x", &a.x}, {"weight", &a.weight}, {"rstd", &a.rstd}, {"dx", &a.dx, 0},
-                    {"dweight", &a.dweight}},
-                   4);
+  return c::outputs_apart(op, 4, [&] {
+    return c::items({{"dy", &a.dy},
+                     {"x", &a.x},
+                     {"weight", &a.weight},
+                     {"rstd", &a.rstd},
+                     {"dx", &a.dx, 0},
+                     {"dweight", &a.dweight}});
+  });
 }
 void tensors_rms_bwd(RmsNormBwdArgs& a, TensorList& l) {
   l.add("dy", a.dy, Role::in);
@@ -58,7 +66,7 @@ void tensors_rms_bwd(RmsNormBwdArgs& a, TensorList& l) {
 
 // ---- fused_add_rms_norm
 
-void check_fused_fwd(const FusedAddRmsNormFwdArgs& a) {
+[[gnu::always_inline]] inline CallFacts check_fused_fwd(const FusedAddRmsNormFwdArgs& a) {
   constexpr const char* op = "fused_add_rms_norm.fwd";
   c::activation(op, "x", a.x);
   c::like(op, "residual", a.residual, "x", a.x);
@@ -69,9 +77,10 @@ void check_fused_fwd(const FusedAddRmsNormFwdArgs& a) {
   c::eps(op, a.eps);
   c::offset(op, a.offset, a.weight);
   c::casting(op, a.casting);
-  c::outputs_apart(
-      op, {{"x", &a.x}, {"residual", &a.residual}, {"weight", &a.weight}, {"y", &a.y}, {"s", &a.s}, {"rstd", &a.rstd}},
-      3);
+  return c::outputs_apart(op, 3, [&] {
+    return c::items(
+        {{"x", &a.x}, {"residual", &a.residual}, {"weight", &a.weight}, {"y", &a.y}, {"s", &a.s}, {"rstd", &a.rstd}});
+  });
 }
 void tensors_fused_fwd(FusedAddRmsNormFwdArgs& a, TensorList& l) {
   l.add("x", a.x, Role::in);
@@ -82,7 +91,7 @@ void tensors_fused_fwd(FusedAddRmsNormFwdArgs& a, TensorList& l) {
   l.add("rstd", a.rstd, Role::out);
 }
 
-void check_fused_bwd(const FusedAddRmsNormBwdArgs& a) {
+[[gnu::always_inline]] inline CallFacts check_fused_bwd(const FusedAddRmsNormBwdArgs& a) {
   constexpr const char* op = "fused_add_rms_norm.bwd";
   c::activation(op, "s", a.s);
   c::like(op, "dy", a.dy, "s", a.s);
@@ -93,10 +102,15 @@ void check_fused_bwd(const FusedAddRmsNormBwdArgs& a) {
   c::param_grad(op, "dweight", a.dweight, "weight", a.weight);
   c::offset(op, a.offset, a.weight);
   c::casting(op, a.casting);
-  c::outputs_apart(op,
-                   {{"dy", &a.dy}, {"ds_out", &a.ds_out}, {"s", &a.s}, {"weight", &a.weight}, {"rstd", &a.rstd},
-                    {"dx", &a.dx, 0}, {"dweight", &a.dweight}},
-                   5);
+  return c::outputs_apart(op, 5, [&] {
+    return c::items({{"dy", &a.dy},
+                     {"ds_out", &a.ds_out},
+                     {"s", &a.s},
+                     {"weight", &a.weight},
+                     {"rstd", &a.rstd},
+                     {"dx", &a.dx, 0},
+                     {"dweight", &a.dweight}});
+  });
 }
 void tensors_fused_bwd(FusedAddRmsNormBwdArgs& a, TensorList& l) {
   l.add("dy", a.dy, Role::in);
@@ -108,22 +122,15 @@ void tensors_fused_bwd(FusedAddRmsNormBwdArgs& a, TensorList& l) {
   l.add("dweight", a.dweight, Role::out);
 }
 
-// ---- layer_norm
+// ---- layer_norm and group_norm share their tensors (and their order)
 
-void check_layer_fwd(const LayerNormFwdArgs& a) {
-  constexpr const char* op = "layer_norm.fwd";
-  c::activation(op, "x", a.x);
-  c::optional_weight(op, "weight", a.weight, hidden(a.x), "x's last dim", "x", a.x.dtype());
-  c::optional_bias(op, "bias", a.bias, a.weight, hidden(a.x), "x's last dim", "x", a.x.dtype());
-  c::like(op, "y", a.y, "x", a.x);
-  c::row_stats(op, "mean", a.mean, a.x);
-  c::row_stats(op, "rstd", a.rstd, a.x);
-  c::eps(op, a.eps);
-  c::outputs_apart(
-      op, {{"x", &a.x}, {"weight", &a.weight}, {"bias", &a.bias}, {"y", &a.y}, {"mean", &a.mean}, {"rstd", &a.rstd}},
-      3);
+template <class Args>
+std::array<c::Item, 6> affine_fwd_items(const Args& a) {
+  return c::items(
+      {{"x", &a.x}, {"weight", &a.weight}, {"bias", &a.bias}, {"y", &a.y}, {"mean", &a.mean}, {"rstd", &a.rstd}});
 }
-void tensors_layer_fwd(LayerNormFwdArgs& a, TensorList& l) {
+template <class Args>
+void tensors_affine_fwd(Args& a, TensorList& l) {
   l.add("x", a.x, Role::in);
   l.add("weight", a.weight, Role::in);
   l.add("bias", a.bias, Role::in);
@@ -132,22 +139,19 @@ void tensors_layer_fwd(LayerNormFwdArgs& a, TensorList& l) {
   l.add("rstd", a.rstd, Role::out);
 }
 
-void check_layer_bwd(const LayerNormBwdArgs& a) {
-  constexpr const char* op = "layer_norm.bwd";
-  c::activation(op, "x", a.x);
-  c::like(op, "dy", a.dy, "x", a.x);
-  c::optional_weight(op, "weight", a.weight, hidden(a.x), "x's last dim", "x", a.x.dtype());
-  c::row_stats(op, "mean", a.mean, a.x);
-  c::row_stats(op, "rstd", a.rstd, a.x);
-  c::like(op, "dx", a.dx, "x", a.x);
-  c::param_grad(op, "dweight", a.dweight, "weight", a.weight);
-  c::optional_bias(op, "dbias", a.dbias, a.weight, hidden(a.x), "x's last dim", "x", a.x.dtype());
-  c::outputs_apart(op,
-                   {{"dy", &a.dy}, {"x", &a.x}, {"weight", &a.weight}, {"mean", &a.mean}, {"rstd", &a.rstd},
-                    {"dx", &a.dx, 0}, {"dweight", &a.dweight}, {"dbias", &a.dbias}},
-                   5);
+template <class Args>
+std::array<c::Item, 8> affine_bwd_items(const Args& a) {
+  return c::items({{"dy", &a.dy},
+                   {"x", &a.x},
+                   {"weight", &a.weight},
+                   {"mean", &a.mean},
+                   {"rstd", &a.rstd},
+                   {"dx", &a.dx, 0},
+                   {"dweight", &a.dweight},
+                   {"dbias", &a.dbias}});
 }
-void tensors_layer_bwd(LayerNormBwdArgs& a, TensorList& l) {
+template <class Args>
+void tensors_affine_bwd(Args& a, TensorList& l) {
   l.add("dy", a.dy, Role::in);
   l.add("x", a.x, Role::in);
   l.add("weight", a.weight, Role::in);
@@ -158,11 +162,38 @@ void tensors_layer_bwd(LayerNormBwdArgs& a, TensorList& l) {
   l.add("dbias", a.dbias, Role::out);
 }
 
+// ---- layer_norm
+
+[[gnu::always_inline]] inline CallFacts check_layer_fwd(const LayerNormFwdArgs& a) {
+  constexpr const char* op = "layer_norm.fwd";
+  c::activation(op, "x", a.x);
+  c::optional_weight(op, "weight", a.weight, hidden(a.x), "x's last dim", "x", a.x.dtype());
+  c::optional_bias(op, "bias", a.bias, a.weight, hidden(a.x), "x's last dim", "x", a.x.dtype());
+  c::like(op, "y", a.y, "x", a.x);
+  c::row_stats(op, "mean", a.mean, a.x);
+  c::row_stats(op, "rstd", a.rstd, a.x);
+  c::eps(op, a.eps);
+  return c::outputs_apart(op, 3, [&] { return affine_fwd_items(a); });
+}
+
+[[gnu::always_inline]] inline CallFacts check_layer_bwd(const LayerNormBwdArgs& a) {
+  constexpr const char* op = "layer_norm.bwd";
+  c::activation(op, "x", a.x);
+  c::like(op, "dy", a.dy, "x", a.x);
+  c::optional_weight(op, "weight", a.weight, hidden(a.x), "x's last dim", "x", a.x.dtype());
+  c::row_stats(op, "mean", a.mean, a.x);
+  c::row_stats(op, "rstd", a.rstd, a.x);
+  c::like(op, "dx", a.dx, "x", a.x);
+  c::param_grad(op, "dweight", a.dweight, "weight", a.weight);
+  c::optional_bias(op, "dbias", a.dbias, a.weight, hidden(a.x), "x's last dim", "x", a.x.dtype());
+  return c::outputs_apart(op, 5, [&] { return affine_bwd_items(a); });
+}
+
 // ---- group_norm
 
 constexpr const char* kGroupLayout = "(N, C, spatial...)";
 
-void check_group_fwd(const GroupNormFwdArgs& a) {
+[[gnu::always_inline]] inline CallFacts check_group_fwd(const GroupNormFwdArgs& a) {
   constexpr const char* op = "group_norm.fwd";
   c::activation(op, "x", a.x, 2, kGroupLayout);
   c::groups(op, a.num_groups, a.x.size(1));
@@ -172,20 +203,10 @@ void check_group_fwd(const GroupNormFwdArgs& a) {
   c::group_stats(op, "mean", a.mean, a.x.size(0), a.num_groups);
   c::group_stats(op, "rstd", a.rstd, a.x.size(0), a.num_groups);
   c::eps(op, a.eps);
-  c::outputs_apart(
-      op, {{"x", &a.x}, {"weight", &a.weight}, {"bias", &a.bias}, {"y", &a.y}, {"mean", &a.mean}, {"rstd", &a.rstd}},
-      3);
-}
-void tensors_group_fwd(GroupNormFwdArgs& a, TensorList& l) {
-  l.add("x", a.x, Role::in);
-  l.add("weight", a.weight, Role::in);
-  l.add("bias", a.bias, Role::in);
-  l.add("y", a.y, Role::out);
-  l.add("mean", a.mean, Role::out);
-  l.add("rstd", a.rstd, Role::out);
+  return c::outputs_apart(op, 3, [&] { return affine_fwd_items(a); });
 }
 
-void check_group_bwd(const GroupNormBwdArgs& a) {
+[[gnu::always_inline]] inline CallFacts check_group_bwd(const GroupNormBwdArgs& a) {
   constexpr const char* op = "group_norm.bwd";
   c::activation(op, "x", a.x, 2, kGroupLayout);
   c::groups(op, a.num_groups, a.x.size(1));
@@ -196,20 +217,7 @@ void check_group_bwd(const GroupNormBwdArgs& a) {
   c::like(op, "dx", a.dx, "x", a.x);
   c::param_grad(op, "dweight", a.dweight, "weight", a.weight);
   c::optional_bias(op, "dbias", a.dbias, a.weight, a.x.size(1), "x's channel dim", "x", a.x.dtype());
-  c::outputs_apart(op,
-                   {{"dy", &a.dy}, {"x", &a.x}, {"weight", &a.weight}, {"mean", &a.mean}, {"rstd", &a.rstd},
-                    {"dx", &a.dx, 0}, {"dweight", &a.dweight}, {"dbias", &a.dbias}},
-                   5);
-}
-void tensors_group_bwd(GroupNormBwdArgs& a, TensorList& l) {
-  l.add("dy", a.dy, Role::in);
-  l.add("x", a.x, Role::in);
-  l.add("weight", a.weight, Role::in);
-  l.add("mean", a.mean, Role::in);
-  l.add("rstd", a.rstd, Role::in);
-  l.add("dx", a.dx, Role::out);
-  l.add("dweight", a.dweight, Role::out);
-  l.add("dbias", a.dbias, Role::out);
+  return c::outputs_apart(op, 5, [&] { return affine_bwd_items(a); });
 }
 
 template <class Args>
@@ -224,65 +232,69 @@ void key_rms(const Args& a, ProblemKey& key) {
 }  // namespace
 
 const Op<RmsNormFwdArgs>& rms_norm_fwd_op() {
-  static const Op<RmsNormFwdArgs> op({"rms_norm.fwd", &check_rms_fwd, &tensors_rms_fwd, &key_rms<RmsNormFwdArgs>});
+  static const Op<RmsNormFwdArgs> op =
+      ops_detail::make_op<RmsNormFwdArgs>("rms_norm.fwd", &check_rms_fwd, &tensors_rms_fwd, &key_rms<RmsNormFwdArgs>);
   return op;
 }
 const Op<RmsNormBwdArgs>& rms_norm_bwd_op() {
-  static const Op<RmsNormBwdArgs> op({"rms_norm.bwd", &check_rms_bwd, &tensors_rms_bwd, &key_rms<RmsNormBwdArgs>});
+  static const Op<RmsNormBwdArgs> op =
+      ops_detail::make_op<RmsNormBwdArgs>("rms_norm.bwd", &check_rms_bwd, &tensors_rms_bwd, &key_rms<RmsNormBwdArgs>);
   return op;
 }
 const Op<FusedAddRmsNormFwdArgs>& fused_add_rms_norm_fwd_op() {
-  static const Op<FusedAddRmsNormFwdArgs> op(
-      {"fused_add_rms_norm.fwd", &check_fused_fwd, &tensors_fused_fwd, &key_rms<FusedAddRmsNormFwdArgs>});
+  static const Op<FusedAddRmsNormFwdArgs> op = ops_detail::make_op<FusedAddRmsNormFwdArgs>(
+      "fused_add_rms_norm.fwd", &check_fused_fwd, &tensors_fused_fwd, &key_rms<FusedAddRmsNormFwdArgs>);
   return op;
 }
 const Op<FusedAddRmsNormBwdArgs>& fused_add_rms_norm_bwd_op() {
-  static const Op<FusedAddRmsNormBwdArgs> op(
-      {"fused_add_rms_norm.bwd", &check_fused_bwd, &tensors_fused_bwd, &key_rms<FusedAddRmsNormBwdArgs>});
+  static const Op<FusedAddRmsNormBwdArgs> op = ops_detail::make_op<FusedAddRmsNormBwdArgs>(
+      "fused_add_rms_norm.bwd", &check_fused_bwd, &tensors_fused_bwd, &key_rms<FusedAddRmsNormBwdArgs>);
   return op;
 }
 const Op<LayerNormFwdArgs>& layer_norm_fwd_op() {
-  static const Op<LayerNormFwdArgs> op({"layer_norm.fwd", &check_layer_fwd, &tensors_layer_fwd, nullptr});
+  static const Op<LayerNormFwdArgs> op =
+      ops_detail::make_op<LayerNormFwdArgs>("layer_norm.fwd", &check_layer_fwd, &tensors_affine_fwd<LayerNormFwdArgs>);
   return op;
 }
 const Op<LayerNormBwdArgs>& layer_norm_bwd_op() {
-  static const Op<LayerNormBwdArgs> op({"layer_norm.bwd", &check_layer_bwd, &tensors_layer_bwd, nullptr});
+  static const Op<LayerNormBwdArgs> op =
+      ops_detail::make_op<LayerNormBwdArgs>("layer_norm.bwd", &check_layer_bwd, &tensors_affine_bwd<LayerNormBwdArgs>);
   return op;
 }
 const Op<GroupNormFwdArgs>& group_norm_fwd_op() {
-  static const Op<GroupNormFwdArgs> op(
-      {"group_norm.fwd", &check_group_fwd, &tensors_group_fwd, &key_groups<GroupNormFwdArgs>});
+  static const Op<GroupNormFwdArgs> op = ops_detail::make_op<GroupNormFwdArgs>(
+      "group_norm.fwd", &check_group_fwd, &tensors_affine_fwd<GroupNormFwdArgs>, &key_groups<GroupNormFwdArgs>);
   return op;
 }
 const Op<GroupNormBwdArgs>& group_norm_bwd_op() {
-  static const Op<GroupNormBwdArgs> op(
-      {"group_norm.bwd", &check_group_bwd, &tensors_group_bwd, &key_groups<GroupNormBwdArgs>});
+  static const Op<GroupNormBwdArgs> op = ops_detail::make_op<GroupNormBwdArgs>(
+      "group_norm.bwd", &check_group_bwd, &tensors_affine_bwd<GroupNormBwdArgs>, &key_groups<GroupNormBwdArgs>);
   return op;
 }
 
 DispatchResult rms_norm_fwd(const RmsNormFwdArgs& args, const ExecContext* ctx) {
-  return default_registry().call(rms_norm_fwd_op(), args, ctx);
+  return ops_detail::call<&check_rms_fwd>(&rms_norm_fwd_op, args, ctx);
 }
 DispatchResult rms_norm_bwd(const RmsNormBwdArgs& args, const ExecContext* ctx) {
-  return default_registry().call(rms_norm_bwd_op(), args, ctx);
+  return ops_detail::call<&check_rms_bwd>(&rms_norm_bwd_op, args, ctx);
 }
 DispatchResult fused_add_rms_norm_fwd(const FusedAddRmsNormFwdArgs& args, const ExecContext* ctx) {
-  return default_registry().call(fused_add_rms_norm_fwd_op(), args, ctx);
+  return ops_detail::call<&check_fused_fwd>(&fused_add_rms_norm_fwd_op, args, ctx);
 }
 DispatchResult fused_add_rms_norm_bwd(const FusedAddRmsNormBwdArgs& args, const ExecContext* ctx) {
-  return default_registry().call(fused_add_rms_norm_bwd_op(), args, ctx);
+  return ops_detail::call<&check_fused_bwd>(&fused_add_rms_norm_bwd_op, args, ctx);
 }
 DispatchResult layer_norm_fwd(const LayerNormFwdArgs& args, const ExecContext* ctx) {
-  return default_registry().call(layer_norm_fwd_op(), args, ctx);
+  return ops_detail::call<&check_layer_fwd>(&layer_norm_fwd_op, args, ctx);
 }
 DispatchResult layer_norm_bwd(const LayerNormBwdArgs& args, const ExecContext* ctx) {
-  return default_registry().call(layer_norm_bwd_op(), args, ctx);
+  return ops_detail::call<&check_layer_bwd>(&layer_norm_bwd_op, args, ctx);
 }
 DispatchResult group_norm_fwd(const GroupNormFwdArgs& args, const ExecContext* ctx) {
-  return default_registry().call(group_norm_fwd_op(), args, ctx);
+  return ops_detail::call<&check_group_fwd>(&group_norm_fwd_op, args, ctx);
 }
 DispatchResult group_norm_bwd(const GroupNormBwdArgs& args, const ExecContext* ctx) {
-  return default_registry().call(group_norm_bwd_op(), args, ctx);
+  return ops_detail::call<&check_group_bwd>(&group_norm_bwd_op, args, ctx);
 }
 
 // ---- Allocating wrappers

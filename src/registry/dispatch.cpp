@@ -1,6 +1,10 @@
 // Choice and dispatch: the hot path (check, find the device, pick the variant, call), the choice
 // on a cache miss, the fallback policy, and the explicit forms choose() and call_variant().
+#include "registry/dispatch.h"
+
 #include <algorithm>
+#include <array>
+#include <utility>
 
 #include "opreg/registry.h"
 #include "registry/fail.h"
@@ -18,45 +22,102 @@ using detail::VariantEntry;
 
 namespace {
 
-std::string describe_tensors(const Registry& r, const TensorList& list) {
+std::string describe_tensors(const Registry& r, const detail::OpDef& op, const void* args) {
   std::string out;
-  for (int i = 0; i < list.size(); ++i) {
-    const Tensor& t = *list[i].tensor;
+  for (int i = 0; i < op.field_count; ++i) {
+    const Tensor& t = op.tensor(args, i);
     if (!t.defined()) continue;
     if (!out.empty()) out += ' ';
-    out += fmt::format("{}={}[{}]@{}", list[i].name, to_string(t.dtype()), t.shape().str(), r.device_name(t.device()));
+    out += fmt::format("{}={}[{}]@{}", op.fields[static_cast<std::size_t>(i)].name, to_string(t.dtype()),
+                       t.shape().str(), r.device_name(t.device()));
   }
   return out;
 }
 
-void build_key(const detail::OpDef& op, const void* args, Device device, const TensorList& list, ProblemKey& key) {
+// The first defined tensor's device (all must share it), and the first non-contiguous tensor.
+struct CallSite {
+  Device device;
+  int first = 0;     // the first defined field
+  int strided = -1;  // the first defined, non-contiguous field; -1: none
+};
+
+// "x is not contiguous: shape [4x4], strides [1, 4]": what a strided tensor is, for messages.
+std::string strided_text(const detail::OpDef& op, const void* args, int field) {
+  const Tensor& t = op.tensor(args, field);
+  return fmt::format("{} is not contiguous: shape [{}], strides [{}]", op.fields[static_cast<std::size_t>(field)].name,
+                     t.shape().str(), fmt::join(t.strides(), ", "));
+}
+
+// What to do about a strided tensor that no variant takes.
+std::string contiguous_fix(const Registry& r, const detail::OpDef& op, const void* args, int field) {
+  const char* name = op.fields[static_cast<std::size_t>(field)].name;
+  if (op.tensor(args, field).device().backend == kCpuBackendId) {
+    return fmt::format("make a contiguous copy of {0} first ({0}.to({0}.device()) returns one) and pass that", name);
+  }
+  return fmt::format(
+      "make a contiguous copy of {} on {} first and pass that (Tensor::to copies only contiguous "
+      "device tensors)",
+      name, r.device_name(op.tensor(args, field).device()));
+}
+
+// Each tensor's presence, contiguity, dtype and data alignment, for the key.
+struct TensorBits {
   std::uint64_t defined = 0;
   std::uint64_t contiguous = 0;
-  std::uint64_t dtypes = 0;
-  // 3 bits a tensor: log2 of the data's alignment, capped at 64 bytes (what vector loads and the
-  // NPU's 32-byte block copies care about), so allocator-aligned tensors share one key.
-  std::uint64_t alignment = 0;
-  const Tensor* first = nullptr;
-  for (int i = 0; i < list.size(); ++i) {
-    const Tensor& t = *list[i].tensor;
-    if (!t.defined()) continue;
-    if (first == nullptr) first = &t;
-    defined |= 1ULL << i;
-    if (t.is_contiguous()) contiguous |= 1ULL << i;
-    dtypes |= static_cast<std::uint64_t>(t.dtype()) << (4 * i);
+  std::array<std::uint64_t, 2> packed{};  // 7 bits a tensor, nine to a word
+};
+inline constexpr int kPerWord = 9;
+
+// For an op of N tensors, unrolled and without branches: an undefined tensor is a default one
+// (f32, no data, contiguous), so its bits are the same on every call and `defined` tells it apart.
+template <int N>
+void tensor_bits(const detail::OpDef& op, const void* args, TensorBits& out) {
+#pragma GCC unroll 16
+  for (int i = 0; i < N; ++i) {
+    const Tensor& t = op.tensor(args, i);
+    out.defined |= static_cast<std::uint64_t>(t.defined()) << i;
+    out.contiguous |= static_cast<std::uint64_t>(t.is_contiguous()) << i;
+    // log2 of the alignment, capped at 64 bytes (what vector loads and the NPU's 32-byte block
+    // copies care about), so allocator-aligned tensors share one key.
     const auto address = reinterpret_cast<std::uintptr_t>(t.data()) | 64U;
-    alignment |= static_cast<std::uint64_t>(__builtin_ctzll(address)) << (3 * i);
+    const std::uint64_t bits =
+        static_cast<std::uint64_t>(t.dtype()) | static_cast<std::uint64_t>(__builtin_ctzll(address)) << 4;
+    out.packed[static_cast<std::size_t>(i / kPerWord)] |= bits << (7 * (i % kPerWord));
   }
-  key.add(static_cast<std::uint64_t>(device.backend) | static_cast<std::uint64_t>(device.index) << 8 |
-          defined << 24 | contiguous << 40);
-  key.add(dtypes);
-  key.add(alignment);
-  key.add(static_cast<std::uint64_t>(first->ndim()));
-  for (auto d : first->shape().dims()) key.add(static_cast<std::uint64_t>(d));
-  for (int i = 0; i < list.size(); ++i) {
-    const Tensor& t = *list[i].tensor;
-    if (!t.defined() || t.is_contiguous()) continue;
-    for (auto st : t.strides()) key.add(static_cast<std::uint64_t>(st));
+}
+
+template <std::size_t... N>
+constexpr auto tensor_bits_table(std::index_sequence<N...>) {
+  return std::array<void (*)(const detail::OpDef&, const void*, TensorBits&), sizeof...(N)>{
+      &tensor_bits<static_cast<int>(N)>...};
+}
+constexpr auto kTensorBits = tensor_bits_table(std::make_index_sequence<kMaxOpTensors + 1>{});
+
+// The key: word 0 the device, presence, contiguity and rank; then dtypes and alignments; the
+// first tensor's shape; the strides of the non-contiguous tensors; the op's words.
+void build_key(const detail::OpDef& op, const void* args, const CallSite& site, ProblemKey& key) {
+  const Tensor& first = op.tensor(args, site.first);
+  const int ndim = first.ndim();
+  TensorBits b;
+  kTensorBits[static_cast<std::size_t>(op.field_count)](op, args, b);
+  const std::uint64_t contiguous = b.contiguous & b.defined;
+  key.words[0] = static_cast<std::uint64_t>(site.device.backend) |
+                 static_cast<std::uint64_t>(static_cast<std::uint16_t>(site.device.index)) << 8 | b.defined << 24 |
+                 contiguous << 40 | static_cast<std::uint64_t>(ndim) << 56;
+  key.words[1] = b.packed[0];
+  int size = 2;
+  if (op.field_count > kPerWord) key.words[static_cast<std::size_t>(size++)] = b.packed[1];
+  // At most 3 + kMaxDims words so far: within kKeyWords.
+  const std::span<const std::int64_t> dims = first.shape().dims();
+  std::copy(dims.begin(), dims.end(), key.words.begin() + size);
+  size += ndim;
+  key.size = size;
+  if (site.strided >= 0) [[unlikely]] {
+    for (int i = site.strided; i < op.field_count; ++i) {
+      if ((b.defined & ~contiguous) >> i & 1U) {
+        for (auto st : op.tensor(args, i).strides()) key.add(static_cast<std::uint64_t>(st));
+      }
+    }
   }
   op.key(op, args, key);
 }
@@ -64,13 +125,11 @@ void build_key(const detail::OpDef& op, const void* args, Device device, const T
 }  // namespace
 
 std::uint64_t ProblemKey::hash() const {
-  // Multiply-xorshift per word: enough spread for a 128-slot table, a few cycles per word.
+  // A rotate and an xor per word, one multiply at the end: only a slot of a small table is
+  // chosen with it (the whole key is compared), so a collision costs a miss, never a wrong answer.
   std::uint64_t h = static_cast<std::uint64_t>(size);
-  for (int i = 0; i < size; ++i) {
-    h = (h ^ words[static_cast<std::size_t>(i)]) * 0x9E3779B97F4A7C15ULL;
-    h ^= h >> 32;
-  }
-  return h;
+  for (int i = 0; i < size; ++i) h = ((h << 23) | (h >> 41)) ^ words[static_cast<std::size_t>(i)];
+  return h * 0x9E3779B97F4A7C15ULL;  // the high bits depend on every bit: ChoiceCache indexes by them
 }
 
 bool operator==(const ProblemKey& a, const ProblemKey& b) {
@@ -101,15 +160,15 @@ struct Choice {
   std::vector<std::string> rejected;  // "name: reason"
 };
 
-// Walks the variants in order (forced first), asking each `supports`. `strided` names the first
-// non-contiguous tensor of the call (nullptr: all contiguous): variants that did not declare
+// Walks the variants in order (forced first), asking each `supports`. `strided` says which
+// tensor of the call is not contiguous (empty: all are): variants that did not declare
 // `strided` never see it, forced or not, since they would read the wrong elements.
-Choice walk(const BackendTable& bt, const void* args, const DeviceProps& props, const char* strided) {
+Choice walk(const BackendTable& bt, const void* args, const DeviceProps& props, const std::string& strided) {
   Choice c;
   for (const auto* v : bt.disabled) c.rejected.push_back(fmt::format("{}: disabled by OPREG_DISABLE", v->info->name));
   auto refuses_strides = [&](const VariantEntry* v) {
-    if (strided == nullptr || v->info->strided) return false;
-    c.rejected.push_back(fmt::format("{}: needs contiguous tensors ({} is not contiguous)", v->info->name, strided));
+    if (strided.empty() || v->info->strided) return false;
+    c.rejected.push_back(fmt::format("{}: needs contiguous tensors ({})", v->info->name, strided));
     return true;
   };
   if (bt.forced != nullptr) {
@@ -137,11 +196,9 @@ Choice walk(const BackendTable& bt, const void* args, const DeviceProps& props, 
   return c;
 }
 
-// The first defined tensor's device (all must share it) and the first non-contiguous tensor.
-struct CallSite {
-  Device device;
-  const char* strided = nullptr;
-};
+std::string strided_of(const detail::OpDef& op, const void* args, const CallSite& site) {
+  return site.strided < 0 ? std::string() : strided_text(op, args, site.strided);
+}
 
 const BackendTable* table_for(const State& s, const detail::OpDef& op, Device device) {
   if (s.disabled[device.backend]) return nullptr;
@@ -149,44 +206,67 @@ const BackendTable* table_for(const State& s, const detail::OpDef& op, Device de
   return ot ? ot->backends[device.backend].get() : nullptr;
 }
 
-[[noreturn]] void mixed_devices(const Registry& r, const detail::OpDef& op, const TensorList& list) {
+[[noreturn, gnu::noinline, gnu::cold]] void mixed_devices(const Registry& r, const detail::OpDef& op,
+                                                          const void* args) {
   std::vector<std::string> where;
-  for (int i = 0; i < list.size(); ++i) {
-    if (list[i].tensor->defined()) {
-      where.push_back(fmt::format("{} on {}", list[i].name, r.device_name(list[i].tensor->device())));
-    }
+  for (int i = 0; i < op.field_count; ++i) {
+    const Tensor& t = op.tensor(args, i);
+    if (t.defined())
+      where.push_back(fmt::format("{} on {}", op.fields[static_cast<std::size_t>(i)].name, r.device_name(t.device())));
   }
   fail(ErrorKind::invalid_argument, "{}: tensors are on different devices ({}); all tensors of one call must be on "
        "one device", op.name, join(where));
 }
 
-inline CallSite locate(const Registry& r, const detail::OpDef& op, const TensorList& list) {
+[[noreturn, gnu::noinline, gnu::cold]] void no_tensor(const detail::OpDef& op) {
+  fail(ErrorKind::invalid_argument, "{}: no tensor argument is defined", op.name);
+}
+
+[[gnu::noinline]] CallSite locate(const Registry& r, const detail::OpDef& op, const void* args) {
   CallSite site;
-  int first = -1;
-  for (int i = 0; i < list.size(); ++i) {
-    const Tensor& t = *list[i].tensor;
+  const int n = op.field_count;
+  int i = 0;
+  while (i < n && !op.tensor(args, i).defined()) ++i;
+  if (i == n) [[unlikely]]
+    no_tensor(op);
+  site.first = i;
+  site.device = op.tensor(args, i).device();
+  for (; i < n; ++i) {
+    const Tensor& t = op.tensor(args, i);
     if (!t.defined()) continue;
-    if (first < 0) {
-      first = i;
-      site.device = t.device();
-    } else if (t.device() != site.device) [[unlikely]] {
-      mixed_devices(r, op, list);
-    }
-    if (!t.is_contiguous() && site.strided == nullptr) site.strided = list[i].name;
-  }
-  if (first < 0) [[unlikely]] {
-    fail(ErrorKind::invalid_argument, "{}: no tensor argument is defined", op.name);
+    if (t.device() != site.device) [[unlikely]]
+      mixed_devices(r, op, args);
+    if (!t.is_contiguous() && site.strided < 0) site.strided = i;
   }
   return site;
+}
+
+// What the check reported, or locate() where it cannot say (no first tensor).
+inline CallSite site_of(const Registry& r, const detail::OpDef& op, const void* args, const CallFacts& facts) {
+  if (!facts.first_defined) [[unlikely]]
+    return locate(r, op, args);
+  if (facts.mixed_devices) [[unlikely]]
+    mixed_devices(r, op, args);
+  CallSite site;
+  site.device = facts.device;
+  if (facts.strided != 0) [[unlikely]]
+    site.strided = __builtin_ctz(facts.strided);
+  return site;
+}
+
+// The op's check, and where its tensors are.
+CallSite check_and_locate(const Registry& r, const detail::OpDef& op, const void* args) {
+  if (op.check_facts == nullptr) {
+    op.check(op, args);
+    return locate(r, op, args);
+  }
+  return site_of(r, op, args, op.check_facts(op, args));
 }
 
 // The op's check, the tensors' device (which must exist and be available) and the first
 // non-contiguous tensor: what choose() and call_variant() establish before looking at variants.
 CallSite checked_site(const Registry& r, const detail::OpDef& op, const void* args) {
-  op.check(op, args);
-  TensorList list;
-  op.tensors(op, const_cast<void*>(args), list);
-  const CallSite site = locate(r, op, list);
+  const CallSite site = check_and_locate(r, op, args);
   r.check_device(site.device);
   return site;
 }
@@ -199,26 +279,23 @@ inline KernelContext kernel_context(Registry& r, const State& s, const BackendRe
   kc.backend = be.backend.get();
   kc.device = device;
   kc.props = &be.props[index];
-  kc.stream = ctx != nullptr && ctx->stream != nullptr ? ctx->stream : be.default_streams[index];
+  kc.stream = be.default_streams[index];
+  if (ctx != nullptr && ctx->stream != nullptr) kc.stream = ctx->stream;
   kc.variant = v.info;
   kc.user = v.user;
   kc.threads = s.config.num_threads;
   return kc;
 }
 
-}  // namespace
-
-namespace {
-
 // Cold: the first call of a problem. Asks the variants, caches the answer, logs at verbose >= 1.
-[[gnu::noinline]] const VariantEntry* choose_on_miss(RegistryCore& core, const Registry& reg, const State& s,
-                                                     const detail::OpDef& op, const void* args, Device device,
-                                                     const TensorList& list, const char* strided,
-                                                     const BackendTable& bt, const BackendRecord& be,
-                                                     const ProblemKey& key, std::uint64_t hash,
-                                                     detail::ChoiceCache* cache) {
+[[gnu::noinline]] detail::Lookup choose_on_miss(RegistryCore& core, const Registry& reg, const State& s,
+                                                const detail::OpDef& op, const void* args, const CallSite& site,
+                                                const BackendTable& bt, const BackendRecord& be, const ProblemKey& key,
+                                                std::uint64_t hash, detail::ChoiceCache* cache) {
   core.misses.fetch_add(1, std::memory_order_relaxed);
-  Choice c = walk(bt, args, be.props[static_cast<std::size_t>(device.index)], strided);
+  const Device device = site.device;
+  Choice c = walk(bt, args, be.props[static_cast<std::size_t>(device.index)], strided_of(op, args, site));
+  const KernelContext* ready = c.variant != nullptr ? bt.ready(c.variant, device.index) : nullptr;
   if (!key.overflow) {
     if (cache == nullptr) {
       auto* fresh = new detail::ChoiceCache();
@@ -228,7 +305,7 @@ namespace {
         delete fresh;  // another thread made it; `cache` now holds theirs
       }
     }
-    cache->insert(key, hash, c.variant);
+    cache->insert(key, hash, c.variant, ready);
   }
   if (s.config.verbose >= 1 && c.variant != nullptr) {
     std::vector<std::uint64_t> seen_key(key.words.begin(), key.words.begin() + key.size);
@@ -244,38 +321,58 @@ namespace {
       std::string line = fmt::format("opreg: dispatch {} on {} -> {}", op.name, reg.device_label(device), info.name);
       if (!info.tunables.empty()) line += fmt::format(" [{}]", info.tunables_str());
       if (!info.plugin.empty()) line += fmt::format(" from plugin {}", quote(info.plugin));
-      line += fmt::format(" ({}) for {}", c.how, describe_tensors(reg, list));
+      line += fmt::format(" ({}) for {}", c.how, describe_tensors(reg, op, args));
       core.log(line);
       if (s.config.verbose >= 2) {
         for (const auto& r : c.rejected) core.log(fmt::format("opreg:   rejected {}", r));
       }
     }
   }
-  return c.variant;
+  return {true, c.variant, ready};
+}
+
+// The choice of the problem `site` and `args` make, with its ready context: from the cache, else
+// by choose_on_miss.
+[[gnu::noinline]] detail::Lookup cached_choice(RegistryCore& core, const Registry& reg, const State& s,
+                                               const detail::OpDef& op, const void* args, const CallSite& site,
+                                               const BackendTable& bt, const BackendRecord& be) {
+  ProblemKey key;
+  build_key(op, args, site, key);
+  const std::uint64_t hash = key.hash();
+  detail::ChoiceCache* cache = bt.cache.load(std::memory_order_acquire);
+  if (cache != nullptr && !key.overflow) {
+    const detail::Lookup hit = cache->find(key, hash);
+    if (hit.hit) return hit;
+  }
+  return choose_on_miss(core, reg, s, op, args, site, bt, be, key, hash, cache);
 }
 
 // Cold: no variant of the device's backend accepted the problem. Uses the State the call
 // loaded, so a concurrent unregistration cannot pull the backend out from under it.
-[[gnu::noinline]] DispatchResult fall_back(Registry& reg, RegistryCore& core, const State& s,
-                                           const detail::OpDef& op, const void* args, const ExecContext* ctx,
-                                           Device device, const TensorList& list, const char* strided,
+[[gnu::noinline]] DispatchResult fall_back(Registry& reg, RegistryCore& core, const State& s, const detail::OpDef& op,
+                                           const void* args, const ExecContext* ctx, const CallSite& site,
                                            const BackendRecord& be, const BackendTable* bt) {
+  const Device device = site.device;
   auto reasons = [&] {
     if (bt != nullptr) {
-      return join(walk(*bt, args, be.props[static_cast<std::size_t>(device.index)], strided).rejected, "; ");
+      return join(
+          walk(*bt, args, be.props[static_cast<std::size_t>(device.index)], strided_of(op, args, site)).rejected, "; ");
     }
     if (s.disabled[device.backend]) return fmt::format("backend {} is disabled by OPREG_DISABLE", be.name);
     return fmt::format("no {} variant is registered", be.name);
   };
+  // When strides were the obstacle, the way out (the host copies of a fallback are contiguous).
+  auto fix = [&] { return site.strided < 0 ? std::string() : "; " + contiguous_fix(reg, op, args, site.strided); };
   if (device.backend == kCpuBackendId) {
-    fail(ErrorKind::unsupported, "{} on cpu: no variant accepted {} ({})", op.name, describe_tensors(reg, list),
-         reasons());
+    fail(ErrorKind::unsupported, "{} on cpu: no variant accepted {} ({}){}", op.name, describe_tensors(reg, op, args),
+         reasons(), fix());
   }
   const FallbackPolicy policy = s.fallback[device.backend];
   if (policy == FallbackPolicy::error) {
-    fail(ErrorKind::unsupported, "{} on {}: no variant accepted {} ({}); the fallback policy of {} is error "
-         "(OPREG_FALLBACK=warn would run it on the cpu through host copies)", op.name, reg.device_label(device),
-         describe_tensors(reg, list), reasons(), be.name);
+    fail(ErrorKind::unsupported,
+         "{} on {}: no variant accepted {} ({}); the fallback policy of {} is error "
+         "(OPREG_FALLBACK=warn would run it on the cpu through host copies){}",
+         op.name, reg.device_label(device), describe_tensors(reg, op, args), reasons(), be.name, fix());
   }
   core.fallbacks.fetch_add(1, std::memory_order_relaxed);
   core.fallbacks_by[static_cast<std::size_t>(op.id)][device.backend].fetch_add(1, std::memory_order_relaxed);
@@ -294,42 +391,54 @@ namespace {
   return op.run_on_host(reg, op, args, nullptr);
 }
 
-}  // namespace
-
-// The hot path: everything cold is out of line so this stays small.
-DispatchResult Registry::dispatch(const detail::OpDef& op, const void* args, const ExecContext* ctx) {
-  op.check(op, args);
-  TensorList list;
-  op.tensors(op, const_cast<void*>(args), list);
-  const CallSite site = locate(*this, op, list);
+// Dispatch after the check, every case.
+[[gnu::always_inline]] inline DispatchResult dispatch_at(Registry& reg, RegistryCore& core, const detail::OpDef& op,
+                                                         const void* args, const CallSite& site,
+                                                         const ExecContext* ctx) {
   const Device device = site.device;
-
-  const detail::StateRef ref(*core_);
+  const detail::StateRef ref(core);
   const State& s = *ref;
   const BackendRecord* be = device.backend < kMaxBackends ? s.backends[device.backend].get() : nullptr;
-  if (be == nullptr || device.index < 0 || static_cast<std::size_t>(device.index) >= be->props.size()) [[unlikely]] {
-    check_device(device);  // throws the precise reason
+  if (be == nullptr || device.index < 0 || static_cast<std::size_t>(device.index) >= be->props.size()) {
+    reg.check_device(device);  // throws the precise reason
   }
   const BackendTable* bt = table_for(s, op, device);
   const VariantEntry* v = nullptr;
-  if (bt != nullptr) [[likely]] {
-    v = site.strided == nullptr ? bt->fast : nullptr;
-    if (v == nullptr) {
-      ProblemKey key;
-      build_key(op, args, device, list, key);
-      const std::uint64_t hash = key.hash();
-      detail::ChoiceCache* cache = bt->cache.load(std::memory_order_acquire);
-      detail::Lookup hit;
-      if (cache != nullptr && !key.overflow) hit = cache->find(key, hash);
-      v = hit.hit ? hit.choice
-                  : choose_on_miss(*core_, *this, s, op, args, device, list, site.strided, *bt, *be, key, hash, cache);
+  const KernelContext* ready = nullptr;
+  if (bt != nullptr) {
+    if (site.strided < 0 && bt->fast != nullptr) {
+      v = bt->fast;
+      if (bt->fast_contexts != nullptr) ready = &bt->fast_contexts[static_cast<std::size_t>(device.index)];
+    } else {
+      const detail::Lookup choice = cached_choice(core, reg, s, op, args, site, *bt, *be);
+      v = choice.choice;
+      ready = choice.ready;
     }
   }
-  if (v == nullptr) [[unlikely]] {
-    return fall_back(*this, *core_, s, op, args, ctx, device, list, site.strided, *be, bt);
+  if (v == nullptr) return fall_back(reg, core, s, op, args, ctx, site, *be, bt);
+  if (ready != nullptr && (ctx == nullptr || ctx->stream == nullptr)) {
+    v->invoke(v->run.get(), args, *ready);
+  } else {
+    v->invoke(v->run.get(), args, kernel_context(reg, s, *be, device, *v, ctx));
   }
-  v->invoke(v->run.get(), args, kernel_context(*this, s, *be, device, *v, ctx));
   return {v->info, false};
+}
+
+}  // namespace
+
+DispatchResult Registry::dispatch(const detail::OpDef& op, const void* args, const ExecContext* ctx) {
+  return dispatch_at(*this, *core_, op, args, check_and_locate(*this, op, args), ctx);
+}
+
+DispatchResult detail::dispatch_after_check(Registry& registry, const OpDef& op, const void* args, CallFacts facts,
+                                            const ExecContext* ctx) {
+  return dispatch_at(registry, CoreAccess::core(registry), op, args, site_of(registry, op, args, facts), ctx);
+}
+
+void detail::run_on_stream(const VariantEntry& v, const void* args, const KernelContext& ready, void* stream) {
+  KernelContext on_stream = ready;
+  on_stream.stream = stream;
+  v.invoke(v.run.get(), args, on_stream);
 }
 
 const VariantInfo* Registry::choose_erased(const detail::OpDef& op, const void* args, std::string* why) const {
@@ -342,10 +451,12 @@ const VariantInfo* Registry::choose_erased(const detail::OpDef& op, const void* 
     if (why != nullptr) *why = s.disabled[device.backend] ? "backend disabled by OPREG_DISABLE" : "no variant registered";
     return nullptr;
   }
-  Choice c = walk(*bt, args, s.backends[device.backend]->props[static_cast<std::size_t>(device.index)], site.strided);
+  Choice c = walk(*bt, args, s.backends[device.backend]->props[static_cast<std::size_t>(device.index)],
+                  strided_of(op, args, site));
   if (why != nullptr) {
     *why = c.how;
     for (const auto& r : c.rejected) *why += (why->empty() ? "" : "; ") + ("rejected " + r);
+    if (c.variant == nullptr && site.strided >= 0) *why += "; " + contiguous_fix(*this, op, args, site.strided);
   }
   return c.variant != nullptr ? c.variant->info : nullptr;
 }
@@ -384,8 +495,10 @@ Verdict Registry::call_variant_erased(const detail::OpDef& op, std::string_view 
     fail(ErrorKind::invalid_argument, "{}: no variant named {} on {} (registered there: {})", op.name, quote(name),
          device_label(device), here.empty() ? std::string("none") : join(here));
   }
-  if (site.strided != nullptr && !v->info->strided) {
-    return Verdict::reject(fmt::format("needs contiguous tensors ({} is not contiguous)", site.strided));
+  if (site.strided >= 0 && !v->info->strided) {
+    return Verdict::reject(fmt::format("{}: needs contiguous tensors ({}); {}", op.name,
+                                       strided_text(op, args, site.strided),
+                                       contiguous_fix(*this, op, args, site.strided)));
   }
   const BackendRecord& be = *s.backends[device.backend];
   if (v->supports) {

@@ -11,6 +11,9 @@
 namespace opreg::detail {
 namespace {
 
+// The record of a thread whose sections fence (no membarrier); t_reader stays nullptr there.
+thread_local ReaderRecord* t_fenced_reader = nullptr;
+
 struct Readers {
   std::mutex mutex;
   ReaderRecord* head = nullptr;
@@ -23,6 +26,7 @@ struct Readers {
     pthread_key_create(&exit_key, [](void* record) {
       auto* r = static_cast<ReaderRecord*>(record);
       t_reader = nullptr;
+      t_fenced_reader = nullptr;
       Readers& self = readers();
       std::lock_guard lock(self.mutex);
       r->in_use = false;
@@ -54,7 +58,19 @@ ReaderRecord* attach_reader() {
   }
   r->fence = !all.expedited;
   pthread_setspecific(all.exit_key, r);
-  t_reader = r;
+  (r->fence ? t_fenced_reader : t_reader) = r;
+  return r;
+}
+
+ReaderRecord* enter_fenced() {
+  ReaderRecord* r = t_fenced_reader;
+  if (r == nullptr) r = attach_reader();
+  r->word.store(r->word.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  if (r->fence) {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+  } else {
+    std::atomic_signal_fence(std::memory_order_seq_cst);  // attached just now: t_reader is set
+  }
   return r;
 }
 

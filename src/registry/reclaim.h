@@ -37,28 +37,31 @@ struct ReaderRecord {
   bool in_use = false;                           // owned by a live thread (under the list's mutex)
 };
 
-// The calling thread's record; nullptr until its first section. Initial-exec: one load off the
-// thread pointer, no call (libopreg is linked, or loaded early enough to have static TLS).
+// The calling thread's record when its sections need no fence; nullptr until its first section,
+// and for good where membarrier is missing (those threads take enter_fenced()). Initial-exec: one
+// load off the thread pointer, no call (libopreg is linked, or loaded early enough to have
+// static TLS).
 inline constinit thread_local ReaderRecord* t_reader [[gnu::tls_model("initial-exec")]] = nullptr;
 
 // Cold: gives the calling thread a record (and, on first use in the process, registers for
 // membarrier and the thread-exit hook that returns records).
 ReaderRecord* attach_reader();
+// Cold: enters a section of a thread without t_reader: attaches it on its first section, and
+// fences where membarrier is missing. Returns the thread's record.
+ReaderRecord* enter_fenced();
 
 class ReadSection {
  public:
-  ReadSection() : reader_(t_reader) {
+  // Inline always: the dispatch path's cost is counted in instructions (docs/perf.md).
+  [[gnu::always_inline]] ReadSection() : reader_(t_reader) {
     if (reader_ == nullptr) [[unlikely]] {
-      reader_ = attach_reader();
+      reader_ = enter_fenced();
+      return;
     }
     reader_->word.store(reader_->word.load(std::memory_order_relaxed) + 1, std::memory_order_release);
-    if (reader_->fence) [[unlikely]] {
-      std::atomic_thread_fence(std::memory_order_seq_cst);
-    } else {
-      std::atomic_signal_fence(std::memory_order_seq_cst);  // the compiler keeps the order
-    }
+    std::atomic_signal_fence(std::memory_order_seq_cst);  // the compiler keeps the order
   }
-  ~ReadSection() {
+  [[gnu::always_inline]] ~ReadSection() {
     // Release: a writer that sees the new word may free what this section read.
     const std::uint64_t w = reader_->word.load(std::memory_order_relaxed);
     reader_->word.store((w & kDepthMask) == 1 ? w + kDepthMask : w - 1, std::memory_order_release);

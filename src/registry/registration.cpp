@@ -69,6 +69,7 @@ void Registration::reset() {
 
 Registry::Registry() : core_(std::make_shared<RegistryCore>()) {
   detail::WriteLock lock(*core_);
+  core_->registry = this;
   core_->publish(-1);
 }
 

@@ -127,7 +127,8 @@ std::shared_ptr<const OpTable> RegistryCore::build_op_table(int op_id, const Sta
     }
   }
   if (!any) return nullptr;
-  for (auto& bt : table->backends) {
+  for (BackendId id = 0; id < kMaxBackends; ++id) {
+    const auto& bt = table->backends[id];
     if (!bt) continue;
     std::stable_sort(bt->order.begin(), bt->order.end(), [](const VariantEntry* a, const VariantEntry* b) {
       return a->info->priority != b->info->priority ? a->info->priority > b->info->priority : a->order < b->order;
@@ -140,6 +141,28 @@ std::shared_ptr<const OpTable> RegistryCore::build_op_table(int op_id, const Sta
       } else if (!bt->order.empty() && !bt->order.front()->supports) {
         bt->fast = bt->order.front();
       }
+    }
+    const BackendRecord& be = *s.backends[id];  // a table exists only for a registered backend
+    if (s.disabled[id]) continue;
+    bt->devices = be.props.size();
+    bt->contexts.reserve(bt->order.size() * bt->devices);
+    for (const VariantEntry* v : bt->order) {
+      for (std::size_t i = 0; i < bt->devices; ++i) {
+        KernelContext kc;
+        kc.registry = registry;
+        kc.backend = be.backend.get();
+        kc.device = Device{id, static_cast<std::int16_t>(i)};
+        kc.props = &be.props[i];
+        kc.stream = be.default_streams[i];
+        kc.variant = v->info;
+        kc.user = v->user;
+        kc.threads = s.config.num_threads;
+        bt->contexts.push_back(kc);
+      }
+    }
+    if (bt->fast != nullptr && bt->devices > 0) {
+      bt->fast_contexts = bt->ready(bt->fast, 0);
+      bt->fast_devices = bt->devices;
     }
   }
   return table;

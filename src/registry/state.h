@@ -60,34 +60,43 @@ struct CacheSlot {
   std::atomic<int> size{0};
   std::array<std::atomic<std::uint64_t>, kKeyWords> words{};
   std::atomic<const VariantEntry*> choice{nullptr};  // nullptr: no variant accepted
+  std::atomic<const KernelContext*> ready{nullptr};  // the choice's on the key's device
 };
 
 struct Lookup {
   bool hit = false;
   const VariantEntry* choice = nullptr;
+  const KernelContext* ready = nullptr;
 };
 
 struct ChoiceCache {
-  static constexpr std::size_t kSlots = 128;
+  static constexpr int kSlotBits = 7;
+  static constexpr std::size_t kSlots = std::size_t{1} << kSlotBits;
   std::array<CacheSlot, kSlots> slots;
+  static std::size_t index(std::uint64_t hash) { return static_cast<std::size_t>(hash >> (64 - kSlotBits)); }
 
   Lookup find(const ProblemKey& key, std::uint64_t hash) const {
-    const CacheSlot& slot = slots[hash % kSlots];
+    const CacheSlot& slot = slots[index(hash)];
     const std::uint64_t s1 = slot.seq.load(std::memory_order_acquire);
     if (s1 == 0 || (s1 & 1U) != 0) return {};
     bool same = slot.size.load(std::memory_order_relaxed) == key.size;
-    for (int i = 0; same && i < key.size; ++i) {
-      same = slot.words[static_cast<std::size_t>(i)].load(std::memory_order_relaxed) ==
-             key.words[static_cast<std::size_t>(i)];
+    if (same) {
+      std::uint64_t differ = 0;
+      for (int i = 0; i < key.size; ++i) {
+        differ |= slot.words[static_cast<std::size_t>(i)].load(std::memory_order_relaxed) ^
+                  key.words[static_cast<std::size_t>(i)];
+      }
+      same = differ == 0;
     }
     const VariantEntry* choice = slot.choice.load(std::memory_order_relaxed);
+    const KernelContext* ready = slot.ready.load(std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_acquire);
     if (!same || slot.seq.load(std::memory_order_relaxed) != s1) return {};
-    return {true, choice};
+    return {true, choice, ready};
   }
 
-  void insert(const ProblemKey& key, std::uint64_t hash, const VariantEntry* choice) {
-    CacheSlot& slot = slots[hash % kSlots];
+  void insert(const ProblemKey& key, std::uint64_t hash, const VariantEntry* choice, const KernelContext* ready) {
+    CacheSlot& slot = slots[index(hash)];
     std::uint64_t s = slot.seq.load(std::memory_order_relaxed);
     if ((s & 1U) != 0 || !slot.seq.compare_exchange_strong(s, s + 1, std::memory_order_acquire)) return;
     std::atomic_thread_fence(std::memory_order_release);
@@ -97,6 +106,7 @@ struct ChoiceCache {
                                                     std::memory_order_relaxed);
     }
     slot.choice.store(choice, std::memory_order_relaxed);
+    slot.ready.store(ready, std::memory_order_relaxed);
     slot.seq.store(s + 2, std::memory_order_release);
   }
 };
@@ -106,8 +116,23 @@ struct BackendTable {
   std::vector<const VariantEntry*> disabled;  // by OPREG_DISABLE, for explanations
   const VariantEntry* forced = nullptr;       // by OPREG_FORCE_VARIANT
   const VariantEntry* fast = nullptr;         // the choice whatever the problem: no cache needed
+  // Unless the backend is disabled: each variant of `order` on each device with the KernelContext
+  // a call passes on the device's default stream (contexts[position * devices + index]), made
+  // when the table is, so that a call need not fill one in.
+  std::vector<KernelContext> contexts;
+  std::size_t devices = 0;
+  const KernelContext* fast_contexts = nullptr;      // `fast`'s, when there is one
+  std::size_t fast_devices = 0;                      // `devices` where fast_contexts is set, else 0
   mutable std::atomic<ChoiceCache*> cache{nullptr};  // made on the first miss
   ~BackendTable() { delete cache.load(); }
+
+  // v's context on device `index` (v from `order`); nullptr where there are none.
+  const KernelContext* ready(const VariantEntry* v, int index) const {
+    for (std::size_t k = 0; k < order.size() && !contexts.empty(); ++k) {
+      if (order[k] == v) return &contexts[k * devices + static_cast<std::size_t>(index)];
+    }
+    return nullptr;
+  }
 };
 
 struct OpTable {
@@ -131,6 +156,7 @@ struct InfoLess {
 };
 
 struct RegistryCore {
+  Registry* registry = nullptr;  // the one this is the core of: what kernels are told
   std::mutex mutex;  // registration, configuration, publication
   std::atomic<const State*> current{nullptr};
   std::unique_ptr<const State> published;  // owns `current`
@@ -213,7 +239,11 @@ class WriteLock {
 // The published State, held for as long as this object lives (which is a ReadSection).
 class StateRef {
  public:
-  explicit StateRef(const RegistryCore& core) : state_(core.current.load(std::memory_order_acquire)) {}
+  [[gnu::always_inline]] explicit StateRef(const RegistryCore& core)
+      : state_(core.current.load(std::memory_order_acquire)) {}
+  [[gnu::always_inline]] ~StateRef() {}  // NOLINT(modernize-use-equals-default): the attribute needs a body
+  StateRef(const StateRef&) = delete;
+  StateRef& operator=(const StateRef&) = delete;
   const State& operator*() const { return *state_; }
   const State* operator->() const { return state_; }
 

@@ -114,10 +114,35 @@ Table<Args> concat(std::initializer_list<Table<Args>> parts) {
   return all;
 }
 
-// The valid arguments run; then each row, applied to fresh valid arguments, runs or is refused
-// with an opreg::Error whose message names the op and contains the row's needles.
+// What a call does: "" when it runs, else the kind and message of its opreg::Error.
+std::string outcome(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const Error& e) {
+    return fmt::format("{}: {}", to_string(e.kind()), e.what());
+  }
+  return "";
+}
+
+// Every tensor of the call on the cpu (so that the default registry can take it too).
 template <class Args>
-void check_table(const Op<Args>& op, Args (*valid)(), const Table<Args>& table) {
+bool on_cpu(const Op<Args>& op, Args& args) {
+  TensorList list;
+  op.def().tensors(op.def(), &args, list);
+  for (int i = 0; i < list.size(); ++i) {
+    if (list[i].tensor->defined() && list[i].tensor->device() != Device{}) return false;
+  }
+  return true;
+}
+
+// The valid arguments run; then each row, applied to fresh valid arguments, runs or is refused
+// with an opreg::Error whose message names the op and contains the row's needles. Registry::call
+// runs the op's check through the op's table; the op's own entry point (`entry`, on the default
+// registry) runs it inline and takes the registry's hot path: on the rows whose tensors are all
+// on the cpu, both must come to the very same outcome.
+template <class Args>
+void check_table(const Op<Args>& op, Args (*valid)(), const Table<Args>& table,
+                 DispatchResult (*entry)(const Args&, const ExecContext*)) {
   Registry& reg = registry();
   {
     SCOPED_TRACE(fmt::format("{}: the valid arguments", op.name()));
@@ -126,6 +151,8 @@ void check_table(const Op<Args>& op, Args (*valid)(), const Table<Args>& table) 
     ASSERT_NE(result.variant, nullptr);
     EXPECT_EQ(result.variant->backend, "cpu");
     EXPECT_FALSE(result.fell_back);
+    ASSERT_NO_THROW(result = entry(valid(), nullptr));
+    EXPECT_EQ(result.variant->backend, "cpu");
   }
   for (const auto& c : table) {
     SCOPED_TRACE(fmt::format("{}: {}", op.name(), c.what));
@@ -137,6 +164,9 @@ void check_table(const Op<Args>& op, Args (*valid)(), const Table<Args>& table) 
       std::vector<std::string> needles{std::string(op.name())};
       needles.insert(needles.end(), c.expect.needles.begin(), c.expect.needles.end());
       EXPECT_TRUE(ThrowsError([&] { reg.call(op, args); }, c.expect.kind, needles));
+    }
+    if (on_cpu(op, args)) {
+      EXPECT_EQ(outcome([&] { entry(args, nullptr); }), outcome([&] { reg.call(op, args); }));
     }
   }
 }
@@ -558,7 +588,7 @@ TEST(OpChecks, RmsNormFwd) {
            refused({"output rstd overlaps x"})},
       },
   });
-  check_table(rms_norm_fwd_op(), &rms_fwd, table);
+  check_table(rms_norm_fwd_op(), &rms_fwd, table, &rms_norm_fwd);
 }
 
 TEST(OpChecks, RmsNormBwd) {
@@ -590,7 +620,7 @@ TEST(OpChecks, RmsNormBwd) {
            refused({"output dweight overlaps dy"})},
       },
   });
-  check_table(rms_norm_bwd_op(), &rms_bwd, table);
+  check_table(rms_norm_bwd_op(), &rms_bwd, table, &rms_norm_bwd);
 }
 
 // ---- fused_add_rms_norm
@@ -619,7 +649,7 @@ TEST(OpChecks, FusedAddRmsNormFwd) {
            refused({"output rstd overlaps s"})},
       },
   });
-  check_table(fused_add_rms_norm_fwd_op(), &fused_fwd, table);
+  check_table(fused_add_rms_norm_fwd_op(), &fused_fwd, table, &fused_add_rms_norm_fwd);
 }
 
 TEST(OpChecks, FusedAddRmsNormBwd) {
@@ -651,7 +681,7 @@ TEST(OpChecks, FusedAddRmsNormBwd) {
            refused({"output dweight overlaps dx"})},
       },
   });
-  check_table(fused_add_rms_norm_bwd_op(), &fused_bwd, table);
+  check_table(fused_add_rms_norm_bwd_op(), &fused_bwd, table, &fused_add_rms_norm_bwd);
 }
 
 // ---- layer_norm
@@ -682,7 +712,7 @@ TEST(OpChecks, LayerNormFwd) {
            refused({"output mean overlaps bias"})},
       },
   });
-  check_table(layer_norm_fwd_op(), &layer_fwd, table);
+  check_table(layer_norm_fwd_op(), &layer_fwd, table, &layer_norm_fwd);
 }
 
 TEST(OpChecks, LayerNormBwd) {
@@ -716,7 +746,7 @@ TEST(OpChecks, LayerNormBwd) {
            refused({"output dbias overlaps x"})},
       },
   });
-  check_table(layer_norm_bwd_op(), &layer_bwd, table);
+  check_table(layer_norm_bwd_op(), &layer_bwd, table, &layer_norm_bwd);
 }
 
 // ---- group_norm
@@ -749,7 +779,7 @@ TEST(OpChecks, GroupNormFwd) {
            refused({"output mean overlaps weight"})},
       },
   });
-  check_table(group_norm_fwd_op(), &group_fwd, table);
+  check_table(group_norm_fwd_op(), &group_fwd, table, &group_norm_fwd);
 }
 
 TEST(OpChecks, GroupNormBwd) {
@@ -784,7 +814,7 @@ TEST(OpChecks, GroupNormBwd) {
            refused({"output dbias overlaps rstd"})},
       },
   });
-  check_table(group_norm_bwd_op(), &group_bwd, table);
+  check_table(group_norm_bwd_op(), &group_bwd, table, &group_norm_bwd);
 }
 
 // ---- geglu and swiglu: one check each direction, under two names.
@@ -849,10 +879,48 @@ Table<GluBwdArgs> glu_bwd_table() {
   });
 }
 
-TEST(OpChecks, GegluFwd) { check_table(geglu_fwd_op(), &glu_fwd, glu_fwd_table()); }
-TEST(OpChecks, GegluBwd) { check_table(geglu_bwd_op(), &glu_bwd, glu_bwd_table()); }
-TEST(OpChecks, SwigluFwd) { check_table(swiglu_fwd_op(), &glu_fwd, glu_fwd_table()); }
-TEST(OpChecks, SwigluBwd) { check_table(swiglu_bwd_op(), &glu_bwd, glu_bwd_table()); }
+TEST(OpChecks, GegluFwd) { check_table(geglu_fwd_op(), &glu_fwd, glu_fwd_table(), &geglu_fwd); }
+TEST(OpChecks, GegluBwd) { check_table(geglu_bwd_op(), &glu_bwd, glu_bwd_table(), &geglu_bwd); }
+TEST(OpChecks, SwigluFwd) { check_table(swiglu_fwd_op(), &glu_fwd, glu_fwd_table(), &swiglu_fwd); }
+TEST(OpChecks, SwigluBwd) { check_table(swiglu_bwd_op(), &glu_bwd, glu_bwd_table(), &swiglu_bwd); }
+
+// No cpu variant takes strides: the refusal names the op, the tensor and its strides, each
+// variant's reason, and the contiguous copy that fixes it; that copy then runs. The same through
+// the op's entry point, Registry::call, call_variant and choose.
+TEST(OpChecks, AStridedViewIsRefusedWithItsStridesAndTheContiguousCopyThatFixesIt) {
+  const std::string fix = "make a contiguous copy of x first (x.to(x.device()) returns one) and pass that";
+  RmsNormFwdArgs a = rms_fwd();
+  const Tensor backing = filled(Shape{2 * a.x.numel()}, f32);
+  a.x = strided_over(backing, kRows, f32);
+  const std::vector<std::string> needles{"rms_norm.fwd on cpu: no variant accepted",
+                                         "x is not contiguous: shape [2x3x8], strides [48, 16, 2]", fix};
+  std::string message;
+  EXPECT_TRUE(ThrowsError([&] { rms_norm_fwd(a); }, ErrorKind::unsupported, needles, &message));
+  for (const VariantInfo& v : registry().variants("rms_norm.fwd")) {
+    if (v.backend == "cpu") {
+      EXPECT_NE(message.find(v.name + ": needs contiguous tensors"), std::string::npos) << message;
+    }
+  }
+  EXPECT_TRUE(ThrowsError([&] { registry().call(rms_norm_fwd_op(), a); }, ErrorKind::unsupported, needles));
+  const Verdict refused = registry().call_variant(rms_norm_fwd_op(), "cpu.rms_norm.fwd.generic", a);
+  EXPECT_FALSE(refused.ok);
+  EXPECT_NE(refused.reason.find("x is not contiguous: shape [2x3x8], strides [48, 16, 2]"), std::string::npos);
+  EXPECT_NE(refused.reason.find(fix), std::string::npos) << refused.reason;
+  std::string why;
+  EXPECT_EQ(registry().choose(rms_norm_fwd_op(), a, &why), nullptr);
+  EXPECT_NE(why.find(fix), std::string::npos) << why;
+
+  a.x = a.x.to(a.x.device());
+  EXPECT_TRUE(a.x.is_contiguous());
+  EXPECT_NO_THROW(rms_norm_fwd(a));
+
+  // An output too: the message names it.
+  const Tensor y_backing = filled(Shape{2 * a.y.numel()}, f32);
+  a.y = strided_over(y_backing, kRows, f32);
+  EXPECT_TRUE(ThrowsError([&] { rms_norm_fwd(a); }, ErrorKind::unsupported,
+                          {"y is not contiguous: shape [2x3x8], strides [48, 16, 2]",
+                           "make a contiguous copy of y first (y.to(y.device()) returns one) and pass that"}));
+}
 
 // ---- The allocating wrappers (default registry).
 

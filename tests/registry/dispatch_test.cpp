@@ -479,8 +479,12 @@ TEST_F(DispatchRegressionTest, OnlyStridedVariantsSeeNonContiguousTensors) {
   ScaleArgs a;
   a.x = Tensor::wrap(host.data(), {4, 4}, DType::f32, dev("gpu"), transposed);
   a.y = Tensor::empty({4, 4}, DType::f32, dev("gpu"), reg);
-  // Only a variant that cannot take strides: refused with the reason, never run.
-  EXPECT_TRUE(ThrowsError([&] { reg.call(scale_op(), a); }, ErrorKind::unsupported, {"x is not contiguous"}));
+  // Only a variant that cannot take strides: refused with the reason, never run. The message
+  // names the op, the tensor and its strides, and says that a contiguous copy fixes it.
+  EXPECT_TRUE(
+      ThrowsError([&] { reg.call(scale_op(), a); }, ErrorKind::unsupported,
+                  {"test_scale.fwd on gpu", "gpu.test_scale.fwd.dense: needs contiguous tensors",
+                   "x is not contiguous: shape [4x4], strides [1, 8]", "make a contiguous copy of x on gpu:0 first"}));
   // Forcing it does not lift the rule: the kernel would read the wrong elements.
   Config cfg;
   cfg.force_variants = {"gpu.test_scale.fwd.dense"};
@@ -500,7 +504,8 @@ TEST_F(DispatchRegressionTest, OnlyStridedVariantsSeeNonContiguousTensors) {
   a.x = Tensor::wrap(host.data(), {4, 4}, DType::f32, dev("gpu"), transposed);
   const Verdict v = reg.call_variant(scale_op(), "gpu.test_scale.fwd.dense", a);
   EXPECT_FALSE(v.ok);
-  EXPECT_THAT(v.reason, HasSubstr("x is not contiguous"));
+  EXPECT_THAT(v.reason, HasSubstr("x is not contiguous: shape [4x4], strides [1, 8]"));
+  EXPECT_THAT(v.reason, HasSubstr("make a contiguous copy of x on gpu:0 first"));
 }
 
 TEST_F(DispatchRegressionTest, CallVariantRunsTheNamedVariantOrSaysWhyNot) {
@@ -625,6 +630,29 @@ TEST_F(DispatchRegressionTest, ErrorsAndLogLinesMarkEmulatedDevices) {
   EXPECT_EQ(reg.device_label(dev("npu:0")), "npu:0 (emulated)");
   EXPECT_EQ(reg.device_label(dev("gpu")), "gpu:0");
   EXPECT_EQ(reg.device_name(dev("npu:0")), "npu:0");  // names stay parseable
+}
+
+// Dispatch reads an op's tensors by their offsets in the argument struct, recorded once when the
+// op is defined: a `tensors` function that lists anything else is refused there, as is a spec
+// with both checks or neither.
+TEST(OpDefinition, RefusesTensorsOutsideTheArgumentStructAndAmbiguousChecks) {
+  struct StrayArgs {
+    Tensor x;
+  };
+  static Tensor elsewhere;
+  OpSpec<StrayArgs> stray{.name = "test_stray.fwd",
+                          .check = +[](const StrayArgs&) {},
+                          .tensors = +[](StrayArgs&, TensorList& l) { l.add("elsewhere", elsewhere, Role::in); }};
+  EXPECT_TRUE(ThrowsError([&] { Op<StrayArgs> op(stray); }, ErrorKind::internal,
+                          {"test_stray.fwd", "'elsewhere'", "not a member of the argument struct"}));
+  OpSpec<StrayArgs> both{.name = "test_both.fwd",
+                         .check = +[](const StrayArgs&) {},
+                         .tensors = +[](StrayArgs& a, TensorList& l) { l.add("x", a.x, Role::in); },
+                         .check_facts = +[](const StrayArgs&) { return CallFacts{}; }};
+  EXPECT_TRUE(ThrowsError([&] { Op<StrayArgs> op(both); }, ErrorKind::internal, {"one of check and check_facts"}));
+  both.check = nullptr;
+  both.check_facts = nullptr;
+  EXPECT_TRUE(ThrowsError([&] { Op<StrayArgs> op(both); }, ErrorKind::internal, {"one of check and check_facts"}));
 }
 
 }  // namespace

@@ -1,9 +1,11 @@
 // The cuda backend's runtime glue: device discovery, properties, memory and streams.
 // The kernels' variants (rms_norm.cpp) are registered with it.
 #include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include "backends/builtin.h"
+#include "backends/cuda_like/device_guard.h"
 #include "backends/cuda_like/gpu_vendor.h"
 #include "backends/cuda_like/rms_norm.h"
 #include "opreg/registry.h"
@@ -12,8 +14,13 @@
 namespace opreg {
 namespace {
 
+using cuda_like::CurrentDevice;
+
+// A failed call also leaves the runtime's last error set: cleared, or the next kernel launch's
+// check would report it.
 void check(gpuError_t err, const char* what, int index) {
   if (err != gpuSuccess) {
+    gpuGetLastError();
     fail(ErrorKind::device, "cuda:{}: {} failed: {}", index, what, gpuGetErrorString(err));
   }
 }
@@ -53,22 +60,38 @@ class CudaBackend final : public Backend {
     return props;
   }
 
+  // Each service makes its device current for its own duration only (CurrentDevice).
   void* allocate(int index, std::size_t bytes) override {
-    check(gpuSetDevice(index), "selecting the device", index);
+    const CurrentDevice current(index);
+    check(current.error(), "selecting the device", index);
     void* p = nullptr;
     gpuError_t err = gpuMalloc(&p, std::max<std::size_t>(bytes, 1));
     if (err != gpuSuccess) {
+      gpuGetLastError();
       fail(ErrorKind::device, "cuda:{}: allocating {} bytes failed: {}", index, bytes, gpuGetErrorString(err));
     }
     return p;
   }
+  // Free device memory now, for the admission checks (0, i.e. unknown, if the runtime cannot say:
+  // the checks then use the device's total).
+  std::uint64_t memory_available(int index) override {
+    const CurrentDevice current(index);
+    std::size_t free_bytes = 0;
+    std::size_t total_bytes = 0;
+    if (current.error() != gpuSuccess || gpuMemGetInfo(&free_bytes, &total_bytes) != gpuSuccess) {
+      gpuGetLastError();
+      return 0;
+    }
+    return free_bytes;
+  }
   void deallocate(int index, void* ptr, std::size_t) noexcept override {
-    gpuSetDevice(index);
+    const CurrentDevice current(index);
     gpuFree(ptr);
   }
   void copy(int index, void* dst, const void* src, std::size_t bytes, void* stream) {
     if (bytes == 0) return;
-    check(gpuSetDevice(index), "selecting the device", index);
+    const CurrentDevice current(index);
+    check(current.error(), "selecting the device", index);
     auto s = static_cast<gpuStream_t>(stream);
     check(gpuMemcpyAsync(dst, src, bytes, gpuMemcpyDefault, s), "copying", index);
     check(gpuStreamSynchronize(s), "synchronizing after a copy", index);
@@ -87,7 +110,8 @@ class CudaBackend final : public Backend {
     if (bytes == 0) return;
     const auto* pat = static_cast<const unsigned char*>(pattern);
     if (std::all_of(pat, pat + pattern_bytes, [&](unsigned char c) { return c == pat[0]; })) {
-      check(gpuSetDevice(index), "selecting the device", index);
+      const CurrentDevice current(index);
+      check(current.error(), "selecting the device", index);
       check(gpuMemsetAsync(dst, pat[0], bytes, static_cast<gpuStream_t>(stream)), "filling", index);
       return;
     }
@@ -100,7 +124,8 @@ class CudaBackend final : public Backend {
     }
   }
   void synchronize(int index, void* stream) override {
-    check(gpuSetDevice(index), "selecting the device", index);
+    const CurrentDevice current(index);
+    check(current.error(), "selecting the device", index);
     check(gpuStreamSynchronize(static_cast<gpuStream_t>(stream)), "synchronizing", index);
   }
 };

@@ -22,6 +22,7 @@ inline constexpr auto gpuFuncAttributeMaxDynamicSharedMemorySize = hipFuncAttrib
 #define gpuGetDevice hipGetDevice
 #define gpuSetDevice hipSetDevice
 #define gpuMalloc hipMalloc
+#define gpuMemGetInfo hipMemGetInfo
 #define gpuFree hipFree
 #define gpuMemcpyAsync hipMemcpyAsync
 #define gpuMemsetAsync hipMemsetAsync
@@ -60,6 +61,7 @@ inline constexpr auto gpuFuncAttributeMaxDynamicSharedMemorySize = cudaFuncAttri
 #define gpuGetDevice cudaGetDevice
 #define gpuSetDevice cudaSetDevice
 #define gpuMalloc cudaMalloc
+#define gpuMemGetInfo cudaMemGetInfo
 #define gpuFree cudaFree
 #define gpuMemcpyAsync cudaMemcpyAsync
 #define gpuMemsetAsync cudaMemsetAsync

@@ -5,7 +5,8 @@
 // Choice, in priority order (opreg ops and OPREG_VERBOSE=2 show it per shape):
 //   cluster  rows longer than one block holds, or so few rows that one block per row would leave
 //            most multiprocessors idle; sm_90 and later, 16-byte aligned rows
-//   rows     the row in one block's registers, several rows per block when short
+//   rows     the row in one block (forward: registers, a block per row group; backward: staged
+//            in shared memory or in registers, persistent grid), several rows a block when short
 //   split    anything: very long rows, long rows that are not 16-byte aligned
 #include "backends/cuda_like/rms_norm.h"
 
@@ -17,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/cuda_like/device_guard.h"
 #include "registry/fail.h"
 
 namespace opreg::cuda_like {
@@ -103,9 +105,9 @@ RowProblem row_problem(const RmsNormBwdArgs& a, const DeviceProps& props) {
 namespace {
 
 // How many rows the 16-byte path stages: `want` (two: one in use, one arriving) where they fit
-// in the shared memory a block may take (`room`), else fewer. Measured on the H200
-// (docs/backends/cuda.md): more stages only lower the blocks a multiprocessor holds; a 16-bit
-// forward is fastest with one.
+// in the shared memory a block may take (`room`), else fewer. Only the backward and the cluster
+// forward stage (the rows forward keeps its row in registers); measured on the H200, more stages
+// only lower the blocks a multiprocessor holds, and a 16-bit cluster forward is fastest with one.
 int stages_for(std::size_t per_stage, std::size_t room, int want) {
   const std::size_t fit = per_stage == 0 ? static_cast<std::size_t>(want) : room / per_stage;
   return static_cast<int>(std::min<std::size_t>(fit, static_cast<std::size_t>(want)));
@@ -130,13 +132,28 @@ bool fit_smem(const RowProblem& p, bool backward, RowShape& s) {
   return s.stages > 0;
 }
 
+// The backward keeps the row in registers instead of staging it where the staged block would take
+// more than half a multiprocessor's shared memory (one block each: measured on the H100 at 4096 x
+// 16384 bf16, 84% of the copy in registers against 78% with one stage), unless the registers
+// spill (f32 with 4 accesses a thread: 624 bytes).
+void prefer_registers(const RowProblem& p, RowShape& s) {
+  if (s.vec == 1 || (p.xt == Elem::f32 && s.nv == 4)) return;
+  const int threads = s.tpr * s.slots;
+  const std::size_t staged = static_cast<std::size_t>(s.stages) * stage_bytes(true, s.nv, threads) +
+                             (s.hold ? held_scale_bytes(s.nv, s.vec, threads) : 0);
+  if (2 * staged > p.gpu.smem_optin) {
+    s.stages = 0;
+    s.hold = false;
+  }
+}
+
 }  // namespace
 
 // Accesses per thread: the first choice whose row takes at most `prefer` threads, else the one
-// with the fewest threads a row. Measured on the H200 (docs/backends/cuda.md): the forward is fastest with
-// 4 (8 for rows past 512 threads), the backward with the fewest that keep a row within 256
-// threads (1 for short rows, up to 4); an f32 backward with 4 spills, so it takes 4 only when
-// nothing else fits.
+// with the fewest threads a row. Measured on the H200 and again on the H100 (the sweep,
+// docs/backends/cuda.md): the forward is fastest with 4 (8 for rows past 512 threads), the
+// backward with the fewest that keep a row within 256 threads (1 for short rows, up to 4); an
+// f32 backward with 4 spills, so it takes 4 only when nothing else fits.
 ShapeOrWhy rows_shape(const RowProblem& p, bool backward) {
   const int vec = p.aligned ? vec_of(p.xt) : 1;
   const std::int64_t nvec = p.hidden / vec;
@@ -157,7 +174,16 @@ ShapeOrWhy rows_shape(const RowProblem& p, bool backward) {
     s.nv = nv;
     s.tpr = round_threads(want);
     s.slots = s.tpr >= 256 ? 1 : 256 / s.tpr;
-    if (vec > 1 && !fit_smem(p, backward, s)) continue;
+    if (!backward) {
+      // The forward holds the row in registers, a block (or a cluster) per row group: no
+      // persistent grid, whose blocks would wait for their own rows' reductions with nothing in
+      // flight; the hardware overlaps many short-lived blocks instead.
+      s.stages = 0;
+      s.per_sm = -1;
+    } else if (vec > 1) {
+      if (!fit_smem(p, backward, s)) continue;
+      prefer_registers(p, s);
+    }
     const bool spills = backward && p.xt == Elem::f32 && nv == 4;
     if (vec == 1 || (s.tpr <= prefer && !spills)) return {s, {}};
     // Else the fewest threads a row, a spilling shape only if nothing else fits.
@@ -187,8 +213,8 @@ ShapeOrWhy cluster_shape(const RowProblem& p, bool backward) {
     return {std::nullopt, fmt::format("hidden {} needs {} blocks of {} elements; a cluster has at most {}", p.hidden,
                                       least, per_block * vec, kMaxCluster)};
   }
-  // The rows variant is the better choice wherever it holds the row (measured on the H200: also
-  // with a single stage, docs/backends/cuda.md), unless there are so few rows that a block each
+  // The rows variant is the better choice wherever it holds the row (measured on the H200 and the
+  // H100, docs/backends/cuda.md), unless there are so few rows that a block each
   // would leave most multiprocessors idle: then each row may take up to 8 of them, as long as a
   // block keeps 256 threads' work.
   const bool rows_fit = rows_shape(p, backward).shape.has_value();
@@ -199,7 +225,10 @@ ShapeOrWhy cluster_shape(const RowProblem& p, bool backward) {
                                       "longer than one block holds, or at most {} rows of at least {} elements)",
                                       p.rows, p.gpu.sm_count / 2, 2 * min_block * vec)};
   }
+  // Blocks of at most 256 threads (measured on the H100 at 4096 x 32768: 8 blocks of 256 threads
+  // 75% of the copy, 2 of 1024 63%, bf16 backward), then more blocks where rows are few.
   std::int64_t c = least < 1 ? 1 : least;
+  while (c < kMaxCluster && nvec > c * nv * 256) ++c;
   if (few_rows) {
     while (c < kMaxCluster && p.rows * (c + 1) <= p.gpu.sm_count && nvec >= (c + 1) * min_block) ++c;
   }
@@ -251,24 +280,15 @@ namespace {
 // The call's device is current while it runs; the caller's is restored after.
 class DeviceGuard {
  public:
-  DeviceGuard(int index, const char* variant) {
-    if (gpuError_t err = gpuGetDevice(&previous_); err != gpuSuccess) {
-      fail(ErrorKind::device, "{} on cuda:{}: cudaGetDevice failed: {}", variant, index, gpuGetErrorString(err));
-    }
-    if (previous_ != index) {
-      if (gpuError_t err = gpuSetDevice(index); err != gpuSuccess) {
-        fail(ErrorKind::device, "{} on cuda:{}: cudaSetDevice failed: {}", variant, index, gpuGetErrorString(err));
-      }
+  DeviceGuard(int index, const char* variant) : current_(index) {
+    if (current_.error() != gpuSuccess) {
+      fail(ErrorKind::device, "{} on cuda:{}: cudaSetDevice failed: {}", variant, index,
+           gpuGetErrorString(current_.error()));
     }
   }
-  ~DeviceGuard() {
-    if (previous_ >= 0) gpuSetDevice(previous_);
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
 
  private:
-  int previous_ = -1;
+  CurrentDevice current_;
 };
 
 // The host side of one call: its variant, device, stream and problem, for error messages.
@@ -421,10 +441,17 @@ void register_rms_norm(Registry& registry) {
   }
   add(registry, fwd, "rows", 20, fwd_resident<rows_shape>,
       [](const RmsNormFwdArgs& a, const DeviceProps& p) { return verdict(a, p, false, rows_shape); },
-      {{"accesses_per_thread", "4,8,2"}, {"access_bytes", "16 or 1 element"}, {"block", "256 or one row"}});
+      {{"accesses_per_thread", "4,8,2"},
+       {"access_bytes", "16 or 1 element"},
+       {"block", "256 or one row"},
+       {"grid", "a block per row group"}});
   add(registry, bwd, "rows", 20, bwd_resident<rows_shape>,
       [](const RmsNormBwdArgs& a, const DeviceProps& p) { return verdict(a, p, true, rows_shape); },
-      {{"accesses_per_thread", "2,4,1"}, {"access_bytes", "16 or 1 element"}, {"block", "256 or one row"}});
+      {{"accesses_per_thread", "1,2,4"},
+       {"access_bytes", "16 or 1 element"},
+       {"block", "256 or one row"},
+       {"stages", "2 in shared memory, or registers"},
+       {"grid", "persistent"}});
   add(registry, fwd, "split", 10, fwd_split, {}, {{"threads", "256"}, {"accesses_per_thread", "4"}});
   add(registry, bwd, "split", 10, bwd_split, {}, {{"threads", "256"}, {"accesses_per_thread", "2"}});
 }

@@ -79,6 +79,27 @@ OPREG_DEV Pack<E, N> load_pack(const typename E::T* p) {
   return out;
 }
 
+// load_pack for data no thread of the kernel writes, read once: 16-byte accesses through the
+// read-only path without allocating in L1 (CUDA), so the streamed rows leave L1 to the weight.
+template <class E, int N>
+OPREG_DEV Pack<E, N> load_pack_once(const typename E::T* p) {
+#if !defined(OPREG_USE_HIP)
+  if constexpr ((N * sizeof(typename E::T)) % 16 == 0) {
+    Pack<E, N> out;
+#pragma unroll
+    for (int i = 0; i < static_cast<int>(N * sizeof(typename E::T) / 16); ++i) {
+      uint4 v;
+      asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+          : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+          : "l"(reinterpret_cast<const uint4*>(p) + i));
+      reinterpret_cast<uint4*>(out.v)[i] = v;
+    }
+    return out;
+  }
+#endif
+  return load_pack<E, N>(p);
+}
+
 template <class E, int N>
 OPREG_DEV void store_pack(typename E::T* p, const Pack<E, N>& in) {
   if constexpr ((N * sizeof(typename E::T)) % 16 == 0) {
@@ -298,16 +319,27 @@ gpuError_t occupancy(Kernel kernel, int device, int threads, std::size_t smem, i
   return gpuSuccess;
 }
 
-// Lets `kernel` take `bytes` of dynamic shared memory, once per kernel and size. Past 48 KiB a
-// block needs the opt-in, and that limit counts the static shared memory too (the kernels'
-// reduction buffers, under 1 KiB).
+// Lets `kernel` take `bytes` of dynamic shared memory on `device` (the current one), once per
+// kernel, device and size. Past 48 KiB a block needs the opt-in, and that limit counts the static
+// shared memory too (the kernels' reduction buffers, under 1 KiB). The opt-in is a function
+// attribute of each device's context: one made on cuda:1 does not let the kernel launch on cuda:0.
 template <class Kernel>
-gpuError_t allow_smem(Kernel kernel, std::size_t bytes) {
+gpuError_t allow_smem(Kernel kernel, int device, std::size_t bytes) {
   if (bytes + 1024u <= 48u * 1024u) return gpuSuccess;
+  struct Key {
+    const void* kernel;
+    int device;
+    bool operator==(const Key&) const = default;
+  };
+  struct Hash {
+    std::size_t operator()(const Key& k) const {
+      return std::hash<const void*>()(k.kernel) ^ (static_cast<std::size_t>(k.device) << 48);
+    }
+  };
   static std::mutex mutex;
-  static std::unordered_map<const void*, std::size_t> allowed;
+  static std::unordered_map<Key, std::size_t, Hash> allowed;
   std::lock_guard<std::mutex> lock(mutex);
-  std::size_t& have = allowed[reinterpret_cast<const void*>(kernel)];
+  std::size_t& have = allowed[Key{reinterpret_cast<const void*>(kernel), device}];
   if (have >= bytes) return gpuSuccess;
   const gpuError_t err =
       gpuFuncSetAttribute(kernel, gpuFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));

@@ -76,7 +76,7 @@ struct RowShape {
   int slots = 1;
   int cluster = 1;
   int per_sm = 0;     // blocks per multiprocessor in the persistent grid; 0: as many as fit; < 0: not persistent
-  int stages = 0;     // rows kernels: rows staged in shared memory ahead of use (16-byte path); 0: plan's
+  int stages = 0;     // rows kernels: rows staged in shared memory ahead of use (16-byte path); 0: in registers
   bool hold = false;  // backward, 16-byte path: the scales held in shared memory for the launch
 };
 

@@ -3,19 +3,23 @@
 //
 // A row is spread over `csize` blocks of `tpr` threads, each thread owning `NV` accesses of `VEC`
 // elements (16 bytes when every row is 16-byte aligned, else single elements); short rows share a
-// block (`slots` rows of tpr <= 32 threads, several rows per warp when tpr < 32). The grid is
-// persistent: as many blocks as fit on the device at once, each looping over rows, so a thread
-// keeps the same columns for the whole launch. Its weights are read once, into registers, and the
-// backward accumulates dW for its columns in registers (compensated f32 for f32 inputs) and
-// writes one partial row per block or cluster, which launch_dw_finish sums in a fixed order: no
-// atomics, the same bits on every run.
+// block (`slots` rows of tpr <= 32 threads, several rows per warp when tpr < 32). Every element
+// of x (and dy) is read from memory once.
 //
-// On the 16-byte path a thread copies its accesses of a row into shared memory (cp.async, its own
-// slots, no barrier), `stages - 1` rows ahead of use, and reads the row from there before the
-// row's reduction (sum of squares, or sum(dy * s * x)) and again after it, so no register holds
-// the row across the reduction. The scalar path (rows that are not 16-byte aligned) keeps its few
-// elements in registers. Every element of x (and dy) is read from memory once. A cluster adds its
+// The rows forward keeps the row in registers (x and, where they take few registers, the weights
+// loaded together before the reduction) and runs a block per row group: nothing of a block's has
+// to wait for another row, and the hardware overlaps many short blocks.
+//
+// The backward (and the cluster forward) runs a persistent grid: as many blocks as fit at once,
+// each looping over rows, so a thread keeps the same columns for the whole launch and
+// accumulates dW for them in registers (compensated f32 for f32 inputs), writing one partial row
+// per block or cluster, which launch_dw_finish sums in a fixed order: no atomics, the same bits
+// on every run. With STAGE, a thread copies its accesses of a row into shared memory (cp.async,
+// its own slots, no barrier) `stages - 1` rows ahead of use and reads them from there before the
+// row's reduction and again after it; without, it loads them into registers. A cluster adds its
 // blocks' partial sums through distributed shared memory after one cluster barrier per row.
+#include <algorithm>
+
 #include "backends/cuda_like/rms_norm_device.cuh"
 
 #if OPREG_GPU_CLUSTERS
@@ -120,6 +124,21 @@ struct Scales {
   OPREG_DEV float4* slot(int k, int q) const {
     return held + (k * kQuads + q) * threads + static_cast<int>(threadIdx.x);
   }
+  OPREG_DEV Pack<W, VEC> raw(const RowWalk& walk, int k) const { return load_pack<W, VEC>(w + walk.column<VEC>(k)); }
+  // The scales of an access from its weights as loaded (raw(); anything without a weight).
+  template <Cast C>
+  OPREG_DEV void from_raw(const Pack<W, VEC>& wv, float (&s)[VEC]) const {
+    if (w == nullptr) {
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) s[e] = 1.0f;
+      return;
+    }
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      const float v = offset + W::load(wv.v[e]);
+      s[e] = C == Cast::none ? round_to<W>(v) : v;
+    }
+  }
   template <Cast C>
   OPREG_DEV void compute(const RowWalk& walk, int k, float (&s)[VEC]) const {
     if (w == nullptr) {
@@ -127,12 +146,7 @@ struct Scales {
       for (int e = 0; e < VEC; ++e) s[e] = 1.0f;
       return;
     }
-    const Pack<W, VEC> wv = load_pack<W, VEC>(w + walk.column<VEC>(k));
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) {
-      const float v = offset + W::load(wv.v[e]);
-      s[e] = C == Cast::none ? round_to<W>(v) : v;
-    }
+    from_raw<C>(raw(walk, k), s);
   }
   template <Cast C>
   OPREG_DEV void hold(const RowWalk& walk) const {
@@ -184,30 +198,32 @@ OPREG_DEV void by_casting(Cast c, F&& f) {
   }
 }
 
-template <class X, class W, int VEC, int NV, Cast C, class Access>
-OPREG_DEV void fwd_row_out(const Scales<W, VEC, NV>& sc, typename X::T* y, const RowWalk& walk, int count, float rstd,
-                           const Access& xk) {
+template <class X, int VEC, int NV, Cast C, class Access, class ScaleAccess>
+OPREG_DEV void fwd_row_out(typename X::T* y, int tpr, int count, float rstd, const Access& xk, const ScaleAccess& sk) {
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
     if (k < count) {
       float s[VEC];
-      sc.template get<C>(walk, k, s);
+      sk(k, s, std::integral_constant<Cast, C>{});
       const Pack<X, VEC> xv = xk(k);
       Pack<X, VEC> out;
 #pragma unroll
       for (int e = 0; e < VEC; ++e) out.v[e] = X::store(xhat_of<X>(X::load(xv.v[e]), rstd, C == Cast::gemma) * s[e]);
-      store_pack<X, VEC>(y + k * walk.tpr * VEC, out);
+      store_pack<X, VEC>(y + k * tpr * VEC, out);
     }
   }
 }
 
 // CLUSTER: launched with a cluster dimension (csize > 1); the row kernels proper have no
-// cluster code at all.
-template <class X, class W, int VEC, int NV, bool CLUSTER>
+// cluster code at all. STAGE: the 16-byte path stages rows in shared memory (else registers,
+// as the scalar path always does). Without staging, the row's weights are loaded together with
+// the row, before the reduction, where they take few registers (64 bytes a thread).
+template <class X, class W, int VEC, int NV, bool CLUSTER, bool STAGE>
 __global__ void __launch_bounds__(max_threads_fwd(NV, VEC))
     fwd_rows_kernel(RmsFwdParams p, int tpr, int slots, int stages, int csize) {
   using XT = typename X::T;
-  constexpr bool kStaged = VEC * sizeof(XT) == 16;
+  constexpr bool kStaged = STAGE && VEC * sizeof(XT) == 16;
+  constexpr bool kEarlyW = !kStaged && NV * VEC * sizeof(typename W::T) <= 64;
   extern __shared__ uint4 staged[];
   __shared__ float red[kRedFloats];
   __shared__ float totals[2];
@@ -236,10 +252,19 @@ __global__ void __launch_bounds__(max_threads_fwd(NV, VEC))
     const int count = walk.count(g);
     const std::int64_t at = count > 0 ? walk.at<VEC>(g) : 0;
     Pack<X, VEC> regs[NV];
+    Pack<W, VEC> wregs[NV];
     if constexpr (!kStaged) {
 #pragma unroll
       for (int k = 0; k < NV; ++k) {
-        if (k < count) regs[k] = load_pack<X, VEC>(x + at + k * tpr * VEC);
+        if (k < count) regs[k] = load_pack_once<X, VEC>(x + at + k * tpr * VEC);
+      }
+      if constexpr (kEarlyW) {
+        if (sc.w != nullptr) {
+#pragma unroll
+          for (int k = 0; k < NV; ++k) {
+            if (k < count) wregs[k] = sc.raw(walk, k);
+          }
+        }
       }
     }
     // The row's accesses: the staged slots (read before and after the reduction), or registers.
@@ -267,8 +292,14 @@ __global__ void __launch_bounds__(max_threads_fwd(NV, VEC))
     const float mean = p.hidden > 0 ? ss / static_cast<float>(p.hidden) : 0.0f;
     const float rstd = 1.0f / sqrtf(mean + p.eps);
     XT* y = static_cast<XT*>(p.y) + at;
-    by_casting(p.casting,
-               [&](auto c) { fwd_row_out<X, W, VEC, NV, decltype(c)::value>(sc, y, walk, count, rstd, xk); });
+    const auto sk = [&](int k, float(&s)[VEC], auto c) {
+      if constexpr (kEarlyW) {
+        sc.template from_raw<decltype(c)::value>(wregs[k], s);
+      } else {
+        sc.template get<decltype(c)::value>(walk, k, s);
+      }
+    };
+    by_casting(p.casting, [&](auto c) { fwd_row_out<X, VEC, NV, decltype(c)::value>(y, tpr, count, rstd, xk, sk); });
     if (walk.row(g) < p.rows && walk.col == 0) p.rstd[walk.row(g)] = rstd;
     stage = stage + 1 == stages ? 0 : stage + 1;
   }
@@ -310,11 +341,11 @@ OPREG_DEV float bwd_row_dot(const Scales<W, VEC, NV>& sc, const RowWalk& walk, i
 // Shared memory: the held scales (if `hold`), the stages (x and dy), then (slots > 1) `hidden`
 // floats where the slots' dW partials are added in slot order. Partial rows: one per block, or
 // per cluster.
-template <class X, class W, int VEC, int NV, bool CLUSTER>
+template <class X, class W, int VEC, int NV, bool CLUSTER, bool STAGE>
 __global__ void __launch_bounds__(max_threads_bwd(NV, VEC))
     bwd_rows_kernel(RmsBwdParams p, int tpr, int slots, int stages, int csize, int hold, float* partial) {
   using XT = typename X::T;
-  constexpr bool kStaged = VEC * sizeof(XT) == 16;
+  constexpr bool kStaged = STAGE && VEC * sizeof(XT) == 16;
   extern __shared__ uint4 staged_all[];
   __shared__ float red[kRedFloats];
   __shared__ float totals[2];
@@ -438,25 +469,29 @@ gpuError_t with_kernel(Elem xt, Elem wt, const RowShape& s, F&& f) {
     using X = decltype(xe);
     using W = decltype(we);
     constexpr int kVec = 16 / sizeof(typename X::T);
-    const auto pick = [&]<int VEC, int NV, bool CLUSTER>() -> gpuError_t {
+    const auto pick = [&]<int VEC, int NV, bool CLUSTER, bool STAGE>() -> gpuError_t {
       if constexpr (BWD) {
-        return f(bwd_rows_kernel<X, W, VEC, NV, CLUSTER>);
+        return f(bwd_rows_kernel<X, W, VEC, NV, CLUSTER, STAGE>);
       } else {
-        return f(fwd_rows_kernel<X, W, VEC, NV, CLUSTER>);
+        return f(fwd_rows_kernel<X, W, VEC, NV, CLUSTER, STAGE>);
       }
     };
-    if (s.cluster > 1) return pick.template operator() < kVec, BWD ? kClusterBwdNv : kClusterFwdNv, true > ();
-    if (s.vec == 1) return pick.template operator()<1, 8, false>();
+    const auto staged_or_not = [&]<int NV>() -> gpuError_t {
+      return s.stages > 0 ? pick.template operator()<kVec, NV, false, true>()
+                          : pick.template operator()<kVec, NV, false, false>();
+    };
+    if (s.cluster > 1) return pick.template operator() < kVec, BWD ? kClusterBwdNv : kClusterFwdNv, true, true > ();
+    if (s.vec == 1) return pick.template operator()<1, 8, false, false>();
     switch (s.nv) {
       case 1:
-        if constexpr (BWD) return pick.template operator()<kVec, 1, false>();
+        if constexpr (BWD) return staged_or_not.template operator()<1>();
         break;
       case 2:
-        return pick.template operator()<kVec, 2, false>();
+        return staged_or_not.template operator()<2>();
       case 4:
-        return pick.template operator()<kVec, 4, false>();
+        return staged_or_not.template operator()<4>();
       case 8:
-        if constexpr (!BWD) return pick.template operator()<kVec, 8, false>();
+        if constexpr (!BWD) return staged_or_not.template operator()<8>();
         break;
       default:
         break;
@@ -465,12 +500,17 @@ gpuError_t with_kernel(Elem xt, Elem wt, const RowShape& s, F&& f) {
   });
 }
 
+// Whether a launch holds the backward's scales in shared memory (the staged 16-byte path only).
+bool holds_scales(const RowShape& s) { return s.vec > 1 && s.stages > 0 && s.hold; }
+// Stages as the kernels take them: at least 1 (the register paths ignore it).
+int kernel_stages(const RowShape& s) { return s.vec == 1 || s.stages < 1 ? 1 : s.stages; }
+
 // Shared memory of a row kernel's block: its stages (16-byte path), and backward with several
 // rows a block, the slots' dW sums.
 std::size_t rows_smem(bool backward, const RowShape& s, std::int64_t hidden) {
   const int threads = s.tpr * s.slots;
   std::size_t bytes = s.vec == 1 ? 0 : static_cast<std::size_t>(s.stages) * stage_bytes(backward, s.nv, threads);
-  if (backward && s.vec > 1 && s.hold) bytes += held_scale_bytes(s.nv, s.vec, threads);
+  if (backward && holds_scales(s)) bytes += held_scale_bytes(s.nv, s.vec, threads);
   if (backward && s.slots > 1) bytes += static_cast<std::size_t>(hidden) * sizeof(float);
   return bytes;
 }
@@ -501,7 +541,7 @@ gpuError_t plan_rows(Kernel kernel, std::int64_t rows, const RowShape& s, const 
   l.threads = s.tpr * s.slots;
   l.smem = smem;
   l.call = "cudaFuncSetAttribute";
-  if (gpuError_t err = allow_smem(kernel, smem); err != gpuSuccess) return err;
+  if (gpuError_t err = allow_smem(kernel, g.device, smem); err != gpuSuccess) return err;
   const std::int64_t groups = (rows + s.slots - 1) / s.slots;
   std::int64_t resident = 0;
   if (s.cluster > 1) {
@@ -523,7 +563,8 @@ gpuError_t plan_rows(Kernel kernel, std::int64_t rows, const RowShape& s, const 
     // per_sm < 0: one group a block (not persistent), for comparison in the benchmark's sweep.
     resident = s.per_sm < 0 ? groups : static_cast<std::int64_t>(per_sm) * g.sm_count;
   }
-  const std::int64_t units = std::max<std::int64_t>(1, std::min(groups, resident));
+  // (A grid past 2^30 blocks loops instead.)
+  const std::int64_t units = std::max<std::int64_t>(1, std::min({groups, resident, std::int64_t{1} << 30}));
   l.grid = static_cast<int>(units * s.cluster);
   l.partials = units;
   return gpuSuccess;
@@ -554,7 +595,7 @@ gpuError_t plan_fwd_rows(const RmsFwdParams& p, const RowShape& s, const GpuInfo
 
 gpuError_t launch_fwd_rows(const RmsFwdParams& p, const RowShape& s, const Launch& l, gpuStream_t stream) {
   return with_kernel<false>(p.xt, p.wt, s, [&](auto kernel) {
-    return launch_rows(kernel, s, l, stream, p, s.tpr, s.slots, s.vec == 1 ? 1 : s.stages, s.cluster);
+    return launch_rows(kernel, s, l, stream, p, s.tpr, s.slots, kernel_stages(s), s.cluster);
   });
 }
 
@@ -573,8 +614,8 @@ gpuError_t plan_bwd_rows(const RmsBwdParams& p, const RowShape& s, const GpuInfo
 gpuError_t launch_bwd_rows(const RmsBwdParams& p, const RowShape& s, const Launch& l, float* partial,
                            gpuStream_t stream) {
   return with_kernel<true>(p.xt, p.wt, s, [&](auto kernel) {
-    return launch_rows(kernel, s, l, stream, p, s.tpr, s.slots, s.vec == 1 ? 1 : s.stages, s.cluster,
-                       s.vec > 1 && s.hold ? 1 : 0, p.dweight != nullptr ? partial : nullptr);
+    return launch_rows(kernel, s, l, stream, p, s.tpr, s.slots, kernel_stages(s), s.cluster, holds_scales(s) ? 1 : 0,
+                       p.dweight != nullptr ? partial : nullptr);
   });
 }
 

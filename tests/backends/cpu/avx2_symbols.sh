@@ -12,7 +12,8 @@ for obj in "$@"; do
   # Defined, externally visible (global or weak) symbols; names of opreg::cpu::avx2 (and of
   # what is local to its functions) mangle as _ZN5opreg3cpu4avx2..., _ZZN..., _ZNK....
   bad=$(nm --defined-only --extern-only "$obj" | awk '{ print $3 }' |
-    grep -Ev '^_Z+N?K?5opreg3cpu4avx2' | c++filt || true)
+    grep -Ev '^_Z+N?K?5opreg3cpu4avx2' |
+    grep -Ev '^_ZT[IS]' | c++filt || true)  # typeinfo (UBSan's function checks emit it) is data, no code
   if [[ -n $bad ]]; then
     echo "$obj defines symbols outside opreg::cpu::avx2:"
     echo "$bad" | head -20

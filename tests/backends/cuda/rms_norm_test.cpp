@@ -249,6 +249,9 @@ TEST(CudaRmsNorm, RunsOnTheStreamItIsGiven) {
   EXPECT_EQ(gpuStreamDestroy(stream), gpuSuccess);
 }
 
+// Each problem runs on cuda:1 first, then on cuda:0: what a variant sets up per device (shared
+// memory opt-ins, occupancy) must be set up on each (a 3x262144 bf16 forward once failed on
+// cuda:0 with "invalid argument" after running on cuda:1 first).
 TEST(CudaRmsNorm, TensorsOnTheSecondGpuRunThere) {
   REQUIRE_GPU();
   if (gpu_count() < 2) GTEST_SKIP() << "one GPU on this machine; cuda:1 needs a second";
@@ -256,23 +259,47 @@ TEST(CudaRmsNorm, TensorsOnTheSecondGpuRunThere) {
   // The caller's current device stays 0: the variant must switch to the tensors' device itself.
   ASSERT_EQ(gpuSetDevice(0), gpuSuccess);
   for (const char* op : {"rms_norm.fwd", "rms_norm.bwd"}) {
-    for (const Shape& shape : {Shape{4096, 4096}, Shape{3, 262144}, Shape{127, 4099}}) {
-      ProblemSpec spec;
-      spec.op = op;
-      spec.dtype = DType::bf16;
-      spec.wdtype = DType::bf16;
-      spec.shape = shape;
-      Problem problem(reg, spec, reg.parse_device("cuda:1"));
-      problem.poison();
-      const DispatchResult r = problem.run();
-      const CheckReport report = problem.check();
-      EXPECT_TRUE(report.pass()) << op << " " << shape.str() << " on cuda:1 via " << r.variant->name << ": "
-                                 << report.summary();
+    for (const Shape& shape : {Shape{4096, 4096}, Shape{3, 262144}, Shape{2, 200000}, Shape{127, 4099}}) {
+      for (const char* device : {"cuda:1", "cuda:0"}) {
+        ProblemSpec spec;
+        spec.op = op;
+        spec.dtype = DType::bf16;
+        spec.wdtype = DType::bf16;
+        spec.shape = shape;
+        Problem problem(reg, spec, reg.parse_device(device));
+        problem.poison();
+        const DispatchResult r = problem.run();
+        const CheckReport report = problem.check();
+        EXPECT_TRUE(report.pass()) << op << " " << shape.str() << " on " << device << " via " << r.variant->name << ": "
+                                   << report.summary();
+      }
     }
   }
   int current = -1;
   ASSERT_EQ(gpuGetDevice(&current), gpuSuccess);
   EXPECT_EQ(current, 0) << "the call left another device current";
+}
+
+// ---- Memory admission: the backend reports the device's free memory (cudaMemGetInfo), so a
+// tensor larger than that is refused before cudaMalloc, naming both numbers.
+
+TEST(CudaRmsNorm, ReportsFreeDeviceMemoryAndRefusesMoreThanThat) {
+  REQUIRE_GPU();
+  Registry& reg = default_registry();
+  const Device dev = reg.parse_device("cuda:0");
+  Backend& backend = reg.backend(dev.backend);
+  const std::uint64_t total = reg.device_props(dev).memory_bytes;
+  const std::uint64_t before = backend.memory_available(0);
+  EXPECT_GT(before, 0u);
+  EXPECT_LE(before, total);
+  {
+    Tensor big = Tensor::empty({std::int64_t{256} << 20}, DType::f32, dev, reg);  // 1 GiB
+    const std::uint64_t during = backend.memory_available(0);
+    EXPECT_LE(during + (std::uint64_t{1} << 30), before + (std::uint64_t{64} << 20)) << "1 GiB held";
+  }
+  const std::int64_t too_many = static_cast<std::int64_t>(total / 2 + (std::uint64_t{1} << 30));
+  EXPECT_TRUE(testing::ThrowsError([&] { Tensor::empty({too_many}, DType::f32, dev, reg); }, ErrorKind::device,
+                                   {"needs", "cuda:0", "available"}));
 }
 
 // ---- Errors: a forced variant that cannot hold the problem says which and why.
