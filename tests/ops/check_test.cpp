@@ -922,6 +922,50 @@ TEST(OpChecks, AStridedViewIsRefusedWithItsStridesAndTheContiguousCopyThatFixesI
                            "make a contiguous copy of y first (y.to(y.device()) returns one) and pass that"}));
 }
 
+// The entry points' hot path hands the kernel the KernelContext the registry made when it
+// published the table: the right one for the variant and device, the caller's stream when one is
+// given, the configuration's thread count; and a choice by problem (a supports() predicate)
+// hands over the same.
+TEST(OpEntryPoints, TheKernelGetsItsContextOnBothPaths) {
+  Registry& reg = default_registry();
+  const Config saved = reg.config();
+  std::vector<KernelContext> seen;
+  auto record = [&seen](const RmsNormFwdArgs&, const KernelContext& c) { seen.push_back(c); };
+  int stream = 0;
+  const ExecContext on_stream{&stream};
+  const RmsNormFwdArgs args = rms_fwd();
+  for (const bool with_supports : {false, true}) {
+    SCOPED_TRACE(with_supports ? "choice by problem" : "choice independent of the problem");
+    VariantSpec<RmsNormFwdArgs> spec{.backend = "cpu", .impl = "probe", .priority = 1000, .run = record};
+    int user = 0;
+    spec.user = &user;
+    if (with_supports) spec.supports = [](const RmsNormFwdArgs&, const DeviceProps&) { return Verdict::accept(); };
+    Registration probe = reg.add_variant(rms_norm_fwd_op(), std::move(spec));
+    Config config = saved;
+    config.num_threads = 3;
+    reg.set_config(config);
+    seen.clear();
+    EXPECT_EQ(rms_norm_fwd(args).variant->name, "cpu.rms_norm.fwd.probe");
+    EXPECT_EQ(rms_norm_fwd(args, &on_stream).variant->name, "cpu.rms_norm.fwd.probe");
+    ASSERT_EQ(seen.size(), 2U);
+    for (const KernelContext& c : seen) {
+      EXPECT_EQ(c.registry, &reg);
+      EXPECT_EQ(c.backend, &reg.backend(kCpuBackendId));
+      EXPECT_EQ(c.device, Device{});
+      EXPECT_EQ(c.props, &reg.device_props(Device{}));
+      ASSERT_NE(c.variant, nullptr);
+      EXPECT_EQ(c.variant->name, "cpu.rms_norm.fwd.probe");
+      EXPECT_EQ(c.user, &user);
+      EXPECT_EQ(c.threads, 3);
+    }
+    EXPECT_EQ(seen[0].stream, reg.backend(kCpuBackendId).default_stream(0));
+    EXPECT_EQ(seen[1].stream, &stream);
+    reg.set_config(saved);
+    probe.reset();
+    EXPECT_NE(rms_norm_fwd(args).variant->name, "cpu.rms_norm.fwd.probe");
+  }
+}
+
 // ---- The allocating wrappers (default registry).
 
 struct WrapperCall {

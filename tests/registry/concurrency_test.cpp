@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backends/builtin.h"
+#include "opreg/ops.h"
 #include "ops/problem.h"
 #include "ops/reference/reference.h"
 #include "support/host_backend.h"
@@ -120,6 +121,68 @@ TEST(RegistryConcurrency, ConfigReloadWhileDispatching) {
   done.store(true);
   reloader.join();
   EXPECT_EQ(runs.load(), 4 * 2000);
+}
+
+// The ops' entry points take an inline path of their own (the check's facts, the table's ready
+// KernelContexts) on the default registry: dispatch through it from several threads while
+// another registers and unregisters a variant in front of the cpu's (alternately with and
+// without supports(), so calls move between that path and the choice cache) and changes the
+// thread count, which rebuilds the contexts.
+TEST(RegistryConcurrency, EntryPointsWhileVariantsComeAndGoAndTheConfigChanges) {
+  Registry& reg = default_registry();
+  const Config saved = reg.config();
+  std::atomic<long> churn_runs{0};
+  std::atomic<int> bad_contexts{0};
+  std::atomic<bool> stop{false};
+  std::thread churn([&] {
+    for (int i = 0; i < 300 && !stop.load(); ++i) {
+      VariantSpec<RmsNormFwdArgs> spec{
+          .backend = "cpu",
+          .impl = "churn",
+          .priority = 1000,
+          .run = [&](const RmsNormFwdArgs&, const KernelContext& c) {
+            if (c.variant == nullptr || c.variant->name != "cpu.rms_norm.fwd.churn" || c.threads < 1 || c.threads > 3) {
+              bad_contexts.fetch_add(1);
+            }
+            churn_runs.fetch_add(1, std::memory_order_relaxed);
+          }};
+      if (i % 2 == 1) spec.supports = [](const RmsNormFwdArgs&, const DeviceProps&) { return Verdict::accept(); };
+      auto extra = reg.add_variant(rms_norm_fwd_op(), std::move(spec));
+      Config c = saved;
+      c.num_threads = 1 + i % 3;
+      reg.set_config(c);
+      std::this_thread::yield();
+    }
+  });
+  std::vector<std::thread> dispatchers;
+  std::atomic<int> errors{0};
+  std::atomic<long> calls{0};
+  for (int t = 0; t < 4; ++t) {
+    dispatchers.emplace_back([&] {
+      RmsNormFwdArgs a{.x = Tensor::empty({1, 8}, DType::f32, Device{}, reg),
+                       .weight = Tensor::empty({8}, DType::f32, Device{}, reg),
+                       .y = Tensor::empty({1, 8}, DType::f32, Device{}, reg),
+                       .rstd = Tensor::empty({1}, DType::f32, Device{}, reg)};
+      a.x.fill(0.5, reg);
+      a.weight.fill(1.0, reg);
+      for (int i = 0; i < 2000; ++i) {
+        try {
+          if (rms_norm_fwd(a).variant == nullptr) errors.fetch_add(1);
+          calls.fetch_add(1, std::memory_order_relaxed);
+        } catch (const Error&) {
+          errors.fetch_add(1);
+        }
+      }
+    });
+  }
+  for (auto& d : dispatchers) d.join();
+  stop.store(true);
+  churn.join();
+  reg.set_config(saved);
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(bad_contexts.load(), 0);
+  EXPECT_EQ(calls.load(), 4 * 2000);
+  EXPECT_LE(churn_runs.load(), calls.load());
 }
 
 // ---- Every op, fwd and bwd, on the cpu (and the npu emulator where it is built), each call's
