@@ -18,7 +18,7 @@ cmake -S "$src/examples/consumer" -B "$tmp/consumer" -DCMAKE_PREFIX_PATH="$tmp/p
   -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$tmp/consumer" >/dev/null
 # The installed library, not the build tree's: the consumer's run path names the prefix.
-ldd "$tmp/consumer/consumer" | grep -q "$tmp/prefix/.*libopreg.so"
+ldd "$tmp/consumer/consumer" | grep "$tmp/prefix/.*libopreg.so" >/dev/null  # not -q: an early exit would SIGPIPE ldd under pipefail
 OPREG_DEVICE=cpu "$tmp/consumer/consumer"
 OPREG_DEVICE=cpu "$tmp/consumer/consumer_static"
 
