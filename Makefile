@@ -17,7 +17,7 @@ help:
 	@echo "make release  a user's plain Release build (cmake -DCMAKE_BUILD_TYPE=Release, no -Werror) in"
 	@echo "            build-release, whole suite; CXX=clang++-14 for clang"
 	@echo "make asan   ASan+UBSan build (clang-14, CUDA off) in build-asan, whole suite"
-	@echo "make tsan   TSan build (clang-14, OpenMP and CUDA off) in build-tsan, registry tests"
+	@echo "make tsan   TSan build (clang-14, CUDA off) in build-tsan, registry tests"
 	@echo "make fuzz   each libFuzzer target (tests/fuzz) for FUZZ_SECONDS (30) in build-asan's"
 	@echo "            instrumented build; any crash, sanitizer report, leak or uncaught exception fails"
 	@echo "make bench  build and run the benchmarks"
@@ -79,7 +79,7 @@ fuzz: deps
 	done
 
 tsan: deps
-	@cmake -S . -B build-tsan $(CLANG) $(SAN_OPT) -DOPREG_WERROR=ON -DOPREG_SANITIZE=thread -DOPREG_WITH_OPENMP=OFF -DOPREG_WITH_CUDA=OFF \
+	@cmake -S . -B build-tsan $(CLANG) $(SAN_OPT) -DOPREG_WERROR=ON -DOPREG_SANITIZE=thread -DOPREG_WITH_CUDA=OFF \
 	  -DOPREG_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug >/dev/null
 	@cmake --build build-tsan -j $(JOBS)
 	TSAN_OPTIONS=halt_on_error=1:allocator_may_return_null=1 $(XPU_SANITIZER_ENV) ctest --test-dir build-tsan --output-on-failure -L registry -j $(JOBS)
