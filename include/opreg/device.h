@@ -40,7 +40,11 @@ struct DeviceProps {
   std::uint64_t memory_bytes = 0;
   int compute_units = 0;             // SMs, AI vector cores, CPU cores, EUs
   bool emulated = false;             // never picked by inference; shown as emulated everywhere
-  std::vector<std::pair<std::string, std::string>> extra;  // ub_bytes, sm_count, ...
+  std::vector<std::pair<std::string, std::string>> extra;  // ub_bytes, sm_count, ... (for display)
+  // The backend's own typed description of the device, which its variants read instead of
+  // parsing `extra` (opreg/variants.h hands it to supports() as the backend's type); owned by the
+  // backend, valid while it is registered. nullptr: none.
+  const void* facts = nullptr;
 
   // Value of an extra key, or empty.
   std::string_view get(std::string_view key) const;

@@ -1,4 +1,4 @@
-// The six operators, forward and backward: argument structs, op handles, entry points, the
+// The operators, forward and backward: argument structs, op handles, entry points, the
 // allocating convenience wrappers and the byte model. Semantics and dtype rules: docs/ops.md.
 //
 // Conventions shared by every op:
@@ -26,6 +26,7 @@
 #include <span>
 #include <string_view>
 
+#include "opreg/op_manifest.h"
 #include "opreg/registry.h"
 
 namespace opreg {
@@ -60,143 +61,52 @@ inline RowsHidden rows_hidden(const Shape& shape) {
   return out;
 }
 
-// ---- rms_norm: y = x * rstd * (offset + w), rstd = 1 / sqrt(mean(x^2) + eps) per row
-struct RmsNormFwdArgs {
-  Tensor x{};       // (..., H)
-  Tensor weight{};  // (H); optional: without it y = x * rstd (and offset must be 0)
-  Tensor y{};       // out: like x
-  Tensor rstd{};    // out: f32 (rows)
-  double eps = 1e-6;
-  double offset = 0.0;
-  Casting casting = Casting::llama;
-};
-struct RmsNormBwdArgs {
-  Tensor dy{};       // like x
-  Tensor x{};        // (..., H)
-  Tensor weight{};   // (H); optional
-  Tensor rstd{};     // f32 (rows), from the forward
-  Tensor dx{};       // out: like x; may be dy itself (in place)
-  Tensor dweight{};  // out: like weight; undefined exactly when weight is
-  double offset = 0.0;
-  Casting casting = Casting::llama;
-};
+// ---- The argument structs, op handles and entry points, expanded from the op manifest
+// (opreg/op_manifest.h: every field with its role, in order, and its default). For example
+//
+//   struct RmsNormFwdArgs {
+//     Tensor x{};       // (..., H)
+//     Tensor weight{};  // (H); optional: without it y = x * rstd (and offset must be 0)
+//     Tensor y{};       // out: like x
+//     Tensor rstd{};    // out: f32 (rows)
+//     double eps = 1e-6;
+//     double offset = 0.0;
+//     Casting casting = Casting::llama;
+//   };
+//   const Op<RmsNormFwdArgs>& rms_norm_fwd_op();  // the op handle, for Registry::call, add_variant
+//   DispatchResult rms_norm_fwd(const RmsNormFwdArgs& args, const ExecContext* ctx = nullptr);
+//
+// The entry points check, dispatch on the tensors' device and run; outputs are the caller's.
+#define OPREG_CXX_TENSOR_(name, role, kind, when, partner) Tensor name{};
+#define OPREG_CXX_SCALAR_f64_(name, value) double name = value;
+#define OPREG_CXX_SCALAR_i64_(name, value) std::int64_t name = value;
+#define OPREG_CXX_SCALAR_casting_(name, value) Casting name = Casting::value;
+#define OPREG_CXX_SCALAR_pad32_(name, value)
+#define OPREG_CXX_SCALAR_(type, name, value, key) OPREG_CXX_SCALAR_##type##_(name, value)
+#define OPREG_CXX_STRUCT_(Name, c_name, family, FIELDS) \
+  struct Name {                                          \
+    FIELDS(OPREG_CXX_TENSOR_, OPREG_CXX_SCALAR_)         \
+  };
+#define OPREG_CXX_ALIAS_(Alias, Name, c_alias, c_name) using Alias = Name;
+#define OPREG_CXX_OP_(ident, base, direction, Args, c_args) \
+  const Op<Args>& ident##_op();                             \
+  DispatchResult ident(const Args& args, const ExecContext* ctx = nullptr);
+OPREG_ARG_STRUCTS(OPREG_CXX_STRUCT_)
+OPREG_ARG_ALIASES(OPREG_CXX_ALIAS_)
+OPREG_OPS(OPREG_CXX_OP_)
+#undef OPREG_CXX_TENSOR_
+#undef OPREG_CXX_SCALAR_f64_
+#undef OPREG_CXX_SCALAR_i64_
+#undef OPREG_CXX_SCALAR_casting_
+#undef OPREG_CXX_SCALAR_pad32_
+#undef OPREG_CXX_SCALAR_
+#undef OPREG_CXX_STRUCT_
+#undef OPREG_CXX_ALIAS_
+#undef OPREG_CXX_OP_
 
-// ---- fused_add_rms_norm: s = x + residual (rounded to x's dtype), y = rms_norm(s)
-struct FusedAddRmsNormFwdArgs {
-  Tensor x{};         // (..., H)
-  Tensor residual{};  // like x
-  Tensor weight{};    // (H); optional: without it y = s * rstd (and offset must be 0)
-  Tensor y{};         // out: like x
-  Tensor s{};         // out: like x, the new residual
-  Tensor rstd{};      // out: f32 (rows)
-  double eps = 1e-6;
-  double offset = 0.0;
-  Casting casting = Casting::llama;
-};
-struct FusedAddRmsNormBwdArgs {
-  Tensor dy{};       // like s
-  Tensor ds_out{};   // like s: the gradient flowing into the new residual
-  Tensor s{};        // (..., H), from the forward
-  Tensor weight{};   // (H); optional
-  Tensor rstd{};     // f32 (rows)
-  Tensor dx{};       // out: like s; the gradient of x and of residual (equal); may be dy itself
-  Tensor dweight{};  // out: like weight; undefined exactly when weight is
-  double offset = 0.0;
-  Casting casting = Casting::llama;
-};
-
-// ---- layer_norm: y = (x - mean) * rstd * w + b
-struct LayerNormFwdArgs {
-  Tensor x{};         // (..., H)
-  Tensor weight{};    // (H); optional (ones)
-  Tensor bias{};      // (H), the weight's dtype (without a weight: x's or f32); optional (zeros)
-  Tensor y{};         // out: like x
-  Tensor mean{};      // out: f32 (rows)
-  Tensor rstd{};      // out: f32 (rows)
-  double eps = 1e-5;  // torch.nn.LayerNorm's default
-};
-struct LayerNormBwdArgs {
-  Tensor dy{};       // like x
-  Tensor x{};        // (..., H)
-  Tensor weight{};   // (H); optional
-  Tensor mean{};     // f32 (rows)
-  Tensor rstd{};     // f32 (rows)
-  Tensor dx{};       // out: like x; may be dy itself
-  Tensor dweight{};  // out: like weight; undefined exactly when weight is
-  Tensor dbias{};    // out: like weight (without a weight: x's dtype or f32); optional
-};
-
-// ---- group_norm: statistics per (n, group) over C / num_groups channels x spatial
-struct GroupNormFwdArgs {
-  Tensor x{};       // (N, C, spatial...)
-  Tensor weight{};  // (C); optional (ones)
-  Tensor bias{};    // (C), the weight's dtype (without a weight: x's or f32); optional (zeros)
-  Tensor y{};       // out: like x
-  Tensor mean{};    // out: f32 (N, num_groups)
-  Tensor rstd{};    // out: f32 (N, num_groups)
-  std::int64_t num_groups = 1;
-  double eps = 1e-5;  // torch.nn.GroupNorm's default
-};
-struct GroupNormBwdArgs {
-  Tensor dy{};       // like x
-  Tensor x{};        // (N, C, spatial...)
-  Tensor weight{};   // (C); optional
-  Tensor mean{};     // f32 (N, num_groups)
-  Tensor rstd{};     // f32 (N, num_groups)
-  Tensor dx{};       // out: like x; may be dy itself
-  Tensor dweight{};  // out: like weight; undefined exactly when weight is
-  Tensor dbias{};    // out: like weight (without a weight: x's dtype or f32); optional
-  std::int64_t num_groups = 1;
-};
-
-// ---- geglu: c = gelu_tanh(a) * b;  swiglu: c = silu(a) * b  (a, b, c one shape, one dtype)
-struct GluFwdArgs {
-  Tensor a{};
-  Tensor b{};
-  Tensor c{};  // out
-};
-struct GluBwdArgs {
-  Tensor dc{};
-  Tensor a{};
-  Tensor b{};
-  Tensor da{};  // out: may be a itself (in place, as Liger does)
-  Tensor db{};  // out: may be b itself
-};
-using GegluFwdArgs = GluFwdArgs;
-using GegluBwdArgs = GluBwdArgs;
-using SwigluFwdArgs = GluFwdArgs;
-using SwigluBwdArgs = GluBwdArgs;
-
-// ---- Op handles, for Registry::call, add_variant and tests.
-const Op<RmsNormFwdArgs>& rms_norm_fwd_op();
-const Op<RmsNormBwdArgs>& rms_norm_bwd_op();
-const Op<FusedAddRmsNormFwdArgs>& fused_add_rms_norm_fwd_op();
-const Op<FusedAddRmsNormBwdArgs>& fused_add_rms_norm_bwd_op();
-const Op<LayerNormFwdArgs>& layer_norm_fwd_op();
-const Op<LayerNormBwdArgs>& layer_norm_bwd_op();
-const Op<GroupNormFwdArgs>& group_norm_fwd_op();
-const Op<GroupNormBwdArgs>& group_norm_bwd_op();
-const Op<GegluFwdArgs>& geglu_fwd_op();
-const Op<GegluBwdArgs>& geglu_bwd_op();
-const Op<SwigluFwdArgs>& swiglu_fwd_op();
-const Op<SwigluBwdArgs>& swiglu_bwd_op();
-
-// Defines all twelve ops (idempotent); default_registry() does it before registering backends.
+// Defines every op of the manifest (idempotent); default_registry() does it before registering
+// backends.
 void define_builtin_ops();
-
-// ---- Entry points: check, dispatch on the tensors' device, run. Outputs are the caller's.
-DispatchResult rms_norm_fwd(const RmsNormFwdArgs& args, const ExecContext* ctx = nullptr);
-DispatchResult rms_norm_bwd(const RmsNormBwdArgs& args, const ExecContext* ctx = nullptr);
-DispatchResult fused_add_rms_norm_fwd(const FusedAddRmsNormFwdArgs& args, const ExecContext* ctx = nullptr);
-DispatchResult fused_add_rms_norm_bwd(const FusedAddRmsNormBwdArgs& args, const ExecContext* ctx = nullptr);
-DispatchResult layer_norm_fwd(const LayerNormFwdArgs& args, const ExecContext* ctx = nullptr);
-DispatchResult layer_norm_bwd(const LayerNormBwdArgs& args, const ExecContext* ctx = nullptr);
-DispatchResult group_norm_fwd(const GroupNormFwdArgs& args, const ExecContext* ctx = nullptr);
-DispatchResult group_norm_bwd(const GroupNormBwdArgs& args, const ExecContext* ctx = nullptr);
-DispatchResult geglu_fwd(const GegluFwdArgs& args, const ExecContext* ctx = nullptr);
-DispatchResult geglu_bwd(const GegluBwdArgs& args, const ExecContext* ctx = nullptr);
-DispatchResult swiglu_fwd(const SwigluFwdArgs& args, const ExecContext* ctx = nullptr);
-DispatchResult swiglu_bwd(const SwigluBwdArgs& args, const ExecContext* ctx = nullptr);
 
 // ---- Allocating wrappers: outputs are allocated on the inputs' device (default registry). Pass
 // Tensor{} for an absent weight or bias; a backward then returns no dweight (and a dbias in x's
@@ -247,7 +157,7 @@ GluGrads swiglu_backward(const Tensor& dc, const Tensor& a, const Tensor& b, con
 std::uint64_t bytes_moved(std::string_view op, Direction direction, const Shape& shape, DType dtype, DType wdtype,
                           std::int64_t num_groups = 1, bool has_weight = true, bool has_bias = true);
 
-// The six base names, in the order docs and tools list them.
+// The ops' base names ("rms_norm", ...), in the order docs and tools list them.
 std::span<const std::string_view> op_names();
 
 }  // namespace opreg

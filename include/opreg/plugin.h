@@ -33,6 +33,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "opreg/op_manifest.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -129,7 +131,7 @@ typedef struct opreg_kernel_context {
   void* reserved[8];
 } opreg_kernel_context;
 
-/* A kernel variant <backend>.<op>.<impl> for one of the twelve ops. `args` points to the op's
+/* A kernel variant <backend>.<op>.<impl> for one of the ops of the manifest. `args` points to the op's
  * argument struct below (opreg_rms_norm_fwd_args for "rms_norm.fwd", ...); opreg has checked it
  * (shapes, dtypes, devices, overlap) and every tensor is contiguous unless `strided` is set. */
 typedef struct opreg_variant_desc {
@@ -172,141 +174,50 @@ typedef struct opreg_host {
 
 typedef int32_t (*opreg_plugin_init_fn)(const opreg_host* host, char* message, size_t message_size);
 
-/* ---- The ops' arguments, mirroring include/opreg/ops.h. An absent optional tensor (a norm
- * without weight or bias) is a NULL pointer. Every struct starts with its size and version. */
-
-typedef struct opreg_rms_norm_fwd_args {
-  uint32_t struct_size;
-  uint32_t api_version;
-  const DLTensor* x;      /* (..., H) */
-  const DLTensor* weight; /* (H) or NULL: y = x * rstd, and offset is 0 */
-  const DLTensor* y;      /* out: like x */
-  const DLTensor* rstd;   /* out: f32 (rows) */
-  double eps;
-  double offset;
-  int32_t casting; /* OPREG_CASTING_* */
-  int32_t reserved_int;
-} opreg_rms_norm_fwd_args;
-
-typedef struct opreg_rms_norm_bwd_args {
-  uint32_t struct_size;
-  uint32_t api_version;
-  const DLTensor* dy;      /* like x */
-  const DLTensor* x;       /* (..., H) */
-  const DLTensor* weight;  /* (H) or NULL */
-  const DLTensor* rstd;    /* f32 (rows), from the forward */
-  const DLTensor* dx;      /* out: like x; may be dy itself */
-  const DLTensor* dweight; /* out: like weight; NULL exactly when weight is */
-  double offset;
-  int32_t casting;
-  int32_t reserved_int;
-} opreg_rms_norm_bwd_args;
-
-typedef struct opreg_fused_add_rms_norm_fwd_args {
-  uint32_t struct_size;
-  uint32_t api_version;
-  const DLTensor* x;        /* (..., H) */
-  const DLTensor* residual; /* like x */
-  const DLTensor* weight;   /* (H) or NULL */
-  const DLTensor* y;        /* out: like x */
-  const DLTensor* s;        /* out: like x, the new residual */
-  const DLTensor* rstd;     /* out: f32 (rows) */
-  double eps;
-  double offset;
-  int32_t casting;
-  int32_t reserved_int;
-} opreg_fused_add_rms_norm_fwd_args;
-
-typedef struct opreg_fused_add_rms_norm_bwd_args {
-  uint32_t struct_size;
-  uint32_t api_version;
-  const DLTensor* dy;      /* like s */
-  const DLTensor* ds_out;  /* like s */
-  const DLTensor* s;       /* (..., H) */
-  const DLTensor* weight;  /* (H) or NULL */
-  const DLTensor* rstd;    /* f32 (rows) */
-  const DLTensor* dx;      /* out: like s; may be dy itself */
-  const DLTensor* dweight; /* out: like weight; NULL exactly when weight is */
-  double offset;
-  int32_t casting;
-  int32_t reserved_int;
-} opreg_fused_add_rms_norm_bwd_args;
-
-typedef struct opreg_layer_norm_fwd_args {
-  uint32_t struct_size;
-  uint32_t api_version;
-  const DLTensor* x;      /* (..., H) */
-  const DLTensor* weight; /* (H) or NULL (ones) */
-  const DLTensor* bias;   /* (H) or NULL (zeros) */
-  const DLTensor* y;      /* out: like x */
-  const DLTensor* mean;   /* out: f32 (rows) */
-  const DLTensor* rstd;   /* out: f32 (rows) */
-  double eps;
-} opreg_layer_norm_fwd_args;
-
-typedef struct opreg_layer_norm_bwd_args {
-  uint32_t struct_size;
-  uint32_t api_version;
-  const DLTensor* dy;
-  const DLTensor* x;
-  const DLTensor* weight;  /* or NULL */
-  const DLTensor* mean;
-  const DLTensor* rstd;
-  const DLTensor* dx;      /* out; may be dy itself */
-  const DLTensor* dweight; /* out; NULL exactly when weight is */
-  const DLTensor* dbias;   /* out; or NULL: not wanted */
-} opreg_layer_norm_bwd_args;
-
-typedef struct opreg_group_norm_fwd_args {
-  uint32_t struct_size;
-  uint32_t api_version;
-  const DLTensor* x;      /* (N, C, spatial...) */
-  const DLTensor* weight; /* (C) or NULL */
-  const DLTensor* bias;   /* (C) or NULL */
-  const DLTensor* y;      /* out: like x */
-  const DLTensor* mean;   /* out: f32 (N, num_groups) */
-  const DLTensor* rstd;   /* out: f32 (N, num_groups) */
-  int64_t num_groups;
-  double eps;
-} opreg_group_norm_fwd_args;
-
-typedef struct opreg_group_norm_bwd_args {
-  uint32_t struct_size;
-  uint32_t api_version;
-  const DLTensor* dy;
-  const DLTensor* x;
-  const DLTensor* weight; /* or NULL */
-  const DLTensor* mean;
-  const DLTensor* rstd;
-  const DLTensor* dx;      /* out; may be dy itself */
-  const DLTensor* dweight; /* out; NULL exactly when weight is */
-  const DLTensor* dbias;   /* out; or NULL */
-  int64_t num_groups;
-} opreg_group_norm_bwd_args;
-
-/* geglu: c = gelu_tanh(a) * b; swiglu: c = silu(a) * b. */
-typedef struct opreg_glu_fwd_args {
-  uint32_t struct_size;
-  uint32_t api_version;
-  const DLTensor* a;
-  const DLTensor* b;
-  const DLTensor* c; /* out */
-} opreg_glu_fwd_args;
-
-typedef struct opreg_glu_bwd_args {
-  uint32_t struct_size;
-  uint32_t api_version;
-  const DLTensor* dc;
-  const DLTensor* a;
-  const DLTensor* b;
-  const DLTensor* da; /* out; may be a itself */
-  const DLTensor* db; /* out; may be b itself */
-} opreg_glu_bwd_args;
-
-typedef opreg_glu_fwd_args opreg_geglu_fwd_args;
-typedef opreg_glu_bwd_args opreg_geglu_bwd_args;
-typedef opreg_glu_fwd_args opreg_swiglu_fwd_args;
-typedef opreg_glu_bwd_args opreg_swiglu_bwd_args;
+/* ---- The ops' arguments: C mirrors of include/opreg/ops.h's structs, expanded from the op
+ * manifest (opreg/op_manifest.h), member for member in the same order: every tensor as a
+ * `const DLTensor*` (NULL for an absent optional one: a norm without weight or bias), f64 scalars
+ * as double, i64 as int64_t, casting as int32_t (OPREG_CASTING_*), pad32 as an int32_t kept 0.
+ * Every struct starts with its size and version. For example
+ *
+ *   typedef struct opreg_rms_norm_fwd_args {
+ *     uint32_t struct_size;
+ *     uint32_t api_version;
+ *     const DLTensor* x;      (..., H)
+ *     const DLTensor* weight; (H) or NULL: y = x * rstd, and offset is 0
+ *     const DLTensor* y;      out: like x
+ *     const DLTensor* rstd;   out: f32 (rows)
+ *     double eps;
+ *     double offset;
+ *     int32_t casting;        OPREG_CASTING_*
+ *     int32_t reserved_int;
+ *   } opreg_rms_norm_fwd_args;
+ *
+ * and opreg_geglu_fwd_args, opreg_swiglu_fwd_args are names of opreg_glu_fwd_args (likewise bwd).
+ * A variant's `op` names which struct its kernel receives ("rms_norm.fwd": the struct above). */
+#define OPREG_C_TENSOR_(name, role, kind, when, partner) const DLTensor* name;
+#define OPREG_C_SCALAR_f64_(name) double name;
+#define OPREG_C_SCALAR_i64_(name) int64_t name;
+#define OPREG_C_SCALAR_casting_(name) int32_t name;
+#define OPREG_C_SCALAR_pad32_(name) int32_t name;
+#define OPREG_C_SCALAR_(type, name, value, key) OPREG_C_SCALAR_##type##_(name)
+#define OPREG_C_STRUCT_(Name, c_name, family, FIELDS) \
+  typedef struct c_name {                             \
+    uint32_t struct_size;                             \
+    uint32_t api_version;                             \
+    FIELDS(OPREG_C_TENSOR_, OPREG_C_SCALAR_)          \
+  } c_name;
+#define OPREG_C_ALIAS_(Alias, Name, c_alias, c_name) typedef c_name c_alias;
+OPREG_ARG_STRUCTS(OPREG_C_STRUCT_)
+OPREG_ARG_ALIASES(OPREG_C_ALIAS_)
+#undef OPREG_C_TENSOR_
+#undef OPREG_C_SCALAR_f64_
+#undef OPREG_C_SCALAR_i64_
+#undef OPREG_C_SCALAR_casting_
+#undef OPREG_C_SCALAR_pad32_
+#undef OPREG_C_SCALAR_
+#undef OPREG_C_STRUCT_
+#undef OPREG_C_ALIAS_
 
 #ifdef __cplusplus
 }

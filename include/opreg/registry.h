@@ -148,10 +148,24 @@ class Op {
 // ---------------------------------------------------------------------------------------------
 // Variants: one kernel for one (op, backend).
 
-// The answer of a `supports` predicate: accepted, or rejected with a reason.
+// A variant's plan for one problem: what its supports() decided (tiling, launch shape, the code
+// path), kept with the choice in the per-problem cache and handed to its kernel, so that nothing
+// is planned twice. Any trivially copyable type of at most kPlanBytes bytes (opreg/variants.h
+// types it); empty when the variant does not plan.
+inline constexpr std::size_t kPlanBytes = 192;
+struct PlanData {
+  alignas(8) std::array<unsigned char, kPlanBytes> bytes{};
+  std::uint16_t size = 0;  // bytes in use; 0: no plan
+  bool empty() const { return size == 0; }
+};
+
+// The answer of a `supports` predicate: accepted, or rejected with a reason; either may carry the
+// variant's plan (a refusal the plan it refused, which a forced built-in variant runs) and, when
+// accepted, a reason saying what was planned (OPREG_VERBOSE shows it).
 struct Verdict {
   bool ok = true;
   std::string reason;
+  PlanData plan{};
   static Verdict accept() { return {}; }
   static Verdict reject(std::string reason) { return {false, std::move(reason)}; }
 };
@@ -211,20 +225,32 @@ namespace detail {
 struct RegistryCore;
 struct PluginSession;
 struct CoreAccess;  // the library's own code, to a Registry's core (src/registry/dispatch.h)
+// What forcing a variant (OPREG_FORCE_VARIANT) does with its supports().
+enum class Forcing : std::uint8_t {
+  skip_supports,     // not asked (VariantSpec: the variant's own kernel fails if it cannot run)
+  run_refused_plan,  // asked for its plan; a refusal runs the plan it refused (listed variants)
+  refusal_is_error,  // asked; a refusal is an error naming the variant (plugins: never handed a
+                     // problem they refused)
+};
 struct ErasedVariant {
   const OpDef* op = nullptr;
   std::string backend;
   std::string impl;
   int priority = 0;
   Function<Verdict(const void*, const DeviceProps&)> supports;
-  // The typed kernel (a Function of the variant's Args) and the one indirect call that
-  // runs it on erased arguments.
+  // The typed kernel and the one indirect call that runs it on erased arguments, with the plan
+  // its supports() made (nullptr when there is none).
   std::shared_ptr<const void> run;
-  void (*invoke)(const void* run, const void* args, const KernelContext& ctx) = nullptr;
+  void (*invoke)(const void* run, const void* args, const KernelContext& ctx, const void* plan) = nullptr;
   std::vector<Tunable> tunables;
   void* user = nullptr;
   bool strided = false;
+  Forcing forcing = Forcing::skip_supports;
   std::string plugin;  // set by the plugin loader
+};
+// opreg/variants.h's lists, to the registry (registered for its lifetime).
+struct ListAccess {
+  static void add(Registry& registry, ErasedVariant variant, const char* file, int line);
 };
 }  // namespace detail
 
@@ -414,6 +440,7 @@ class Registry {
   friend struct detail::TypedOpDef;
   friend struct detail::PluginSession;
   friend struct detail::CoreAccess;
+  friend struct detail::ListAccess;
   std::shared_ptr<detail::RegistryCore> core_;
 };
 
@@ -528,12 +555,12 @@ Registration Registry::add_variant(const Op<Args>& op, VariantSpec<Args> spec, R
   if (const Pointer f = spec.run.pointer(); f != nullptr) {
     // A plain function: called straight, without the wrapper's extra indirection.
     v.run = std::make_shared<const Pointer>(f);
-    v.invoke = [](const void* run, const void* a, const KernelContext& c) {
+    v.invoke = [](const void* run, const void* a, const KernelContext& c, const void*) {
       (*static_cast<const Pointer*>(run))(*static_cast<const Args*>(a), c);
     };
   } else {
     v.run = std::make_shared<const Kernel>(std::move(spec.run));
-    v.invoke = [](const void* run, const void* a, const KernelContext& c) {
+    v.invoke = [](const void* run, const void* a, const KernelContext& c, const void*) {
       (*static_cast<const Kernel*>(run))(*static_cast<const Args*>(a), c);
     };
   }

@@ -1,12 +1,84 @@
-// What the six ops share: casting modes, directions, names, and the byte model.
+// Every op of the manifest: its handle, its check (the struct's rules, then the overlap rule over
+// the manifest's tensor list), its entry point, and what the ops share: casting modes,
+// directions, names, the byte model.
 #include <fmt/format.h>
 
 #include <array>
 
+#include "ops/checks.h"
+#include "ops/common.h"
+#include "ops/manifest.h"
 #include "opreg/ops.h"
 #include "registry/fail.h"
 
 namespace opreg {
+
+namespace {
+
+using manifest::OpEntry;
+using manifest::OpId;
+
+// The whole check of op `Id`: the argument struct's rules, then no output may overlap another
+// tensor except its in-place partner, which also reports where the tensors are (CallFacts).
+template <OpId Id>
+[[gnu::always_inline]] inline CallFacts check(const typename OpEntry<Id>::Args& a) {
+  using E = OpEntry<Id>;
+  op_check::args(E::name, a);
+  return op_check::outputs_apart(E::name, E::S::first_output, [&] { return manifest::items<op_check::Item>(a); });
+}
+
+template <class Args>
+constexpr void (*key_of())(const Args&, ProblemKey&) {
+  return manifest::Spec<Args>::key_words > 0 ? &manifest::Spec<Args>::key : nullptr;
+}
+
+}  // namespace
+
+#define OPREG_OPS_DEFINE_(ident, base, direction, Args, c_args)                                                   \
+  const Op<Args>& ident##_op() {                                                                                  \
+    static const Op<Args> op = ops_detail::make_op<Args>(OpEntry<OpId::ident>::name, &check<OpId::ident>,         \
+                                                         &manifest::tensors<Args>, key_of<Args>());               \
+    return op;                                                                                                    \
+  }                                                                                                               \
+  DispatchResult ident(const Args& args, const ExecContext* ctx) {                                                \
+    return ops_detail::call<&check<OpId::ident>>(&ident##_op, args, ctx);                                         \
+  }
+OPREG_OPS(OPREG_OPS_DEFINE_)
+#undef OPREG_OPS_DEFINE_
+
+void define_builtin_ops() {
+  manifest::for_each_op([](auto entry) { entry.op(); });
+}
+
+namespace manifest {
+
+const std::array<OpInfo, kOpCount>& ops() {
+  static const std::array<OpInfo, kOpCount> table = [] {
+    std::array<OpInfo, kOpCount> out{};
+    std::size_t i = 0;
+    for_each_op([&](auto entry) {
+      using E = decltype(entry);
+      out[i++] = {E::name,
+                  E::base,
+                  E::direction,
+                  E::S::family,
+                  E::S::fields.data(),
+                  static_cast<int>(E::S::fields.size()),
+                  static_cast<int>(E::S::first_output)};
+    });
+    return out;
+  }();
+  return table;
+}
+
+const OpInfo* find_op(std::string_view name) {
+  for (const OpInfo& op : ops()) {
+    if (op.name == name) return &op;
+  }
+  return nullptr;
+}
+
+}  // namespace manifest
 
 std::string_view to_string(Casting casting) {
   switch (casting) {
@@ -32,55 +104,58 @@ void rows_overflow(const Shape& shape) {
 std::string_view to_string(Direction direction) { return direction == Direction::fwd ? "fwd" : "bwd"; }
 
 std::span<const std::string_view> op_names() {
-  static constexpr std::array<std::string_view, 6> names{"rms_norm", "fused_add_rms_norm", "layer_norm",
-                                                         "group_norm", "geglu", "swiglu"};
-  return names;
-}
-
-void define_builtin_ops() {
-  rms_norm_fwd_op();
-  rms_norm_bwd_op();
-  fused_add_rms_norm_fwd_op();
-  fused_add_rms_norm_bwd_op();
-  layer_norm_fwd_op();
-  layer_norm_bwd_op();
-  group_norm_fwd_op();
-  group_norm_bwd_op();
-  geglu_fwd_op();
-  geglu_bwd_op();
-  swiglu_fwd_op();
-  swiglu_bwd_op();
+  // The bases in manifest order, each once (an op's directions are listed together).
+  static const auto names = [] {
+    std::array<std::string_view, manifest::kOpCount> out{};
+    std::size_t n = 0;
+    for (const auto& op : manifest::ops()) {
+      if (n == 0 || out[n - 1] != op.base) out[n++] = op.base;
+    }
+    return std::pair{out, n};
+  }();
+  return {names.first.data(), names.second};
 }
 
 std::uint64_t bytes_moved(std::string_view op, Direction direction, const Shape& shape, DType dtype, DType wdtype,
                           std::int64_t num_groups, bool has_weight, bool has_bias) {
-  const bool fwd = direction == Direction::fwd;
+  const manifest::OpInfo* info = nullptr;
+  for (const auto& o : manifest::ops()) {
+    if (o.base == op && o.direction == direction) info = &o;
+  }
+  if (info == nullptr) {
+    fail(ErrorKind::invalid_argument, "bytes_moved: unknown op '{}'; accepted: {}", op, fmt::join(op_names(), ", "));
+  }
+  using manifest::Family;
+  using manifest::Kind;
+  using manifest::When;
   const auto n = static_cast<std::uint64_t>(shape.numel());
   const auto sx = static_cast<std::uint64_t>(element_size(dtype));
   const auto sw = static_cast<std::uint64_t>(element_size(wdtype));
   constexpr std::uint64_t kStat = 4;  // statistics are f32
-  // Weight-sized tensors: the weight (read) and, backward, dweight (written); the bias likewise
-  // (forward read, backward dbias written).
-  const std::uint64_t w = has_weight ? (fwd ? 1 : 2) : 0;
-  const std::uint64_t b = has_bias ? 1 : 0;
-  // Per-row ops: `act` activation-sized tensors, `par` weight-sized ones, `stats` row statistics.
-  auto per_row = [&](std::uint64_t act, std::uint64_t par, std::uint64_t stats) {
+  std::uint64_t params = 0;           // elements of a weight-sized tensor
+  std::uint64_t stats = 0;            // elements of a statistic
+  if (info->family == Family::group_norm) {
+    if (shape.ndim() < 2) fail(ErrorKind::invalid_argument, "bytes_moved({}): shape needs (N, C, ...)", op);
+    params = static_cast<std::uint64_t>(shape[1]);
+    stats = static_cast<std::uint64_t>(shape[0]) * static_cast<std::uint64_t>(num_groups);
+  } else if (info->family != Family::glu) {
     if (shape.ndim() < 1) fail(ErrorKind::invalid_argument, "bytes_moved({}): shape has no dims", op);
     const auto [rows, h] = rows_hidden(shape);
-    return act * n * sx + par * static_cast<std::uint64_t>(h) * sw + stats * static_cast<std::uint64_t>(rows) * kStat;
-  };
-  if (op == "rms_norm") return fwd ? per_row(2, w, 1) : per_row(3, w, 1);
-  if (op == "fused_add_rms_norm") return fwd ? per_row(4, w, 1) : per_row(4, w, 1);
-  if (op == "layer_norm") return fwd ? per_row(2, w + b, 2) : per_row(3, w + b, 2);
-  if (op == "group_norm") {
-    if (shape.ndim() < 2) fail(ErrorKind::invalid_argument, "bytes_moved(group_norm): shape needs (N, C, ...)");
-    const auto c = static_cast<std::uint64_t>(shape[1]);
-    const auto stats = static_cast<std::uint64_t>(shape[0]) * static_cast<std::uint64_t>(num_groups) * kStat;
-    return (fwd ? 2 : 3) * n * sx + (w + b) * c * sw + 2 * stats;
+    params = static_cast<std::uint64_t>(h);
+    stats = static_cast<std::uint64_t>(rows);
   }
-  if (op == "geglu" || op == "swiglu") return (fwd ? 3 : 5) * n * sx;
-  fail(ErrorKind::invalid_argument, "bytes_moved: unknown op '{}'; accepted: rms_norm, fused_add_rms_norm, "
-       "layer_norm, group_norm, geglu, swiglu", op);
+  // Each tensor of the call once: read if an input, written if an output.
+  std::uint64_t bytes = 0;
+  for (int i = 0; i < info->field_count; ++i) {
+    const manifest::Field& f = info->fields[i];
+    if ((f.when == When::weight && !has_weight) || (f.when == When::bias && !has_bias)) continue;
+    switch (f.kind) {
+      case Kind::act: bytes += n * sx; break;
+      case Kind::param: bytes += params * sw; break;
+      case Kind::stat: bytes += stats * kStat; break;
+    }
+  }
+  return bytes;
 }
 
 }  // namespace opreg

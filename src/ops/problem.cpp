@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "ops/check.h"
+#include "ops/manifest.h"
 #include "ops/reference/reference.h"
 #include "registry/admission.h"
 #include "registry/fail.h"
@@ -15,24 +16,36 @@
 namespace opreg {
 namespace {
 
-// ---- Names: what a tensor is, by its name in the op's tensor list.
+using manifest::Field;
+using manifest::Kind;
+using manifest::When;
 
-OutputKind output_kind(std::string_view name) {
-  if (name == "dweight" || name == "dbias") return OutputKind::dw;
-  if (name == "mean" || name == "rstd") return OutputKind::stat;
-  if (name == "dx" || name == "da" || name == "db") return OutputKind::dx;
-  return OutputKind::y;  // y, s, c
+[[noreturn]] void unknown_op(std::string_view op) {
+  std::string known;
+  for (const auto& o : manifest::ops()) known += (known.empty() ? "" : ", ") + std::string(o.name);
+  fail(ErrorKind::unsupported, "op '{}' is not defined; defined ops: {}", op, known);
 }
-bool is_param(std::string_view name) {
-  return name == "weight" || name == "bias" || name == "dweight" || name == "dbias";
+
+const manifest::OpInfo& known_op(std::string_view op) {
+  const manifest::OpInfo* info = manifest::find_op(op);
+  if (info == nullptr) unknown_op(op);
+  return *info;
 }
-bool is_stat(std::string_view name) { return name == "mean" || name == "rstd"; }
+
+// ---- What a tensor is, from the manifest.
+
+OutputKind output_kind(const Field& f, Direction direction) {
+  switch (f.kind) {
+    case Kind::param: return OutputKind::dw;
+    case Kind::stat: return OutputKind::stat;
+    case Kind::act: break;
+  }
+  return direction == Direction::fwd ? OutputKind::y : OutputKind::dx;  // y, s, c / dx, da, db
+}
 // Whether the spec leaves this tensor out (an absent weight takes its dweight along, and an
 // absent bias its dbias).
-bool left_out(std::string_view name, const ProblemSpec& s) {
-  if (name == "weight" || name == "dweight") return !s.has_weight;
-  if (name == "bias" || name == "dbias") return !s.has_bias;
-  return false;
+bool left_out(const Field& f, const ProblemSpec& s) {
+  return (f.when == When::weight && !s.has_weight) || (f.when == When::bias && !s.has_bias);
 }
 
 // ---- Inputs: a seeded stream per tensor (see Values).
@@ -48,7 +61,7 @@ struct SplitMix {
   double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
 };
 
-// `set` is the length of a normalisation set (a row; group_norm's (n, group)), for `equal`.
+// `set` is the length of a normalisation set (a row; group_norm: an (n, group)), for `equal`.
 void fill_random(Tensor& host, std::uint64_t seed, int stream, Values values, std::int64_t set) {
   SplitMix rng{seed * 0x2545F4914F6CDD1DULL + static_cast<std::uint64_t>(stream) * 0x9E3779B97F4A7C15ULL};
   // Dyadic values: a set's sum, and its mean, are exact in any float format.
@@ -97,50 +110,24 @@ void set_scalars(Args& a, const ProblemSpec& s) {
   if constexpr (requires { a.num_groups; }) a.num_groups = s.groups;
 }
 
-// Statistics a backward consumes come from the reference forward on the same inputs.
-Tensor host_like(const Tensor& t, Registry& reg) { return Tensor::empty(t.shape(), t.dtype(), Device{}, reg); }
-
+// A backward's statistics come from the reference forward on the same inputs (as a framework
+// would pass them).
 template <class Args>
-void prepare(Args&, const ProblemSpec&, Registry&) {}
-void prepare(RmsNormBwdArgs& a, const ProblemSpec& s, Registry& reg) {
-  reference::rms_norm_fwd({a.x, a.weight, host_like(a.x, reg), a.rstd, s.eps, a.offset, a.casting});
-}
-void prepare(FusedAddRmsNormBwdArgs& a, const ProblemSpec& s, Registry& reg) {
-  reference::rms_norm_fwd({a.s, a.weight, host_like(a.s, reg), a.rstd, s.eps, a.offset, a.casting});
-}
-// The statistics do not depend on the bias, so the forward that makes them takes none.
-void prepare(LayerNormBwdArgs& a, const ProblemSpec& s, Registry& reg) {
-  reference::layer_norm_fwd({a.x, a.weight, Tensor{}, host_like(a.x, reg), a.mean, a.rstd, s.eps});
-}
-void prepare(GroupNormBwdArgs& a, const ProblemSpec& s, Registry& reg) {
-  reference::group_norm_fwd({a.x, a.weight, Tensor{}, host_like(a.x, reg), a.mean, a.rstd, a.num_groups, s.eps});
-}
-
-// The in-place forms: the output that takes over an input's memory.
-template <class Args>
-void alias(Args&) {
-  fail(ErrorKind::invalid_argument, "in-place runs apply to backward ops only");
+constexpr bool takes_statistics() {
+  for (const Field& f : manifest::Spec<Args>::fields) {
+    if (f.role == Role::in && f.kind == Kind::stat) return true;
+  }
+  return false;
 }
 template <class Args>
-  requires requires(Args a) { a.dx = a.dy; }
-void alias(Args& a) {
-  a.dx = a.dy;
-}
-void alias(GluBwdArgs& a) {
-  a.da = a.a;
-  a.db = a.b;
-}
-// The input whose memory an output takes over in the in-place form ("" for none).
-std::string_view in_place_source(std::string_view output) {
-  if (output == "dx") return "dy";
-  if (output == "da") return "a";
-  if (output == "db") return "b";
-  return "";
+void prepare(Args& a, const ProblemSpec& s) {
+  if constexpr (takes_statistics<Args>()) reference::statistics(a, s.eps);
 }
 
 struct Slot {
   const char* name;
   Role role;
+  OutputKind kind;
   Tensor* host;
   Tensor* dev;
   const Tensor* restore = nullptr;  // in place: the host input the output's memory starts as
@@ -159,24 +146,25 @@ class ImplBase {
   bool reference_done = false;
 };
 
-template <class Args>
+template <class E>
 class TypedProblem final : public ImplBase {
- public:
-  TypedProblem(const Op<Args>& op, void (*ref)(const Args&)) : op_(op), ref_(ref) {}
+  using Args = typename E::Args;
+  using S = typename E::S;
 
-  void build(Registry& registry, const ProblemSpec& s, Device d) {
+ public:
+  void build(Registry& registry, const ProblemSpec& s, Device d, const InputFill& fill) {
     reg = &registry;
     spec = s;
     device = d;
     set_scalars(host_, s);
     const Shape& shape = s.shape;
-    const bool grouped = op_.name().starts_with("group_norm");
+    const bool grouped = S::family == manifest::Family::group_norm;
     if (shape.ndim() < (grouped ? 2 : 1)) {
-      fail(ErrorKind::invalid_argument, "{}: shape [{}] has {} dims; accepted: {}", op_.name(), shape.str(),
+      fail(ErrorKind::invalid_argument, "{}: shape [{}] has {} dims; accepted: {}", E::name, shape.str(),
            shape.ndim(), grouped ? "(N, C, spatial...) with at least 2 dims" : "at least 1 dim");
     }
     // The group count first: it sizes the statistics (an absurd one must not allocate).
-    if (grouped) op_check::groups(std::string(op_.name()).c_str(), s.groups, shape[1]);
+    if (grouped) op_check::groups(E::name, s.groups, shape[1]);
     const std::int64_t params = grouped ? shape[1] : shape[shape.ndim() - 1];
     // A normalisation set: a row; group_norm's (n, group) is C / groups channels of S positions.
     std::int64_t set = shape[shape.ndim() - 1];
@@ -185,68 +173,79 @@ class TypedProblem final : public ImplBase {
       for (int d = 2; d < shape.ndim(); ++d) set *= shape[d];
     }
     const Shape stats = grouped ? Shape{shape[0], s.groups} : Shape{rows_hidden(shape).rows};
-    TensorList hl;
-    op_.def().tensors(op_.def(), &host_, hl);
-    auto shape_of = [&](std::string_view name) { return is_stat(name) ? stats : is_param(name) ? Shape{params} : shape; };
-    auto dtype_of = [&](std::string_view name) {
-      return is_stat(name) ? DType::f32 : is_param(name) ? s.wdtype : s.dtype;
+    auto shape_of = [&](const Field& f) {
+      return f.kind == Kind::stat ? stats : f.kind == Kind::param ? Shape{params} : shape;
     };
-    admit_problem(registry, hl, shape_of, dtype_of);
-    for (int i = 0; i < hl.size(); ++i) {
-      const std::string_view name = hl[i].name;
-      if (left_out(name, s)) continue;
-      *hl[i].tensor = Tensor::empty(shape_of(name), dtype_of(name), Device{}, registry);
-      if (hl[i].role == Role::in && !is_stat(name)) {
-        fill_random(*hl[i].tensor, s.seed, i, is_param(name) ? Values::random : s.values, set);
+    auto dtype_of = [&](const Field& f) {
+      return f.kind == Kind::stat ? DType::f32 : f.kind == Kind::param ? s.wdtype : s.dtype;
+    };
+    admit_problem(registry, shape_of, dtype_of);
+    for (std::size_t i = 0; i < S::fields.size(); ++i) {
+      const Field& f = S::fields[i];
+      if (left_out(f, s)) continue;
+      Tensor& t = host_.*S::members[i];
+      t = Tensor::empty(shape_of(f), dtype_of(f), Device{}, registry);
+      if (f.role != Role::in || f.kind == Kind::stat) continue;
+      if (fill) {
+        for (std::int64_t j = 0; j < t.numel(); ++j) {
+          store_from_double(t.data(), t.dtype(), static_cast<std::size_t>(j), fill(f.name, j));
+        }
+      } else {
+        fill_random(t, s.seed, static_cast<int>(i), f.kind == Kind::param ? Values::random : s.values, set);
       }
     }
-    prepare(host_, s, registry);
+    prepare(host_, s);
     dev_ = host_;
-    TensorList dl;
-    op_.def().tensors(op_.def(), &dev_, dl);
-    for (int i = 0; i < dl.size(); ++i) {
-      if (!hl[i].tensor->defined()) continue;  // left out
-      Tensor& t = *dl[i].tensor;
+    for (std::size_t i = 0; i < S::fields.size(); ++i) {
+      const Field& f = S::fields[i];
+      const Tensor& h = host_.*S::members[i];
+      if (!h.defined()) continue;  // left out
+      Tensor& t = dev_.*S::members[i];
       // Always a copy, also on the cpu: the run must not be able to touch the reference's inputs.
-      t = Tensor::empty(hl[i].tensor->shape(), hl[i].tensor->dtype(), d, registry);
-      if (dl[i].role == Role::in) t.copy_from(*hl[i].tensor, registry);
-      slots.push_back({dl[i].name, dl[i].role, hl[i].tensor, &t});
+      t = Tensor::empty(h.shape(), h.dtype(), d, registry);
+      if (f.role == Role::in) t.copy_from(h, registry);
+      slots.push_back({f.name.data(), f.role, output_kind(f, E::direction), &(host_.*S::members[i]), &t});
     }
     if (s.in_place) {
-      alias(dev_);
-      for (auto& out : slots) {
-        const std::string_view source = in_place_source(out.name);
-        for (const auto& in : slots) {
-          if (out.role != Role::in && in.role == Role::in && in.name == source) out.restore = in.host;
+      bool any = false;
+      for (std::size_t i = 0; i < S::fields.size(); ++i) {
+        const int partner = S::fields[i].partner;
+        if (partner < 0) continue;
+        any = true;
+        const auto from = static_cast<std::size_t>(partner);
+        dev_.*S::members[i] = dev_.*S::members[from];
+        for (auto& out : slots) {
+          if (out.name == S::fields[i].name) out.restore = &(host_.*S::members[from]);
         }
       }
+      if (!any) fail(ErrorKind::invalid_argument, "in-place runs apply to backward ops only");
     }
-    op_.def().check(op_.def(), &dev_);
+    E::op().def().check(E::op().def(), &dev_);
   }
 
-  DispatchResult run(const ExecContext* ctx) override { return reg->call(op_, dev_, ctx); }
+  DispatchResult run(const ExecContext* ctx) override { return reg->call(E::op(), dev_, ctx); }
 
   // Everything the problem will hold, summed before any of it is allocated: every tensor on the
   // host (the reference's inputs and outputs), again on the device (on the cpu that is the host
   // too), and the outputs copied back for the check. More than the host or the device has is an
   // error naming both numbers.
   template <class ShapeOf, class DTypeOf>
-  void admit_problem(Registry& registry, const TensorList& list, ShapeOf shape_of, DTypeOf dtype_of) const {
+  void admit_problem(Registry& registry, ShapeOf shape_of, DTypeOf dtype_of) const {
     std::uint64_t all = 0;
     std::uint64_t outputs = 0;
     bool overflow = false;
-    for (int i = 0; i < list.size(); ++i) {
-      if (left_out(list[i].name, spec)) continue;
+    for (const Field& f : S::fields) {
+      if (left_out(f, spec)) continue;
       std::uint64_t bytes = 0;
-      overflow |= __builtin_mul_overflow(static_cast<std::uint64_t>(shape_of(list[i].name).numel()),
-                                         element_size(dtype_of(list[i].name)), &bytes);
+      overflow |= __builtin_mul_overflow(static_cast<std::uint64_t>(shape_of(f).numel()), element_size(dtype_of(f)),
+                                         &bytes);
       overflow |= __builtin_add_overflow(all, bytes, &all);
-      if (list[i].role != Role::in) outputs += bytes;
+      if (f.role != Role::in) outputs += bytes;
     }
     const bool on_host = device.backend == kCpuBackendId;
     std::uint64_t host = 0;
     overflow |= __builtin_add_overflow(all, on_host ? all : outputs, &host);
-    const std::string what = fmt::format("{} of [{}] (inputs, outputs and the reference's copies)", op_.name(),
+    const std::string what = fmt::format("{} of [{}] (inputs, outputs and the reference's copies)", E::name,
                                          spec.shape.str());
     if (overflow) fail(ErrorKind::device, "{} needs more than 2^64 bytes", what);
     admit(registry.backend(kCpuBackendId), 0, registry.device_props(Device{}).memory_bytes, host, "the host", what);
@@ -256,60 +255,28 @@ class TypedProblem final : public ImplBase {
     }
   }
   Verdict run_variant(std::string_view variant, const ExecContext* ctx) override {
-    return reg->call_variant(op_, variant, dev_, ctx);
+    return reg->call_variant(E::op(), variant, dev_, ctx);
   }
-  void reference() override { ref_(host_); }
+  void reference() override { reference::kernel<E::id>::run(host_); }
 
  private:
-  const Op<Args>& op_;
-  void (*ref_)(const Args&);
   Args host_{};
   Args dev_{};
 };
 
-struct OpEntry {
-  const char* name;
-  std::unique_ptr<ImplBase> (*make)(Registry&, const ProblemSpec&, Device);
-};
-
-template <class Args, const Op<Args>& (*OpFn)(), void (*Ref)(const Args&)>
-std::unique_ptr<ImplBase> make(Registry& registry, const ProblemSpec& spec, Device device) {
-  auto p = std::make_unique<TypedProblem<Args>>(OpFn(), Ref);
-  p->build(registry, spec, device);
-  return p;
+// The one problem factory: the op of `spec.op`, by the manifest.
+std::unique_ptr<ImplBase> make(Registry& registry, const ProblemSpec& spec, Device device, const InputFill& fill) {
+  std::unique_ptr<ImplBase> made;
+  manifest::for_each_op([&](auto entry) {
+    using E = decltype(entry);
+    if (made != nullptr || spec.op != E::name) return;
+    auto p = std::make_unique<TypedProblem<E>>();
+    p->build(registry, spec, device, fill);
+    made = std::move(p);
+  });
+  if (made == nullptr) unknown_op(spec.op);
+  return made;
 }
-
-// Tour order.
-const std::vector<OpEntry>& entries() {
-  static const std::vector<OpEntry> table{
-      {"rms_norm.fwd", &make<RmsNormFwdArgs, &rms_norm_fwd_op, &reference::rms_norm_fwd>},
-      {"rms_norm.bwd", &make<RmsNormBwdArgs, &rms_norm_bwd_op, &reference::rms_norm_bwd>},
-      {"fused_add_rms_norm.fwd",
-       &make<FusedAddRmsNormFwdArgs, &fused_add_rms_norm_fwd_op, &reference::fused_add_rms_norm_fwd>},
-      {"fused_add_rms_norm.bwd",
-       &make<FusedAddRmsNormBwdArgs, &fused_add_rms_norm_bwd_op, &reference::fused_add_rms_norm_bwd>},
-      {"layer_norm.fwd", &make<LayerNormFwdArgs, &layer_norm_fwd_op, &reference::layer_norm_fwd>},
-      {"layer_norm.bwd", &make<LayerNormBwdArgs, &layer_norm_bwd_op, &reference::layer_norm_bwd>},
-      {"group_norm.fwd", &make<GroupNormFwdArgs, &group_norm_fwd_op, &reference::group_norm_fwd>},
-      {"group_norm.bwd", &make<GroupNormBwdArgs, &group_norm_bwd_op, &reference::group_norm_bwd>},
-      {"geglu.fwd", &make<GluFwdArgs, &geglu_fwd_op, &reference::geglu_fwd>},
-      {"geglu.bwd", &make<GluBwdArgs, &geglu_bwd_op, &reference::geglu_bwd>},
-      {"swiglu.fwd", &make<GluFwdArgs, &swiglu_fwd_op, &reference::swiglu_fwd>},
-      {"swiglu.bwd", &make<GluBwdArgs, &swiglu_bwd_op, &reference::swiglu_bwd>},
-  };
-  return table;
-}
-
-const OpEntry& entry(std::string_view op) {
-  for (const auto& e : entries()) {
-    if (op == e.name) return e;
-  }
-  std::string known;
-  for (const auto& e : entries()) known += (known.empty() ? "" : ", ") + std::string(e.name);
-  fail(ErrorKind::unsupported, "op '{}' is not defined; defined ops: {}", op, known);
-}
-
-std::string_view base_name(std::string_view op) { return op.substr(0, op.find('.')); }
 
 }  // namespace
 
@@ -365,28 +332,35 @@ std::string CheckReport::summary() const {
 }
 
 ProblemOptions problem_options(std::string_view op) {
-  entry(op);  // known?
-  const std::string_view base = base_name(op);
-  const bool norm = base != "geglu" && base != "swiglu";
-  const bool rms = base == "rms_norm" || base == "fused_add_rms_norm";
+  const manifest::OpInfo& info = known_op(op);
   ProblemOptions o;
-  o.wdtype = norm;
-  o.weight = norm;
-  o.bias = base == "layer_norm" || base == "group_norm";
-  o.eps = norm;
-  o.groups = base == "group_norm";
-  o.offset = rms;
-  o.casting = rms;
-  o.in_place = op.ends_with(".bwd");
-  if (base == "layer_norm") o.eps_default = LayerNormFwdArgs{}.eps;
-  if (base == "group_norm") o.eps_default = GroupNormFwdArgs{}.eps;
-  if (rms) o.eps_default = RmsNormFwdArgs{}.eps;
+  // What any direction of the op's base has: a backward problem's eps makes its statistics, and
+  // its weight dtype is its forward's.
+  manifest::for_each_op([&](auto entry) {
+    using E = decltype(entry);
+    using Args = typename E::Args;
+    if (E::base != info.base) return;
+    for (const Field& f : E::S::fields) {
+      o.wdtype |= f.kind == Kind::param;
+      o.weight |= f.when == When::weight;
+      o.bias |= f.when == When::bias;
+      if (E::name == op) o.in_place |= f.partner >= 0;
+    }
+    const Args defaults{};
+    if constexpr (requires { defaults.eps; }) {
+      o.eps = true;
+      o.eps_default = defaults.eps;
+    }
+    if constexpr (requires { defaults.offset; }) o.offset = true;
+    if constexpr (requires { defaults.casting; }) o.casting = true;
+    if constexpr (requires { defaults.num_groups; }) o.groups = true;
+  });
   return o;
 }
 
 std::vector<std::string> problem_ops() {
   std::vector<std::string> out;
-  for (const auto& e : entries()) out.emplace_back(e.name);
+  for (const auto& op : manifest::ops()) out.emplace_back(op.name);
   return out;
 }
 
@@ -413,8 +387,8 @@ struct Problem::Impl {
   std::unique_ptr<ImplBase> typed;
 };
 
-Problem::Problem(Registry& registry, const ProblemSpec& spec, Device device)
-    : impl_(std::make_unique<Impl>(Impl{entry(spec.op).make(registry, spec, device)})) {}
+Problem::Problem(Registry& registry, const ProblemSpec& spec, Device device, const InputFill& fill)
+    : impl_(std::make_unique<Impl>(Impl{make(registry, spec, device, fill)})) {}
 
 Problem::~Problem() = default;
 
@@ -445,6 +419,16 @@ void Problem::synchronize(const ExecContext* ctx) {
   p.reg->backend(p.device.backend).synchronize(p.device.index, stream);
 }
 
+std::vector<ProblemOutput> Problem::outputs() {
+  ImplBase& p = *impl_->typed;
+  synchronize();
+  std::vector<ProblemOutput> out;
+  for (const auto& slot : p.slots) {
+    if (slot.role != Role::in) out.push_back({slot.name, slot.dev->to(Device{}, *p.reg)});
+  }
+  return out;
+}
+
 CheckReport Problem::check() {
   ImplBase& p = *impl_->typed;
   synchronize();
@@ -457,7 +441,7 @@ CheckReport Problem::check() {
     if (slot.role == Role::in) continue;
     OutputCheck o;
     o.name = slot.name;
-    o.kind = output_kind(slot.name);
+    o.kind = slot.kind;
     o.dtype = slot.dev->dtype();
     o.tol = tolerance(o.kind, p.spec.dtype);
     o.tol.atol *= p.spec.tol_scale;
@@ -492,8 +476,9 @@ std::uint64_t Problem::bytes() const {
   const ProblemSpec& s = impl_->typed->spec;
   const std::string_view op = s.op;
   const ProblemOptions o = problem_options(op);
-  return bytes_moved(base_name(op), op.ends_with(".fwd") ? Direction::fwd : Direction::bwd, s.shape, s.dtype,
-                     s.wdtype, s.groups, o.weight && s.has_weight, o.bias && s.has_bias);
+  const manifest::OpInfo& info = known_op(op);
+  return bytes_moved(info.base, info.direction, s.shape, s.dtype, s.wdtype, s.groups, o.weight && s.has_weight,
+                     o.bias && s.has_bias);
 }
 
 }  // namespace opreg

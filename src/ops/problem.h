@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -83,12 +84,23 @@ struct CheckReport {
   std::string summary() const;
 };
 
+// Input values chosen by the caller instead of `values`: fill(tensor name, flat index) for every
+// element of every input but the statistics.
+using InputFill = std::function<double(std::string_view tensor, std::int64_t index)>;
+
+// One output, copied to the host.
+struct ProblemOutput {
+  std::string name;  // y, rstd, dx, dweight, ...
+  Tensor value;
+};
+
 class Problem {
  public:
   // Makes the inputs (statistics of backward problems come from the reference forward on the
-  // same inputs, as a framework would pass them) and the outputs on `device`. Throws
-  // opreg::Error for a spec the op's check refuses (same messages as the entry points).
-  Problem(Registry& registry, const ProblemSpec& spec, Device device);
+  // same inputs, as a framework would pass them) and the outputs on `device`, for any op of the
+  // manifest. Throws opreg::Error for a spec the op's check refuses (same messages as the entry
+  // points).
+  Problem(Registry& registry, const ProblemSpec& spec, Device device, const InputFill& fill = {});
   ~Problem();
   Problem(const Problem&) = delete;
   Problem& operator=(const Problem&) = delete;
@@ -104,6 +116,8 @@ class Problem {
   Verdict run_variant(std::string_view variant, const ExecContext* ctx = nullptr);
   // Waits for the device's work on `ctx`'s stream (or the default one).
   void synchronize(const ExecContext* ctx = nullptr);
+  // The outputs as they are now, copied to the host (after a synchronize), in the op's order.
+  std::vector<ProblemOutput> outputs();
   // Copies the outputs to the host and compares them with the reference.
   CheckReport check();
   // bytes_moved of this problem.
@@ -114,7 +128,7 @@ class Problem {
   std::unique_ptr<Impl> impl_;
 };
 
-// Op names known to the problem machinery ("rms_norm.fwd", ...), in tour order.
+// Every op of the manifest ("rms_norm.fwd", ...), in its order (the tour's).
 std::vector<std::string> problem_ops();
 
 // Which ProblemSpec fields an op uses (eps also shapes a backward problem: its statistics come

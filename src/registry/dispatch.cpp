@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <utility>
 
 #include "opreg/registry.h"
@@ -15,6 +16,7 @@ namespace opreg {
 
 using detail::BackendRecord;
 using detail::BackendTable;
+using detail::Forcing;
 using detail::join;
 using detail::RegistryCore;
 using detail::State;
@@ -156,8 +158,10 @@ namespace {
 
 struct Choice {
   const VariantEntry* variant = nullptr;
+  PlanData plan;                      // what the variant's supports() planned (empty: nothing)
   std::string how;                    // why this one
   std::vector<std::string> rejected;  // "name: reason"
+  std::string refused;                // a forced variant refused, and that is an error (a plugin's)
 };
 
 // Walks the variants in order (forced first), asking each `supports`. `strided` says which
@@ -171,10 +175,27 @@ Choice walk(const BackendTable& bt, const void* args, const DeviceProps& props, 
     c.rejected.push_back(fmt::format("{}: needs contiguous tensors ({})", v->info->name, strided));
     return true;
   };
-  if (bt.forced != nullptr) {
-    if (refuses_strides(bt.forced)) return c;
-    c.variant = bt.forced;
-    c.how = "forced by OPREG_FORCE_VARIANT (supports() not asked)";
+  if (const VariantEntry* v = bt.forced; v != nullptr) {
+    if (refuses_strides(v)) return c;
+    if (!v->supports || v->forcing == Forcing::skip_supports) {
+      c.variant = v;
+      c.how = "forced by OPREG_FORCE_VARIANT (supports() not asked)";
+      return c;
+    }
+    Verdict verdict = v->supports(args, props);
+    if (!verdict.ok && v->forcing == Forcing::refusal_is_error) {
+      c.refused = fmt::format("{} is forced by OPREG_FORCE_VARIANT but refuses this problem: {}", v->info->name,
+                              verdict.reason);
+      c.rejected.push_back(fmt::format("{}: {}", v->info->name, verdict.reason));
+      return c;
+    }
+    c.variant = v;
+    c.plan = verdict.plan;
+    c.how = verdict.ok ? fmt::format("forced by OPREG_FORCE_VARIANT; supports() accepted{}{}",
+                                     verdict.reason.empty() ? "" : ": ", verdict.reason)
+                       : fmt::format("forced by OPREG_FORCE_VARIANT past its supports(), which refused ({}): it runs "
+                                     "the plan it refused",
+                                     verdict.reason);
     return c;
   }
   for (const auto* v : bt.order) {
@@ -188,12 +209,24 @@ Choice walk(const BackendTable& bt, const void* args, const DeviceProps& props, 
       }
     }
     c.variant = v;
+    c.plan = verdict.plan;
     c.how = bt.order.size() == 1 ? "the only variant" : fmt::format("first accepted of {} by priority", bt.order.size());
     // An accepting supports() may say what it decided (the npu planner's tiling).
     if (!verdict.reason.empty()) c.how += fmt::format(": {}", verdict.reason);
     return c;
   }
   return c;
+}
+
+[[noreturn, gnu::noinline, gnu::cold]] void forced_refusal(const detail::OpDef& op, const Choice& c) {
+  fail(ErrorKind::unsupported, "{}: {}", op.name, c.refused);
+}
+
+// The plan of a choice, where a call reads it.
+const void* plan_into(const PlanData& plan, detail::PlanCopy& copy) {
+  if (plan.empty()) return nullptr;
+  std::memcpy(copy.words.data(), plan.bytes.data(), plan.size);
+  return copy.words.data();
 }
 
 std::string strided_of(const detail::OpDef& op, const void* args, const CallSite& site) {
@@ -291,10 +324,12 @@ inline KernelContext kernel_context(Registry& r, const State& s, const BackendRe
 [[gnu::noinline]] detail::Lookup choose_on_miss(RegistryCore& core, const Registry& reg, const State& s,
                                                 const detail::OpDef& op, const void* args, const CallSite& site,
                                                 const BackendTable& bt, const BackendRecord& be, const ProblemKey& key,
-                                                std::uint64_t hash, detail::ChoiceCache* cache) {
+                                                std::uint64_t hash, detail::ChoiceCache* cache,
+                                                detail::PlanCopy& plan) {
   core.misses.fetch_add(1, std::memory_order_relaxed);
   const Device device = site.device;
   Choice c = walk(bt, args, be.props[static_cast<std::size_t>(device.index)], strided_of(op, args, site));
+  if (!c.refused.empty()) forced_refusal(op, c);
   const KernelContext* ready = c.variant != nullptr ? bt.ready(c.variant, device.index) : nullptr;
   if (!key.overflow) {
     if (cache == nullptr) {
@@ -305,7 +340,7 @@ inline KernelContext kernel_context(Registry& r, const State& s, const BackendRe
         delete fresh;  // another thread made it; `cache` now holds theirs
       }
     }
-    cache->insert(key, hash, c.variant, ready);
+    cache->insert(key, hash, c.variant, ready, c.plan);
   }
   if (s.config.verbose >= 1 && c.variant != nullptr) {
     std::vector<std::uint64_t> seen_key(key.words.begin(), key.words.begin() + key.size);
@@ -328,23 +363,24 @@ inline KernelContext kernel_context(Registry& r, const State& s, const BackendRe
       }
     }
   }
-  return {true, c.variant, ready};
+  return {true, c.variant, ready, plan_into(c.plan, plan)};
 }
 
 // The choice of the problem `site` and `args` make, with its ready context: from the cache, else
 // by choose_on_miss.
 [[gnu::noinline]] detail::Lookup cached_choice(RegistryCore& core, const Registry& reg, const State& s,
                                                const detail::OpDef& op, const void* args, const CallSite& site,
-                                               const BackendTable& bt, const BackendRecord& be) {
+                                               const BackendTable& bt, const BackendRecord& be,
+                                               detail::PlanCopy& plan) {
   ProblemKey key;
   build_key(op, args, site, key);
   const std::uint64_t hash = key.hash();
   detail::ChoiceCache* cache = bt.cache.load(std::memory_order_acquire);
   if (cache != nullptr && !key.overflow) {
-    const detail::Lookup hit = cache->find(key, hash);
+    const detail::Lookup hit = cache->find(key, hash, plan);
     if (hit.hit) return hit;
   }
-  return choose_on_miss(core, reg, s, op, args, site, bt, be, key, hash, cache);
+  return choose_on_miss(core, reg, s, op, args, site, bt, be, key, hash, cache, plan);
 }
 
 // Cold: no variant of the device's backend accepted the problem. Uses the State the call
@@ -405,21 +441,24 @@ inline KernelContext kernel_context(Registry& r, const State& s, const BackendRe
   const BackendTable* bt = table_for(s, op, device);
   const VariantEntry* v = nullptr;
   const KernelContext* ready = nullptr;
+  const void* plan = nullptr;
+  detail::PlanCopy plan_copy;
   if (bt != nullptr) {
     if (site.strided < 0 && bt->fast != nullptr) {
       v = bt->fast;
       if (bt->fast_contexts != nullptr) ready = &bt->fast_contexts[static_cast<std::size_t>(device.index)];
     } else {
-      const detail::Lookup choice = cached_choice(core, reg, s, op, args, site, *bt, *be);
+      const detail::Lookup choice = cached_choice(core, reg, s, op, args, site, *bt, *be, plan_copy);
       v = choice.choice;
       ready = choice.ready;
+      plan = choice.plan;
     }
   }
   if (v == nullptr) return fall_back(reg, core, s, op, args, ctx, site, *be, bt);
   if (ready != nullptr && (ctx == nullptr || ctx->stream == nullptr)) {
-    v->invoke(v->run.get(), args, *ready);
+    v->invoke(v->run.get(), args, *ready, plan);
   } else {
-    v->invoke(v->run.get(), args, kernel_context(reg, s, *be, device, *v, ctx));
+    v->invoke(v->run.get(), args, kernel_context(reg, s, *be, device, *v, ctx), plan);
   }
   return {v->info, false};
 }
@@ -438,7 +477,7 @@ DispatchResult detail::dispatch_after_check(Registry& registry, const OpDef& op,
 void detail::run_on_stream(const VariantEntry& v, const void* args, const KernelContext& ready, void* stream) {
   KernelContext on_stream = ready;
   on_stream.stream = stream;
-  v.invoke(v.run.get(), args, on_stream);
+  v.invoke(v.run.get(), args, on_stream, nullptr);
 }
 
 const VariantInfo* Registry::choose_erased(const detail::OpDef& op, const void* args, std::string* why) const {
@@ -454,7 +493,7 @@ const VariantInfo* Registry::choose_erased(const detail::OpDef& op, const void* 
   Choice c = walk(*bt, args, s.backends[device.backend]->props[static_cast<std::size_t>(device.index)],
                   strided_of(op, args, site));
   if (why != nullptr) {
-    *why = c.how;
+    *why = c.refused.empty() ? c.how : c.refused;
     for (const auto& r : c.rejected) *why += (why->empty() ? "" : "; ") + ("rejected " + r);
     if (c.variant == nullptr && site.strided >= 0) *why += "; " + contiguous_fix(*this, op, args, site.strided);
   }
@@ -501,11 +540,14 @@ Verdict Registry::call_variant_erased(const detail::OpDef& op, std::string_view 
                                        contiguous_fix(*this, op, args, site.strided)));
   }
   const BackendRecord& be = *s.backends[device.backend];
+  PlanData plan;
   if (v->supports) {
     Verdict verdict = v->supports(args, be.props[static_cast<std::size_t>(device.index)]);
     if (!verdict.ok) return verdict;
+    plan = verdict.plan;
   }
-  v->invoke(v->run.get(), args, kernel_context(*this, s, be, device, *v, ctx));
+  detail::PlanCopy plan_copy;
+  v->invoke(v->run.get(), args, kernel_context(*this, s, be, device, *v, ctx), plan_into(plan, plan_copy));
   return Verdict::accept();
 }
 

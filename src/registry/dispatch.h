@@ -32,7 +32,7 @@ void run_on_stream(const VariantEntry& v, const void* args, const KernelContext&
       const VariantEntry& v = *bt->fast;
       const KernelContext& ready = bt->fast_contexts[static_cast<std::size_t>(device.index)];
       if (ctx == nullptr || ctx->stream == nullptr) [[likely]] {
-        v.invoke(v.run.get(), args, ready);
+        v.invoke(v.run.get(), args, ready, nullptr);
       } else {
         run_on_stream(v, args, ready, ctx->stream);
       }

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "opreg/dlpack.h"
+#include "ops/manifest.h"
 #include "opreg/ops.h"
 #include "registry/fail.h"
 #include "registry/quote.h"
@@ -80,7 +81,7 @@ class Views {
 
  private:
   const Registry& registry_;
-  std::array<DLTensor, 8> views_;
+  std::array<DLTensor, manifest::kMaxTensors> views_;
   int n_ = 0;
 };
 
@@ -93,44 +94,27 @@ std::int32_t casting_of(Casting c) {
   return OPREG_CASTING_LLAMA;
 }
 
-// ---- One conversion per argument struct, field by field as plugin.h mirrors ops.h.
+// ---- One conversion per argument struct, expanded from the manifest member by member, as
+// plugin.h's C mirrors are.
 
-void convert(const RmsNormFwdArgs& a, opreg_rms_norm_fwd_args& c, Views& v) {
-  c.x = v(a.x), c.weight = v(a.weight), c.y = v(a.y), c.rstd = v(a.rstd);
-  c.eps = a.eps, c.offset = a.offset, c.casting = casting_of(a.casting);
-}
-void convert(const RmsNormBwdArgs& a, opreg_rms_norm_bwd_args& c, Views& v) {
-  c.dy = v(a.dy), c.x = v(a.x), c.weight = v(a.weight), c.rstd = v(a.rstd), c.dx = v(a.dx);
-  c.dweight = v(a.dweight), c.offset = a.offset, c.casting = casting_of(a.casting);
-}
-void convert(const FusedAddRmsNormFwdArgs& a, opreg_fused_add_rms_norm_fwd_args& c, Views& v) {
-  c.x = v(a.x), c.residual = v(a.residual), c.weight = v(a.weight), c.y = v(a.y), c.s = v(a.s);
-  c.rstd = v(a.rstd), c.eps = a.eps, c.offset = a.offset, c.casting = casting_of(a.casting);
-}
-void convert(const FusedAddRmsNormBwdArgs& a, opreg_fused_add_rms_norm_bwd_args& c, Views& v) {
-  c.dy = v(a.dy), c.ds_out = v(a.ds_out), c.s = v(a.s), c.weight = v(a.weight), c.rstd = v(a.rstd);
-  c.dx = v(a.dx), c.dweight = v(a.dweight), c.offset = a.offset, c.casting = casting_of(a.casting);
-}
-void convert(const LayerNormFwdArgs& a, opreg_layer_norm_fwd_args& c, Views& v) {
-  c.x = v(a.x), c.weight = v(a.weight), c.bias = v(a.bias), c.y = v(a.y), c.mean = v(a.mean);
-  c.rstd = v(a.rstd), c.eps = a.eps;
-}
-void convert(const LayerNormBwdArgs& a, opreg_layer_norm_bwd_args& c, Views& v) {
-  c.dy = v(a.dy), c.x = v(a.x), c.weight = v(a.weight), c.mean = v(a.mean), c.rstd = v(a.rstd);
-  c.dx = v(a.dx), c.dweight = v(a.dweight), c.dbias = v(a.dbias);
-}
-void convert(const GroupNormFwdArgs& a, opreg_group_norm_fwd_args& c, Views& v) {
-  c.x = v(a.x), c.weight = v(a.weight), c.bias = v(a.bias), c.y = v(a.y), c.mean = v(a.mean);
-  c.rstd = v(a.rstd), c.num_groups = a.num_groups, c.eps = a.eps;
-}
-void convert(const GroupNormBwdArgs& a, opreg_group_norm_bwd_args& c, Views& v) {
-  c.dy = v(a.dy), c.x = v(a.x), c.weight = v(a.weight), c.mean = v(a.mean), c.rstd = v(a.rstd);
-  c.dx = v(a.dx), c.dweight = v(a.dweight), c.dbias = v(a.dbias), c.num_groups = a.num_groups;
-}
-void convert(const GluFwdArgs& a, opreg_glu_fwd_args& c, Views& v) { c.a = v(a.a), c.b = v(a.b), c.c = v(a.c); }
-void convert(const GluBwdArgs& a, opreg_glu_bwd_args& c, Views& v) {
-  c.dc = v(a.dc), c.a = v(a.a), c.b = v(a.b), c.da = v(a.da), c.db = v(a.db);
-}
+#define OPREG_CONVERT_TENSOR_(name, role, kind, when, partner) c.name = v(a.name);
+#define OPREG_CONVERT_f64_(name) c.name = a.name;
+#define OPREG_CONVERT_i64_(name) c.name = a.name;
+#define OPREG_CONVERT_casting_(name) c.name = casting_of(a.name);
+#define OPREG_CONVERT_pad32_(name)
+#define OPREG_CONVERT_SCALAR_(type, name, value, key) OPREG_CONVERT_##type##_(name)
+#define OPREG_CONVERT_(Name, c_name, family, FIELDS)        \
+  void convert(const Name& a, c_name& c, Views& v) {       \
+    FIELDS(OPREG_CONVERT_TENSOR_, OPREG_CONVERT_SCALAR_)   \
+  }
+OPREG_ARG_STRUCTS(OPREG_CONVERT_)
+#undef OPREG_CONVERT_
+#undef OPREG_CONVERT_SCALAR_
+#undef OPREG_CONVERT_pad32_
+#undef OPREG_CONVERT_casting_
+#undef OPREG_CONVERT_i64_
+#undef OPREG_CONVERT_f64_
+#undef OPREG_CONVERT_TENSOR_
 
 template <class CArgs, class Args>
 CArgs c_args(const Args& args, Views& views) {
@@ -163,7 +147,7 @@ void* workspace(const opreg_kernel_context* ctx, std::size_t bytes) {
 
 template <class Args, class CArgs>
 struct Mirror {
-  static void invoke(const void* kernel, const void* args, const KernelContext& kc) {
+  static void invoke(const void* kernel, const void* args, const KernelContext& kc, const void* /*plan*/) {
     const auto& k = *static_cast<const CKernel*>(kernel);
     Views views(*kc.registry);
     const CArgs c = c_args<CArgs>(*static_cast<const Args*>(args), views);
@@ -204,7 +188,7 @@ struct Mirror {
 struct MirrorEntry {
   const char* op;
   const OpDef& (*def)();
-  void (*invoke)(const void*, const void*, const KernelContext&);
+  void (*invoke)(const void*, const void*, const KernelContext&, const void*);
   Verdict (*supports)(const CKernel&, const void*, const DeviceProps&);
 };
 
@@ -214,22 +198,13 @@ constexpr MirrorEntry mirror(const char* name) {
           &Mirror<Args, CArgs>::supports};
 }
 
+// Every op of the manifest, with its C struct.
 constexpr MirrorEntry kMirrors[] = {
-    mirror<RmsNormFwdArgs, opreg_rms_norm_fwd_args, &rms_norm_fwd_op>("rms_norm.fwd"),
-    mirror<RmsNormBwdArgs, opreg_rms_norm_bwd_args, &rms_norm_bwd_op>("rms_norm.bwd"),
-    mirror<FusedAddRmsNormFwdArgs, opreg_fused_add_rms_norm_fwd_args, &fused_add_rms_norm_fwd_op>(
-        "fused_add_rms_norm.fwd"),
-    mirror<FusedAddRmsNormBwdArgs, opreg_fused_add_rms_norm_bwd_args, &fused_add_rms_norm_bwd_op>(
-        "fused_add_rms_norm.bwd"),
-    mirror<LayerNormFwdArgs, opreg_layer_norm_fwd_args, &layer_norm_fwd_op>("layer_norm.fwd"),
-    mirror<LayerNormBwdArgs, opreg_layer_norm_bwd_args, &layer_norm_bwd_op>("layer_norm.bwd"),
-    mirror<GroupNormFwdArgs, opreg_group_norm_fwd_args, &group_norm_fwd_op>("group_norm.fwd"),
-    mirror<GroupNormBwdArgs, opreg_group_norm_bwd_args, &group_norm_bwd_op>("group_norm.bwd"),
-    mirror<GegluFwdArgs, opreg_geglu_fwd_args, &geglu_fwd_op>("geglu.fwd"),
-    mirror<GegluBwdArgs, opreg_geglu_bwd_args, &geglu_bwd_op>("geglu.bwd"),
-    mirror<SwigluFwdArgs, opreg_swiglu_fwd_args, &swiglu_fwd_op>("swiglu.fwd"),
-    mirror<SwigluBwdArgs, opreg_swiglu_bwd_args, &swiglu_bwd_op>("swiglu.bwd"),
+#define OPREG_MIRROR_(ident, base, direction, Args, c_args) mirror<Args, c_args, &ident##_op>(#base "." #direction),
+    OPREG_OPS(OPREG_MIRROR_)
+#undef OPREG_MIRROR_
 };
+static_assert(std::size(kMirrors) == static_cast<std::size_t>(manifest::kOpCount));
 
 }  // namespace
 
@@ -273,6 +248,7 @@ ErasedVariant c_variant(const Registry& registry, const opreg_variant_desc& desc
   v.user = desc.user;
   v.strided = desc.strided != 0;
   v.plugin = plugin;
+  v.forcing = Forcing::refusal_is_error;  // a plugin is never handed a problem it refused
   return v;
 }
 

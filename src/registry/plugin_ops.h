@@ -1,4 +1,4 @@
-// The bridge between the twelve ops' C++ argument structs and their C mirrors in
+// The bridge between the ops' C++ argument structs and their C mirrors in
 // include/opreg/plugin.h: a C kernel registered by a plugin becomes an ordinary erased variant
 // whose run and supports convert the arguments (tensors as non-owning DLTensor views) and call
 // the plugin's functions.

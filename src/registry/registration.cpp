@@ -175,6 +175,7 @@ Registration Registry::add_variant_erased(detail::ErasedVariant v, RegisterOptio
   e->run = std::move(v.run);
   e->invoke = v.invoke;
   e->user = v.user;
+  e->forcing = v.forcing;
 
   detail::WriteLock lock(*core_);
   const std::vector<std::string> known = backend_names(core_->backends);
@@ -209,6 +210,10 @@ Registration Registry::add_variant_erased(detail::ErasedVariant v, RegisterOptio
   handle.kind_ = Registration::Kind::variant;
   handle.token_ = token;
   return handle;
+}
+
+void detail::ListAccess::add(Registry& registry, ErasedVariant variant, const char* file, int line) {
+  registry.add_variant_erased(std::move(variant), {}, file, line).release();
 }
 
 std::optional<BackendId> Registry::find_backend(std::string_view name) const {

@@ -136,8 +136,9 @@ std::shared_ptr<const OpTable> RegistryCore::build_op_table(int op_id, const Sta
     // The choice needs no cache when it cannot depend on the problem; at OPREG_VERBOSE >= 1 the
     // cache path is kept so that the first dispatch of each problem is logged.
     if (s.config.verbose == 0) {
+      // A forced variant that plans (or whose refusals count) still asks its supports() per problem.
       if (bt->forced != nullptr) {
-        bt->fast = bt->forced;
+        if (!bt->forced->supports || bt->forced->forcing == Forcing::skip_supports) bt->fast = bt->forced;
       } else if (!bt->order.empty() && !bt->order.front()->supports) {
         bt->fast = bt->order.front();
       }

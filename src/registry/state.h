@@ -15,6 +15,7 @@
 #include <array>
 #include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -29,13 +30,16 @@
 
 namespace opreg::detail {
 
+inline constexpr int kPlanWords = static_cast<int>(kPlanBytes / 8);
+
 struct VariantEntry {
   const VariantInfo* info = nullptr;  // interned: lives as long as the registry (RegistryCore::intern)
   const OpDef* op = nullptr;
   Function<Verdict(const void*, const DeviceProps&)> supports;
   std::shared_ptr<const void> run;
-  void (*invoke)(const void* run, const void* args, const KernelContext& ctx) = nullptr;
+  void (*invoke)(const void* run, const void* args, const KernelContext& ctx, const void* plan) = nullptr;
   void* user = nullptr;
+  Forcing forcing = Forcing::skip_supports;
   std::uint64_t token = 0;
   std::uint64_t order = 0;  // ties in priority: an override keeps the place of what it shadows
 };
@@ -61,12 +65,21 @@ struct CacheSlot {
   std::array<std::atomic<std::uint64_t>, kKeyWords> words{};
   std::atomic<const VariantEntry*> choice{nullptr};  // nullptr: no variant accepted
   std::atomic<const KernelContext*> ready{nullptr};  // the choice's on the key's device
+  std::atomic<int> plan_words{0};                     // the choice's plan (0: none)
+  std::array<std::atomic<std::uint64_t>, kPlanWords> plan{};
 };
 
 struct Lookup {
   bool hit = false;
   const VariantEntry* choice = nullptr;
   const KernelContext* ready = nullptr;
+  const void* plan = nullptr;  // into the caller's PlanCopy, or nullptr
+};
+
+// A plan copied out of the cache (or made by a miss) for one call.
+struct PlanCopy {
+  alignas(8) std::array<std::uint64_t, kPlanWords> words;
+  PlanCopy() {}  // words stay uninitialised: only the plan's are written and read
 };
 
 struct ChoiceCache {
@@ -75,7 +88,7 @@ struct ChoiceCache {
   std::array<CacheSlot, kSlots> slots;
   static std::size_t index(std::uint64_t hash) { return static_cast<std::size_t>(hash >> (64 - kSlotBits)); }
 
-  Lookup find(const ProblemKey& key, std::uint64_t hash) const {
+  Lookup find(const ProblemKey& key, std::uint64_t hash, PlanCopy& plan) const {
     const CacheSlot& slot = slots[index(hash)];
     const std::uint64_t s1 = slot.seq.load(std::memory_order_acquire);
     if (s1 == 0 || (s1 & 1U) != 0) return {};
@@ -90,12 +103,17 @@ struct ChoiceCache {
     }
     const VariantEntry* choice = slot.choice.load(std::memory_order_relaxed);
     const KernelContext* ready = slot.ready.load(std::memory_order_relaxed);
+    const int words = slot.plan_words.load(std::memory_order_relaxed);
+    for (int i = 0; i < words && i < kPlanWords; ++i) {
+      plan.words[static_cast<std::size_t>(i)] = slot.plan[static_cast<std::size_t>(i)].load(std::memory_order_relaxed);
+    }
     std::atomic_thread_fence(std::memory_order_acquire);
     if (!same || slot.seq.load(std::memory_order_relaxed) != s1) return {};
-    return {true, choice, ready};
+    return {true, choice, ready, words > 0 ? plan.words.data() : nullptr};
   }
 
-  void insert(const ProblemKey& key, std::uint64_t hash, const VariantEntry* choice, const KernelContext* ready) {
+  void insert(const ProblemKey& key, std::uint64_t hash, const VariantEntry* choice, const KernelContext* ready,
+              const PlanData& plan) {
     CacheSlot& slot = slots[index(hash)];
     std::uint64_t s = slot.seq.load(std::memory_order_relaxed);
     if ((s & 1U) != 0 || !slot.seq.compare_exchange_strong(s, s + 1, std::memory_order_acquire)) return;
@@ -107,6 +125,13 @@ struct ChoiceCache {
     }
     slot.choice.store(choice, std::memory_order_relaxed);
     slot.ready.store(ready, std::memory_order_relaxed);
+    const int words = static_cast<int>((plan.size + 7) / 8);
+    slot.plan_words.store(words, std::memory_order_relaxed);
+    for (int i = 0; i < words; ++i) {
+      std::uint64_t w;
+      std::memcpy(&w, plan.bytes.data() + 8 * i, sizeof w);
+      slot.plan[static_cast<std::size_t>(i)].store(w, std::memory_order_relaxed);
+    }
     slot.seq.store(s + 2, std::memory_order_release);
   }
 };

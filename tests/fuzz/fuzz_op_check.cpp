@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "fuzz_support.h"
+#include "ops/manifest.h"
 #include "opreg/ops.h"
 
 namespace {
@@ -77,19 +78,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::vector<Tensor> pool;
   const int tensors = in.ConsumeIntegralInRange(1, 8);
   for (int i = 0; i < tensors; ++i) pool.push_back(random_tensor(in, devices));
-  switch (in.ConsumeIntegralInRange(0, 11)) {
-    case 0: check_op(in, rms_norm_fwd_op(), pool); break;
-    case 1: check_op(in, rms_norm_bwd_op(), pool); break;
-    case 2: check_op(in, fused_add_rms_norm_fwd_op(), pool); break;
-    case 3: check_op(in, fused_add_rms_norm_bwd_op(), pool); break;
-    case 4: check_op(in, layer_norm_fwd_op(), pool); break;
-    case 5: check_op(in, layer_norm_bwd_op(), pool); break;
-    case 6: check_op(in, group_norm_fwd_op(), pool); break;
-    case 7: check_op(in, group_norm_bwd_op(), pool); break;
-    case 8: check_op(in, geglu_fwd_op(), pool); break;
-    case 9: check_op(in, geglu_bwd_op(), pool); break;
-    case 10: check_op(in, swiglu_fwd_op(), pool); break;
-    default: check_op(in, swiglu_bwd_op(), pool); break;
-  }
+  manifest::visit_op(in.ConsumeIntegralInRange(0, manifest::kOpCount - 1),
+                     [&](auto entry) { check_op(in, entry.op(), pool); });
   return 0;
 }

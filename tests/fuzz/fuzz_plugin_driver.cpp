@@ -126,9 +126,12 @@ std::int32_t run(void*, const void*, const opreg_kernel_context* ctx, char* mess
   return OPREG_OK;
 }
 
-const char* const kOps[] = {"rms_norm.fwd",   "rms_norm.bwd",   "fused_add_rms_norm.fwd", "fused_add_rms_norm.bwd",
-                            "layer_norm.fwd", "layer_norm.bwd", "group_norm.fwd",         "group_norm.bwd",
-                            "geglu.fwd",      "geglu.bwd",      "swiglu.fwd",             "swiglu.bwd"};
+// Every op of the manifest (include/opreg/op_manifest.h, which plugin.h includes), by name.
+const char* const kOps[] = {
+#define OPREG_FUZZ_OP_NAME_(ident, base, direction, Args, c_args) #base "." #direction,
+    OPREG_OPS(OPREG_FUZZ_OP_NAME_)
+#undef OPREG_FUZZ_OP_NAME_
+};
 
 // Strings and arrays a registration points to; they outlive the call that passes them.
 struct Storage {

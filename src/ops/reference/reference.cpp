@@ -423,19 +423,47 @@ void geglu_bwd(const GegluBwdArgs& args) { glu_bwd(args, gelu_tanh); }
 void swiglu_fwd(const SwigluFwdArgs& args) { glu_fwd(args, silu); }
 void swiglu_bwd(const SwigluBwdArgs& args) { glu_bwd(args, silu); }
 
+namespace {
+
+// The forward output a statistics run writes and nobody reads: host memory of its own, so that
+// no registry is involved.
+class Discard {
+ public:
+  explicit Discard(const Tensor& like)
+      : bytes_((static_cast<std::size_t>(like.numel()) * element_size(like.dtype()) + 7) / 8 + 1),
+        tensor_(Tensor::wrap(static_cast<void*>(bytes_.data()), like.shape(), like.dtype())) {}
+  const Tensor& operator*() const { return tensor_; }
+
+ private:
+  std::vector<std::uint64_t> bytes_;
+  Tensor tensor_;
+};
+
+}  // namespace
+
+void statistics(const RmsNormBwdArgs& a, double eps) {
+  const Discard y(a.x);
+  rms_norm_fwd({a.x, a.weight, *y, a.rstd, eps, a.offset, a.casting});
+}
+void statistics(const FusedAddRmsNormBwdArgs& a, double eps) {
+  const Discard y(a.s);
+  rms_norm_fwd({a.s, a.weight, *y, a.rstd, eps, a.offset, a.casting});
+}
+// The statistics do not depend on the bias, so the forward that makes them takes none.
+void statistics(const LayerNormBwdArgs& a, double eps) {
+  const Discard y(a.x);
+  layer_norm_fwd({a.x, a.weight, Tensor{}, *y, a.mean, a.rstd, eps});
+}
+void statistics(const GroupNormBwdArgs& a, double eps) {
+  const Discard y(a.x);
+  group_norm_fwd({a.x, a.weight, Tensor{}, *y, a.mean, a.rstd, a.num_groups, eps});
+}
+
 void register_variants(Registry& registry) {
-  add_ref(registry, rms_norm_fwd_op(), rms_norm_fwd);
-  add_ref(registry, rms_norm_bwd_op(), rms_norm_bwd);
-  add_ref(registry, fused_add_rms_norm_fwd_op(), fused_add_rms_norm_fwd);
-  add_ref(registry, fused_add_rms_norm_bwd_op(), fused_add_rms_norm_bwd);
-  add_ref(registry, layer_norm_fwd_op(), layer_norm_fwd);
-  add_ref(registry, layer_norm_bwd_op(), layer_norm_bwd);
-  add_ref(registry, group_norm_fwd_op(), group_norm_fwd);
-  add_ref(registry, group_norm_bwd_op(), group_norm_bwd);
-  add_ref(registry, geglu_fwd_op(), geglu_fwd);
-  add_ref(registry, geglu_bwd_op(), geglu_bwd);
-  add_ref(registry, swiglu_fwd_op(), swiglu_fwd);
-  add_ref(registry, swiglu_bwd_op(), swiglu_bwd);
+  manifest::for_each_op([&](auto entry) {
+    using E = decltype(entry);
+    add_ref(registry, E::op(), kernel<E::id>::run);
+  });
 }
 
 }  // namespace opreg::reference

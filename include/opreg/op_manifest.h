@@ -1,0 +1,168 @@
+/* The op manifest: every built-in op direction declared once. Plain preprocessor lists, so that
+ * the C++ API (opreg/ops.h: the argument structs, op handles and entry points) and the C plugin
+ * interface (opreg/plugin.h: the structs' C mirrors) are both expanded from here, and so is
+ * everything inside the library that lists ops (src/ops/manifest.h: checks' tensor lists, the
+ * byte model, the problem factory, the plugin conversions, the reference variants, the fuzzers'
+ * ranges). docs/adding-an-op.md walks through adding one.
+ *
+ * OPREG_ARG_STRUCTS(S) lists the argument structs as S(CxxName, c_name, family, FIELDS):
+ * - family: how the op sees its tensors (src/ops/families.h): row_norm (x is rows x hidden,
+ *   statistics per row, parameters of hidden), layer_norm (the same, with a mean), group_norm
+ *   (x is (N, C, spatial...), statistics per (n, group), parameters of C), glu (elementwise,
+ *   every tensor one shape).
+ * - FIELDS(T, S) lists the members in order (the C mirror keeps the order):
+ *   T(name, role, kind, when, partner) a tensor:
+ *     role    in | out
+ *     kind    act (x's shape and dtype), param (weight-sized, the weight's dtype: the weight, the
+ *             bias and their gradients), stat (f32 statistics: per row, or per (n, group))
+ *     when    always | weight (present exactly when the weight is: weight, dweight) | bias
+ *             (optional on its own: bias, dbias)
+ *     partner the input this output may be exactly (its in-place form), or none
+ *   S(type, name, default, key) a scalar: type f64 | i64 | casting | pad32 (C-only padding);
+ *     key: whether the choice of a variant may depend on it (key) or not (nokey).
+ * OPREG_ARG_ALIASES(A) lists names that other ops give a shared struct, as
+ *   A(CxxAlias, CxxName, c_alias, c_name).
+ * OPREG_OPS(OP) lists the op directions, in the order docs and tools list them, as
+ *   OP(ident, base, direction, CxxArgs, c_args): the op `base.direction` ("rms_norm.fwd"), its
+ *   handle ident_op(), entry point ident(), reference reference::ident(), C struct c_args.
+ *
+ * Inputs come before outputs in every struct; statistics are f32; an absent optional tensor is an
+ * undefined Tensor in C++ and NULL in C. Math, dtype pairs and in-place rules: docs/ops.md. */
+#ifndef OPREG_OP_MANIFEST_H
+#define OPREG_OP_MANIFEST_H
+
+/* ---- rms_norm: y = x * rstd * (offset + w), rstd = 1 / sqrt(mean(x^2) + eps) per row. */
+#define OPREG_FIELDS_RMS_NORM_FWD(T, S)                                                       \
+  T(x, in, act, always, none)         /* (..., H) */                                          \
+  T(weight, in, param, weight, none)  /* (H); optional: y = x * rstd (and offset must be 0) */ \
+  T(y, out, act, always, none)        /* like x */                                            \
+  T(rstd, out, stat, always, none)    /* f32 (rows) */                                        \
+  S(f64, eps, 1e-6, nokey)                                                                    \
+  S(f64, offset, 0.0, nokey)                                                                  \
+  S(casting, casting, llama, key) /* where the result rounds to x's dtype (Casting) */         \
+  S(pad32, reserved_int, 0, nokey)
+
+#define OPREG_FIELDS_RMS_NORM_BWD(T, S)                                                 \
+  T(dy, in, act, always, none)         /* like x */                                     \
+  T(x, in, act, always, none)          /* (..., H) */                                   \
+  T(weight, in, param, weight, none)   /* (H); optional */                              \
+  T(rstd, in, stat, always, none)      /* f32 (rows), from the forward */               \
+  T(dx, out, act, always, dy)          /* like x; may be dy itself (in place) */        \
+  T(dweight, out, param, weight, none) /* like weight; undefined exactly when weight is */ \
+  S(f64, offset, 0.0, nokey)                                                            \
+  S(casting, casting, llama, key)                                                       \
+  S(pad32, reserved_int, 0, nokey)
+
+/* ---- fused_add_rms_norm: s = x + residual (rounded to x's dtype), y = rms_norm(s). */
+#define OPREG_FIELDS_FUSED_ADD_RMS_NORM_FWD(T, S)                                        \
+  T(x, in, act, always, none)        /* (..., H) */                                     \
+  T(residual, in, act, always, none) /* like x */                                       \
+  T(weight, in, param, weight, none) /* (H); optional: y = s * rstd (and offset must be 0) */ \
+  T(y, out, act, always, none)       /* like x */                                       \
+  T(s, out, act, always, none)       /* like x, the new residual */                     \
+  T(rstd, out, stat, always, none)   /* f32 (rows) */                                   \
+  S(f64, eps, 1e-6, nokey)                                                              \
+  S(f64, offset, 0.0, nokey)                                                            \
+  S(casting, casting, llama, key)                                                       \
+  S(pad32, reserved_int, 0, nokey)
+
+#define OPREG_FIELDS_FUSED_ADD_RMS_NORM_BWD(T, S)                                                    \
+  T(dy, in, act, always, none)         /* like s */                                                  \
+  T(ds_out, in, act, always, none)     /* like s: the gradient flowing into the new residual */     \
+  T(s, in, act, always, none)          /* (..., H), from the forward */                              \
+  T(weight, in, param, weight, none)   /* (H); optional */                                           \
+  T(rstd, in, stat, always, none)      /* f32 (rows) */                                              \
+  T(dx, out, act, always, dy)          /* like s; the gradient of x and of residual; may be dy */    \
+  T(dweight, out, param, weight, none) /* like weight; undefined exactly when weight is */           \
+  S(f64, offset, 0.0, nokey)                                                                         \
+  S(casting, casting, llama, key)                                                                    \
+  S(pad32, reserved_int, 0, nokey)
+
+/* ---- layer_norm: y = (x - mean) * rstd * w + b. */
+#define OPREG_FIELDS_LAYER_NORM_FWD(T, S)                                                         \
+  T(x, in, act, always, none)        /* (..., H) */                                               \
+  T(weight, in, param, weight, none) /* (H); optional (ones) */                                   \
+  T(bias, in, param, bias, none)     /* (H), the weight's dtype (without one: x's or f32); optional */ \
+  T(y, out, act, always, none)       /* like x */                                                 \
+  T(mean, out, stat, always, none)   /* f32 (rows) */                                             \
+  T(rstd, out, stat, always, none)   /* f32 (rows) */                                             \
+  S(f64, eps, 1e-5, nokey)           /* torch.nn.LayerNorm's default */
+
+#define OPREG_FIELDS_LAYER_NORM_BWD(T, S)                                                         \
+  T(dy, in, act, always, none)         /* like x */                                               \
+  T(x, in, act, always, none)          /* (..., H) */                                             \
+  T(weight, in, param, weight, none)   /* (H); optional */                                        \
+  T(mean, in, stat, always, none)      /* f32 (rows) */                                           \
+  T(rstd, in, stat, always, none)      /* f32 (rows) */                                           \
+  T(dx, out, act, always, dy)          /* like x; may be dy itself */                             \
+  T(dweight, out, param, weight, none) /* like weight; undefined exactly when weight is */        \
+  T(dbias, out, param, bias, none)     /* like weight (without one: x's dtype or f32); optional */
+
+/* ---- group_norm: statistics per (n, group) over C / num_groups channels x spatial. */
+#define OPREG_FIELDS_GROUP_NORM_FWD(T, S)                                                         \
+  T(x, in, act, always, none)        /* (N, C, spatial...) */                                     \
+  T(weight, in, param, weight, none) /* (C); optional (ones) */                                   \
+  T(bias, in, param, bias, none)     /* (C), the weight's dtype (without one: x's or f32); optional */ \
+  T(y, out, act, always, none)       /* like x */                                                 \
+  T(mean, out, stat, always, none)   /* f32 (N, num_groups) */                                    \
+  T(rstd, out, stat, always, none)   /* f32 (N, num_groups) */                                    \
+  S(i64, num_groups, 1, key)                                                                      \
+  S(f64, eps, 1e-5, nokey)           /* torch.nn.GroupNorm's default */
+
+#define OPREG_FIELDS_GROUP_NORM_BWD(T, S)                                                         \
+  T(dy, in, act, always, none)         /* like x */                                               \
+  T(x, in, act, always, none)          /* (N, C, spatial...) */                                   \
+  T(weight, in, param, weight, none)   /* (C); optional */                                        \
+  T(mean, in, stat, always, none)      /* f32 (N, num_groups) */                                  \
+  T(rstd, in, stat, always, none)      /* f32 (N, num_groups) */                                  \
+  T(dx, out, act, always, dy)          /* like x; may be dy itself */                             \
+  T(dweight, out, param, weight, none) /* like weight; undefined exactly when weight is */        \
+  T(dbias, out, param, bias, none)     /* like weight (without one: x's dtype or f32); optional */ \
+  S(i64, num_groups, 1, key)
+
+/* ---- geglu: c = gelu_tanh(a) * b; swiglu: c = silu(a) * b (a, b, c one shape, one dtype). */
+#define OPREG_FIELDS_GLU_FWD(T, S) \
+  T(a, in, act, always, none)      \
+  T(b, in, act, always, none)      \
+  T(c, out, act, always, none)
+
+#define OPREG_FIELDS_GLU_BWD(T, S)                                           \
+  T(dc, in, act, always, none)                                               \
+  T(a, in, act, always, none)                                                \
+  T(b, in, act, always, none)                                                \
+  T(da, out, act, always, a) /* may be a itself (in place, as Liger does) */ \
+  T(db, out, act, always, b) /* may be b itself */
+
+#define OPREG_ARG_STRUCTS(S)                                                                                      \
+  S(RmsNormFwdArgs, opreg_rms_norm_fwd_args, row_norm, OPREG_FIELDS_RMS_NORM_FWD)                                 \
+  S(RmsNormBwdArgs, opreg_rms_norm_bwd_args, row_norm, OPREG_FIELDS_RMS_NORM_BWD)                                 \
+  S(FusedAddRmsNormFwdArgs, opreg_fused_add_rms_norm_fwd_args, row_norm, OPREG_FIELDS_FUSED_ADD_RMS_NORM_FWD)     \
+  S(FusedAddRmsNormBwdArgs, opreg_fused_add_rms_norm_bwd_args, row_norm, OPREG_FIELDS_FUSED_ADD_RMS_NORM_BWD)     \
+  S(LayerNormFwdArgs, opreg_layer_norm_fwd_args, layer_norm, OPREG_FIELDS_LAYER_NORM_FWD)                         \
+  S(LayerNormBwdArgs, opreg_layer_norm_bwd_args, layer_norm, OPREG_FIELDS_LAYER_NORM_BWD)                         \
+  S(GroupNormFwdArgs, opreg_group_norm_fwd_args, group_norm, OPREG_FIELDS_GROUP_NORM_FWD)                         \
+  S(GroupNormBwdArgs, opreg_group_norm_bwd_args, group_norm, OPREG_FIELDS_GROUP_NORM_BWD)                         \
+  S(GluFwdArgs, opreg_glu_fwd_args, glu, OPREG_FIELDS_GLU_FWD)                                                    \
+  S(GluBwdArgs, opreg_glu_bwd_args, glu, OPREG_FIELDS_GLU_BWD)
+
+#define OPREG_ARG_ALIASES(A)                                                 \
+  A(GegluFwdArgs, GluFwdArgs, opreg_geglu_fwd_args, opreg_glu_fwd_args)     \
+  A(GegluBwdArgs, GluBwdArgs, opreg_geglu_bwd_args, opreg_glu_bwd_args)     \
+  A(SwigluFwdArgs, GluFwdArgs, opreg_swiglu_fwd_args, opreg_glu_fwd_args)   \
+  A(SwigluBwdArgs, GluBwdArgs, opreg_swiglu_bwd_args, opreg_glu_bwd_args)
+
+#define OPREG_OPS(OP)                                                                                      \
+  OP(rms_norm_fwd, rms_norm, fwd, RmsNormFwdArgs, opreg_rms_norm_fwd_args)                                 \
+  OP(rms_norm_bwd, rms_norm, bwd, RmsNormBwdArgs, opreg_rms_norm_bwd_args)                                 \
+  OP(fused_add_rms_norm_fwd, fused_add_rms_norm, fwd, FusedAddRmsNormFwdArgs, opreg_fused_add_rms_norm_fwd_args) \
+  OP(fused_add_rms_norm_bwd, fused_add_rms_norm, bwd, FusedAddRmsNormBwdArgs, opreg_fused_add_rms_norm_bwd_args) \
+  OP(layer_norm_fwd, layer_norm, fwd, LayerNormFwdArgs, opreg_layer_norm_fwd_args)                         \
+  OP(layer_norm_bwd, layer_norm, bwd, LayerNormBwdArgs, opreg_layer_norm_bwd_args)                         \
+  OP(group_norm_fwd, group_norm, fwd, GroupNormFwdArgs, opreg_group_norm_fwd_args)                         \
+  OP(group_norm_bwd, group_norm, bwd, GroupNormBwdArgs, opreg_group_norm_bwd_args)                         \
+  OP(geglu_fwd, geglu, fwd, GegluFwdArgs, opreg_geglu_fwd_args)                                            \
+  OP(geglu_bwd, geglu, bwd, GegluBwdArgs, opreg_geglu_bwd_args)                                            \
+  OP(swiglu_fwd, swiglu, fwd, SwigluFwdArgs, opreg_swiglu_fwd_args)                                        \
+  OP(swiglu_bwd, swiglu, bwd, SwigluBwdArgs, opreg_swiglu_bwd_args)
+
+#endif /* OPREG_OP_MANIFEST_H */
