@@ -148,7 +148,7 @@ void serial_threshold(benchmark::State& state) {
   Tensor rstd = Tensor::empty({rows}, DType::f32);
   fill_pattern(x, 1);
   fill_pattern(w, 2);
-  cpu::RmsFwd d;
+  cpu::RowNormFwd d;
   d.x = x.data();
   d.weight = w.data();
   d.y = y.data();

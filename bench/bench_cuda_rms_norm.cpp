@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "backends/cuda_like/gpu_vendor.h"
-#include "backends/cuda_like/rms_norm.h"
+#include "backends/cuda_like/rms_norm/rms_norm.h"
 #include "opreg/ops.h"
 
 namespace {
@@ -266,7 +266,7 @@ void run_sweep(benchmark::State& state, Shape shape, DType dtype, Sweep sw) {
   using namespace cuda_like;
   RmsData& d = data_for(shape, dtype);
   Gpu& g = gpu();
-  const DeviceProps& props = g.reg.device_props(g.dev);
+  const auto& gpu_facts = *static_cast<const GpuInfo*>(g.reg.device_props(g.dev).facts);
   static float* partial = nullptr;
   static std::size_t partial_bytes = 0;
   const std::uint64_t bytes =
@@ -274,16 +274,16 @@ void run_sweep(benchmark::State& state, Shape shape, DType dtype, Sweep sw) {
   timed(state, bytes, [&]() -> std::string {
     Launch l;
     if (!sw.backward) {
-      const RowProblem rp = row_problem(d.fwd, props);
-      const RmsFwdParams p = fwd_params(d.fwd, rp);
+      const RowProblem rp = row_problem(d.fwd, gpu_facts);
+      const RowNormFwd p = family::describe(d.fwd);
       gpuError_t err = plan_fwd_rows(p, sw.shape, rp.gpu, l);
       if (err == gpuSuccess) {
         err = launch_fwd_rows(p, sw.shape, l, nullptr);
       }
       return err == gpuSuccess ? std::string() : gpuGetErrorString(err);
     }
-    const RowProblem rp = row_problem(d.bwd, props);
-    const RmsBwdParams p = bwd_params(d.bwd, rp);
+    const RowProblem rp = row_problem(d.bwd, gpu_facts);
+    const RowNormBwd p = family::describe(d.bwd);
     gpuError_t err = plan_bwd_rows(p, sw.shape, rp.gpu, l);
     if (err != gpuSuccess) return gpuGetErrorString(err);
     if (l.workspace > partial_bytes) {
@@ -292,7 +292,7 @@ void run_sweep(benchmark::State& state, Shape shape, DType dtype, Sweep sw) {
       partial_bytes = l.workspace;
     }
     err = launch_bwd_rows(p, sw.shape, l, partial, nullptr);
-    if (err == gpuSuccess) err = launch_dw_finish(partial, l.partials, p.hidden, p.dweight, p.wt, nullptr, l);
+    if (err == gpuSuccess) err = launch_dw_finish(partial, l.partials, p.hidden, p.dweight, p.w_type, nullptr, l);
     if (err == gpuSuccess) state.SetLabel("grid=" + std::to_string(l.grid) + " threads=" + std::to_string(l.threads));
     return err == gpuSuccess ? std::string() : gpuGetErrorString(err);
   });

@@ -19,7 +19,7 @@
 #include <cstdio>
 #include <string_view>
 
-#include "backends/cpu/rms_norm.h"
+#include "backends/cpu/rms_norm/direct.h"
 #include "opreg/ops.h"
 
 namespace {

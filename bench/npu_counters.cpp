@@ -17,6 +17,7 @@
 
 #include "backends/npu/npu_backend.h"
 #include "backends/npu/rms_norm/plan.h"
+#include "ops/describe.h"
 #include "opreg/ops.h"
 #include "opreg/registry.h"
 
@@ -29,7 +30,7 @@ struct Row {
   std::int64_t hidden = 0;
   DType dtype = DType::f32;
   std::string variant;
-  npu::Plan plan;
+  npu::Tiles plan;
   npu::LaunchCounters c;
   std::uint64_t ideal_read = 0;
   std::uint64_t ideal_write = 0;
@@ -63,7 +64,8 @@ Row run(Registry& reg, Device npu, Direction dir, std::int64_t rows, std::int64_
     a.rstd = Tensor::empty(Shape{rows}, DType::f32, npu, reg);
     chosen = reg.choose(rms_norm_fwd_op(), a);
     r.plan = npu::rms::plan_fwd(chosen->impl == "chunked" ? npu::rms::Impl::chunked : npu::rms::Impl::single_pass,
-                                npu::rms::shape_of(a), em.model());
+                                npu::rms::problem_of(family::describe(a)), em.model())
+                 .tiles;
     reg.call(rms_norm_fwd_op(), a);
   } else {
     RmsNormBwdArgs a;
@@ -75,7 +77,8 @@ Row run(Registry& reg, Device npu, Direction dir, std::int64_t rows, std::int64_
     a.dweight = Tensor::empty(Shape{hidden}, x, npu, reg);
     chosen = reg.choose(rms_norm_bwd_op(), a);
     r.plan = npu::rms::plan_bwd(chosen->impl == "chunked" ? npu::rms::Impl::chunked : npu::rms::Impl::single_pass,
-                                npu::rms::shape_of(a), em.model());
+                                npu::rms::problem_of(family::describe(a)), em.model())
+                 .tiles;
     reg.call(rms_norm_bwd_op(), a);
   }
   r.emulate_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

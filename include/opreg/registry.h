@@ -246,6 +246,7 @@ struct ErasedVariant {
   void* user = nullptr;
   bool strided = false;
   Forcing forcing = Forcing::skip_supports;
+  bool accepts_all = false;  // supports() only plans, never refuses: shown as accepting all
   std::string plugin;  // set by the plugin loader
 };
 // opreg/variants.h's lists, to the registry (registered for its lifetime).

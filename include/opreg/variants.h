@@ -43,6 +43,23 @@ class ListedVariant {
     };
   }
 
+  // An entry that decides but needs no plan: supports(args, facts) accepts or refuses (Facts:
+  // the backend's type behind DeviceProps::facts, or DeviceProps); run(args, ctx).
+  template <class Facts>
+  ListedVariant(std::string impl, Verdict (*supports)(const Args&, const Facts&),
+                void (*run)(const Args&, const KernelContext&), std::vector<Tunable> tunables = {},
+                const char* file = __builtin_FILE(), int line = __builtin_LINE())
+      : ListedVariant(std::move(impl), run, std::move(tunables), file, line) {
+    supports_ = [supports](const void* a, const DeviceProps& props) {
+      if constexpr (std::is_same_v<Facts, DeviceProps>) {
+        return supports(*static_cast<const Args*>(a), props);
+      } else {
+        if (props.facts == nullptr) return Verdict::reject("the device has no facts of this variant's backend");
+        return supports(*static_cast<const Args*>(a), *static_cast<const Facts*>(props.facts));
+      }
+    };
+  }
+
   // An entry that plans: supports(args, facts, plan) accepts or refuses the problem and fills
   // `plan` either way (a refusal fills the plan it refused: a forced variant runs it, and so fails
   // the way the device would); run(args, plan, ctx) receives the plan. Facts is the backend's
@@ -79,6 +96,30 @@ class ListedVariant {
     };
   }
 
+  // An entry that takes every problem the op's check accepts but plans it: plan(args, facts,
+  // plan) cannot refuse (it may throw for a device error); `opreg ops` shows it accepting all.
+  template <class Facts, class Plan>
+  ListedVariant(std::string impl, void (*plan)(const Args&, const Facts&, Plan&),
+                void (*run)(const Args&, const Plan&, const KernelContext&), std::vector<Tunable> tunables = {},
+                const char* file = __builtin_FILE(), int line = __builtin_LINE())
+      : ListedVariant(std::move(impl), &accepting<Facts, Plan>, run, std::move(tunables), file, line) {
+    // The planner rides in the erased supports() beside the adapter: a capture, as for supports.
+    supports_ = [plan](const void* a, const DeviceProps& props) {
+      Plan made{};
+      if constexpr (std::is_same_v<Facts, DeviceProps>) {
+        plan(*static_cast<const Args*>(a), props, made);
+      } else {
+        if (props.facts == nullptr) return Verdict::reject("the device has no facts of this variant's backend");
+        plan(*static_cast<const Args*>(a), *static_cast<const Facts*>(props.facts), made);
+      }
+      Verdict verdict;
+      std::memcpy(verdict.plan.bytes.data(), &made, sizeof(Plan));
+      verdict.plan.size = static_cast<std::uint16_t>(sizeof(Plan));
+      return verdict;
+    };
+    accepts_all_ = true;
+  }
+
   // The registration of this entry at position `index` of a list of `count`.
   detail::ErasedVariant erased(const Op<Args>& op, std::string_view backend, std::size_t index,
                                std::size_t count) const {
@@ -92,12 +133,17 @@ class ListedVariant {
     v.invoke = invoke_;
     v.tunables = tunables_;
     v.forcing = detail::Forcing::run_refused_plan;
+    v.accepts_all = accepts_all_;
     return v;
   }
   const char* file() const { return file_; }
   int line() const { return line_; }
 
  private:
+  template <class Facts, class Plan>
+  static Verdict accepting(const Args&, const Facts&, Plan&) {
+    return Verdict::accept();
+  }
   std::string impl_;
   Function<Verdict(const void*, const DeviceProps&)> supports_;
   std::shared_ptr<const void> run_;
@@ -105,6 +151,7 @@ class ListedVariant {
   std::vector<Tunable> tunables_;
   const char* file_;
   int line_;
+  bool accepts_all_ = false;
 };
 
 // Registers the entries of `list` as the variants of (`backend`, `op`), in priority order, each

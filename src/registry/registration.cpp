@@ -158,7 +158,7 @@ Registration Registry::add_variant_erased(detail::ErasedVariant v, RegisterOptio
   info.priority = v.priority;
   info.tunables = std::move(v.tunables);
   info.site = site_of(file, line);
-  info.has_supports = static_cast<bool>(v.supports);
+  info.has_supports = static_cast<bool>(v.supports) && !v.accepts_all;
   info.strided = v.strided;
   info.plugin = std::move(v.plugin);
   if (!names::is_variant_name(info.name)) {

@@ -6,7 +6,7 @@
 #include "backends/builtin.h"
 #include "backends/cpu/isa.h"
 #include "backends/cpu/parallel.h"
-#include "backends/cpu/variants.h"
+#include "backends/cpu/list.h"
 #include "ops/reference/reference.h"
 #include "opreg/registry.h"
 
@@ -22,6 +22,7 @@ class CpuBackend final : public HostMemoryBackend {
   // OPREG_CPU_ISA is read here, once: a bad value fails the registry's set-up with its message.
   Availability probe() override {
     isa_ = cpu::effective_isa();
+    facts_ = {isa_, cpu::host_isa()};
     return {true, 1, "the host"};
   }
   int dlpack_device_type() const override { return 1; }  // kDLCPU
@@ -33,12 +34,14 @@ class CpuBackend final : public HostMemoryBackend {
     const long page_bytes = sysconf(_SC_PAGE_SIZE);
     if (pages > 0 && page_bytes > 0) props.memory_bytes = static_cast<std::uint64_t>(pages) * page_bytes;
     props.extra = {{"isa", std::string(cpu::isa_name(isa_))}, {"host_isa", std::string(cpu::isa_name(cpu::host_isa()))}};
+    props.facts = &facts_;
     return props;
   }
   cpu::Isa isa() const { return isa_; }
 
  private:
   cpu::Isa isa_ = cpu::Isa::generic;
+  cpu::Facts facts_;
 };
 
 }  // namespace
@@ -47,7 +50,10 @@ void register_cpu(Registry& registry) {
   auto backend = std::make_shared<CpuBackend>();
   registry.add_backend(backend).release();
   reference::register_variants(registry);  // the lowest-priority cpu.<op>.<dir>.ref variants
-  cpu::register_kernels(registry, backend->isa());
+  // The op families' lists (each family folder's list.cpp); the reference variants come last.
+  cpu::register_rms_norm(registry, backend->isa());
+  cpu::register_norm(registry, backend->isa());
+  cpu::register_glu(registry, backend->isa());
 }
 
 }  // namespace opreg

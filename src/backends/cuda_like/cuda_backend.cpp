@@ -7,7 +7,8 @@
 #include "backends/builtin.h"
 #include "backends/cuda_like/device_guard.h"
 #include "backends/cuda_like/gpu_vendor.h"
-#include "backends/cuda_like/rms_norm.h"
+#include "backends/cuda_like/facts.h"
+#include "backends/cuda_like/rms_norm/rms_norm.h"
 #include "opreg/registry.h"
 #include "registry/fail.h"
 
@@ -42,6 +43,15 @@ class CudaBackend final : public Backend {
     int driver = 0;
     gpuRuntimeGetVersion(&runtime);
     gpuDriverGetVersion(&driver);
+    facts_.assign(static_cast<std::size_t>(count), {});
+    for (int i = 0; i < count; ++i) {
+      gpuDeviceProp p{};
+      if (gpuGetDeviceProperties(&p, i) != gpuSuccess) {
+        gpuGetLastError();
+        continue;  // properties() reports it
+      }
+      facts_[static_cast<std::size_t>(i)] = {i, std::max(p.multiProcessorCount, 1), p.major, p.sharedMemPerBlockOptin};
+    }
     return {true, count, fmt::format("{} runtime {}, driver {}", OPREG_GPU_RUNTIME, runtime, driver)};
   }
 
@@ -57,6 +67,7 @@ class CudaBackend final : public Backend {
                    {"l2_bytes", std::to_string(p.l2CacheSize)},
                    {"smem_per_block_optin", std::to_string(p.sharedMemPerBlockOptin)},
                    {"max_threads_per_block", std::to_string(p.maxThreadsPerBlock)}};
+    props.facts = &facts_.at(static_cast<std::size_t>(index));
     return props;
   }
 
@@ -128,12 +139,16 @@ class CudaBackend final : public Backend {
     check(current.error(), "selecting the device", index);
     check(gpuStreamSynchronize(static_cast<gpuStream_t>(stream)), "synchronizing", index);
   }
+
+ private:
+  std::vector<cuda_like::GpuInfo> facts_;  // per device, from probe()
 };
 
 }  // namespace
 
 void register_cuda_like(Registry& registry) {
   registry.add_backend(std::make_shared<CudaBackend>()).release();
+  // The op families' lists (each family folder's list.cpp).
   cuda_like::register_rms_norm(registry);
 }
 

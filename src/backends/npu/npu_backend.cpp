@@ -36,6 +36,7 @@ DeviceProps NpuBackend::properties(int) const {
                  {"l2_bytes", std::to_string(p.l2_bytes)},
                  {"hbm_gbps", fmt::format("{}{}", p.hbm_gbps, p.hbm_gbps_verified ? "" : " (unverified)")},
                  {"max_block_dim", "65535"}};
+  props.facts = &emulator_->model();  // what the variants plan on
   return props;
 }
 
@@ -43,15 +44,6 @@ std::string NpuBackend::last_run_note(int) const {
   if (!emulator_) return {};
   const auto last = emulator_->last_launch();
   return last ? last->note() : std::string();
-}
-
-DeviceModel model_of(const DeviceProps& props) {
-  DeviceModel model = select_device_model(std::string(props.get("profile")), std::nullopt);
-  const std::string_view ub = props.get("ub_bytes");
-  std::uint64_t bytes = 0;
-  for (const char c : ub) bytes = bytes * 10 + static_cast<std::uint64_t>(c - '0');
-  if (bytes != 0) model.ub_bytes = bytes;
-  return model;
 }
 
 Emulator* emulator_of(Registry& registry) {

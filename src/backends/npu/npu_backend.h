@@ -39,13 +39,11 @@ class NpuBackend final : public HostMemoryBackend {
   std::unique_ptr<Emulator> emulator_;
 };
 
-// The device model a device's properties describe (its profile and UB size).
-DeviceModel model_of(const DeviceProps& props);
-
 // The emulator of `registry`'s npu device, or nullptr when the registry has no npu backend.
 Emulator* emulator_of(Registry& registry);
 
-// Registers the rms_norm variants on `registry` (for the npu backend registered there).
+// The op families' lists (each family folder's list.cpp), registered on `registry` for the npu
+// backend registered there. The backend's device facts (DeviceProps::facts) are its DeviceModel.
 void register_rms_norm(Registry& registry);
 
 }  // namespace opreg::npu

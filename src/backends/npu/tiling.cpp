@@ -245,7 +245,7 @@ std::int64_t fit_width(std::span<const UbItem> layout, std::int64_t avail, int d
          });
 }
 
-RowRange rows_of_block(const Plan& p, std::int64_t block) {
+RowRange rows_of_block(const Tiles& p, std::int64_t block) {
   RowRange out;
   if (p.block_dim == 0 || block < 0 || block >= p.block_dim) return out;
   switch (p.partition) {

@@ -83,7 +83,9 @@ struct PlanRequest {
   std::int64_t max_stat_rows = 1024;  // statistics rows a split-row kernel batches
 };
 
-struct Plan {
+// The tiling, plain data (a variant's supports() makes it, the choice cache keeps it, the kernel
+// runs it).
+struct Tiles {
   TileMode mode = TileMode::multi_row;
   bool fits = false;  // false: the layout does not fit UB (why says by how much)
   Partition partition = Partition::contiguous;
@@ -102,9 +104,14 @@ struct Plan {
   int depth = 1;
   std::int64_t ub_used = 0;   // bytes the layout takes at this tile
   std::int64_t ub_bytes = 0;  // the UB size
-  std::string why;            // one line: the choice and its numbers (supports() reports it)
   double ub_fill() const { return ub_bytes == 0 ? 0.0 : static_cast<double>(ub_used) / static_cast<double>(ub_bytes); }
   TileShape shape() const { return {rows_per_tile, block_size, stat_rows, align}; }
+};
+
+// The planner's answer: the tiling and one line on the choice and its numbers (or why it does not
+// fit), which supports() reports.
+struct Plan : Tiles {
+  std::string why;
 };
 
 Plan plan_tiles(const PlanRequest& request);
@@ -121,6 +128,6 @@ struct RowRange {
   std::int64_t count = 0;
   std::int64_t stride = 1;
 };
-RowRange rows_of_block(const Plan& plan, std::int64_t block);
+RowRange rows_of_block(const Tiles& plan, std::int64_t block);
 
 }  // namespace opreg::npu

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include "backends/builtin.h"
-#include "backends/xpu/rms_norm.h"
 #include "opreg/registry.h"
 #include "registry/fail.h"
 
@@ -60,6 +59,7 @@ DeviceProps XpuBackend::properties(int index) const {
                  {kWorkGroupSizeKey, std::to_string(d.work_group_size)},
                  {kFusedColumnsKey, std::to_string(d.fused_columns)}};
   if (!d.gpu && !environment_.pocl_cache_dir.empty()) props.extra.emplace_back("pocl_cache_dir", environment_.pocl_cache_dir);
+  props.facts = &d;  // what the variants read
   return props;
 }
 
@@ -125,6 +125,7 @@ namespace opreg {
 void register_xpu(Registry& registry) {
   auto backend = std::make_shared<xpu::XpuBackend>();
   registry.add_backend(backend).release();
+  // The op families' lists (each family folder's list.cpp).
   xpu::register_rms_norm(registry);
 }
 

@@ -10,8 +10,14 @@
 
 #include "backends/xpu/runtime.h"
 #include "opreg/device.h"
+#include "opreg/registry.h"
 
 namespace opreg::xpu {
+
+// Device properties the kernels are sized by (shown by `opreg devices`; the variants read them
+// from the device's facts, its DeviceInfo).
+inline constexpr const char* kWorkGroupSizeKey = "work_group_size";
+inline constexpr const char* kFusedColumnsKey = "fused_dw_columns";
 
 class XpuBackend final : public Backend {
  public:
@@ -55,5 +61,9 @@ class XpuBackend final : public Backend {
   Discovery discovery_;
   std::vector<std::unique_ptr<Slot>> slots_;
 };
+
+// The op families' lists (each family folder's list.cpp). The variants' device facts
+// (DeviceProps::facts) are the device's DeviceInfo.
+void register_rms_norm(Registry& registry);
 
 }  // namespace opreg::xpu

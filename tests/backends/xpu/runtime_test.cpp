@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/xpu/rms_norm.h"
+#include "backends/xpu/xpu_backend.h"
 #include "backends/xpu/runtime.h"
 #include "backends/xpu/xpu_backend.h"
 #include "opreg/ops.h"

@@ -32,7 +32,7 @@ constexpr std::int64_t kRowsPerBlockPartial = 32;
 constexpr std::int64_t kReduceUnit = 128;
 
 struct BwdParams {
-  Plan plan;
+  Tiles plan;
   Impl impl = Impl::single_pass;
   float offset = 0;
   Casting casting = Casting::llama;
@@ -51,7 +51,7 @@ class KernelRmsNormGrad {
   explicit KernelRmsNormGrad(const BwdParams& p) : p_(p), shape_(p.plan.shape()) {}
 
   void Init(GM_ADDR dy, GM_ADDR x, GM_ADDR weight, GM_ADDR rstd, GM_ADDR dx, GM_ADDR dweight, GM_ADDR workspace) {
-    const Plan& plan = p_.plan;
+    const Tiles& plan = p_.plan;
     block_ = GetBlockIdx();
     range_ = rows_of_block(plan, block_);
     cols_ = plan.cols;
@@ -143,7 +143,7 @@ class KernelRmsNormGrad {
 
   // ---- split rows: pass 1 the coefficients, pass 2 dx and dW, chunk by chunk
   void ProcessChunks() {
-    const Plan& plan = p_.plan;
+    const Tiles& plan = p_.plan;
     const kernel::SplitRows walk{range_.first,        range_.count, plan.stat_rows, cols_,
                                  plan.block_size_sub, plan.chunks,  plan.depth};
     const LocalTensor<float> dot = dotBuf_.Get<float>();
@@ -370,10 +370,12 @@ class KernelRmsNormGrad {
 
 }  // namespace
 
-void run_bwd(Impl impl, const RmsNormBwdArgs& a, Emulator& emulator, const KernelContext& ctx) {
-  const Shape s = shape_of(a);
+void run_bwd(const RmsNormBwdArgs& a, const BwdPlan& plan, Emulator& emulator, const KernelContext& ctx) {
+  const family::RowNormBwd d = family::describe(a);
+  const Problem s = problem_of(d);
+  const Impl impl = plan.impl;
   BwdParams p;
-  p.plan = plan_bwd(impl, s, emulator.model());
+  p.plan = plan.tiles;
   p.impl = impl;
   p.offset = static_cast<float>(a.offset);
   p.casting = a.casting;
@@ -394,14 +396,8 @@ void run_bwd(Impl impl, const RmsNormBwdArgs& a, Emulator& emulator, const Kerne
   p.ws_coeff = floats;
   if (p.plan.mode == TileMode::split_row && p.plan.stat_rows < p.plan.block_factor) floats += s.rows;
   p.ws_floats = floats;
-  const ReduceLayout rl = reduce_layout(s.w);
-  const auto reduce_items = rl.items();
-  const std::int64_t avail = static_cast<std::int64_t>(emulator.ub_bytes()) - kUbReserve;
-  p.reduce_width = fit_width(reduce_items, avail, 2, kMaxBlockLen / 4 / kSubAlign * kSubAlign);
-  if (p.reduce_width == 0) {
-    p.reduce_depth = 1;
-    p.reduce_width = fit_width(reduce_items, avail, 1, kMaxBlockLen / 4 / kSubAlign * kSubAlign);
-  }
+  p.reduce_width = plan.reduce_width;
+  p.reduce_depth = plan.reduce_depth;
   Workspace::Lease lease;
   if (p.ws_floats > 0) {
     lease = ctx.backend->workspace(ctx.device.index).acquire(static_cast<std::size_t>(p.ws_floats) * 4, ctx.stream);

@@ -24,7 +24,7 @@ using kernel::CopyRowsOut;
 using kernel::StoreFloat;
 
 struct FwdParams {
-  Plan plan;
+  Tiles plan;
   float eps = 0;
   float offset = 0;
   Casting casting = Casting::llama;
@@ -38,7 +38,7 @@ class KernelRmsNorm {
   explicit KernelRmsNorm(const FwdParams& p) : p_(p), shape_(p.plan.shape()) {}
 
   void Init(GM_ADDR x, GM_ADDR weight, GM_ADDR y, GM_ADDR rstd) {
-    const Plan& plan = p_.plan;
+    const Tiles& plan = p_.plan;
     range_ = rows_of_block(plan, GetBlockIdx());
     cols_ = plan.cols;
     const auto elems = static_cast<std::uint64_t>(plan.rows * cols_);
@@ -135,7 +135,7 @@ class KernelRmsNorm {
 
   // ---- split rows: BLOCK_SIZE_SUB chunks, statistics of stat_rows rows at a time
   kernel::SplitRows Walk() const {
-    const Plan& plan = p_.plan;
+    const Tiles& plan = p_.plan;
     return {range_.first, range_.count, plan.stat_rows, cols_, plan.block_size_sub, plan.chunks, plan.depth};
   }
 
@@ -304,16 +304,17 @@ class KernelRmsNorm {
 
 }  // namespace
 
-void run_fwd(Impl impl, const RmsNormFwdArgs& a, Emulator& emulator) {
-  const Shape s = shape_of(a);
+void run_fwd(const RmsNormFwdArgs& a, const FwdPlan& plan, Emulator& emulator) {
+  const family::RowNormFwd d = family::describe(a);
+  const Problem s = problem_of(d);
   FwdParams p;
-  p.plan = plan_fwd(impl, s, emulator.model());
+  p.plan = plan.tiles;
   p.eps = static_cast<float>(a.eps);
   p.offset = static_cast<float>(a.offset);
   p.casting = a.casting;
   p.has_weight = s.has_weight;
   p.scale_round = a.casting == Casting::none ? none_scale_dtype(s.x, s.w) : DType::f32;
-  const std::string name = "rms_norm_fwd_" + std::string(to_string(impl));
+  const std::string name = "rms_norm_fwd_" + std::string(to_string(plan.impl));
   if (p.plan.block_dim == 0) {
     emulator.record(empty_launch(name, emulator));
     return;

@@ -1,6 +1,6 @@
-// The rms_norm kernels of the npu backend and what they share. run_fwd / run_bwd plan the launch
-// (the same plan the variants' supports() judged), launch it on the emulator and leave its
-// counters as the emulator's last launch.
+// The rms_norm kernels of the npu backend and what they share. run_fwd / run_bwd launch the plan
+// the variant's supports() made (list.cpp) on the emulator and leave its counters as the
+// emulator's last launch.
 #pragma once
 
 #include <string>
@@ -10,12 +10,13 @@
 #include "backends/npu/rms_norm/plan.h"
 #include "opreg/ops.h"
 #include "opreg/registry.h"
+#include "ops/describe.h"
 
 namespace opreg::npu::rms {
 
-void run_fwd(Impl impl, const RmsNormFwdArgs& args, Emulator& emulator);
+void run_fwd(const RmsNormFwdArgs& args, const FwdPlan& plan, Emulator& emulator);
 // Scratch (the [cores x hidden] dW partials, ...) comes from the backend's workspace in `ctx`.
-void run_bwd(Impl impl, const RmsNormBwdArgs& args, Emulator& emulator, const KernelContext& ctx);
+void run_bwd(const RmsNormBwdArgs& args, const BwdPlan& plan, Emulator& emulator, const KernelContext& ctx);
 
 // The counters of a call that had nothing to launch (an empty problem).
 LaunchCounters empty_launch(const std::string& kernel, const Emulator& emulator);

@@ -1,5 +1,7 @@
 #include "backends/npu/rms_norm/plan.h"
 
+#include "ops/describe.h"
+
 namespace opreg::npu::rms {
 namespace {
 
@@ -8,7 +10,7 @@ std::uint32_t bytes_of(DType d) { return static_cast<std::uint32_t>(element_size
 // 16-bit activations are computed in float, so they need float copies; float ones are used in place.
 std::uint32_t widened(DType x) { return x == DType::f32 ? 0 : 4; }
 
-PlanRequest request(const Shape& s, const DeviceModel& device, std::span<const UbItem> layout, Impl impl) {
+PlanRequest request(const Problem& s, const DeviceModel& device, std::span<const UbItem> layout, Impl impl) {
   PlanRequest r;
   r.rows = s.rows;
   r.cols = s.cols;
@@ -35,15 +37,19 @@ std::string_view to_string(Impl impl) {
   return "?";
 }
 
-Shape shape_of(const RmsNormFwdArgs& a) {
-  const RowsHidden rh = rows_hidden(a.x.shape());
-  return {a.x.dtype(), a.weight.defined() ? a.weight.dtype() : a.x.dtype(), a.weight.defined(), rh.rows, rh.hidden};
+namespace {
+
+template <class Desc>
+Problem problem_from(const Desc& d) {
+  const DType x = family::dtype_of(d.x_type);
+  const bool weighted = d.weight != nullptr;
+  return {x, weighted ? family::dtype_of(d.w_type) : x, weighted, d.rows, d.hidden};
 }
 
-Shape shape_of(const RmsNormBwdArgs& a) {
-  const RowsHidden rh = rows_hidden(a.x.shape());
-  return {a.x.dtype(), a.weight.defined() ? a.weight.dtype() : a.x.dtype(), a.weight.defined(), rh.rows, rh.hidden};
-}
+}  // namespace
+
+Problem problem_of(const family::RowNormFwd& d) { return problem_from(d); }
+Problem problem_of(const family::RowNormBwd& d) { return problem_from(d); }
 
 FwdLayout fwd_layout(DType x, bool has_weight) {
   const std::uint32_t xs = bytes_of(x);
@@ -90,24 +96,38 @@ ReduceLayout reduce_layout(DType w) {
   return l;
 }
 
-Plan plan_fwd(Impl impl, const Shape& s, const DeviceModel& device) {
+FwdPlan plan_fwd(Impl impl, const Problem& s, const DeviceModel& device, std::string* why) {
   const auto items = fwd_layout(s.x, s.has_weight).items();
   PlanRequest r = request(s, device, items, impl);
   r.kernel = "rms_norm_fwd";
-  return plan_tiles(r);
+  Plan p = plan_tiles(r);
+  if (why != nullptr) *why = std::move(p.why);
+  return {impl, p};
 }
 
-Plan plan_bwd(Impl impl, const Shape& s, const DeviceModel& device) {
+BwdPlan plan_bwd(Impl impl, const Problem& s, const DeviceModel& device, std::string* why) {
   const auto items = bwd_layout(s.x, s.has_weight).items();
   // No rows still leaves dweight to clear: one core, planned as for one row, takes none.
-  Shape planned = s;
+  Problem planned = s;
   planned.rows = s.rows == 0 ? 1 : s.rows;
   PlanRequest r = request(planned, device, items, impl);
   r.kernel = "rms_norm_bwd";
-  Plan p = plan_tiles(r);
+  Plan tiles = plan_tiles(r);
   if (s.rows == 0) {
-    p.rows = 0;
-    p.why = "no rows (dweight is zero): " + p.why;
+    tiles.rows = 0;
+    tiles.why = "no rows (dweight is zero): " + tiles.why;
+  }
+  if (why != nullptr) *why = std::move(tiles.why);
+  BwdPlan p{impl, tiles};
+  // The dW column reduction after SyncAll: the widest chunk of its layout that fits, double
+  // buffered where it can be.
+  const auto reduce_items = reduce_layout(s.w).items();
+  const std::int64_t avail = static_cast<std::int64_t>(device.ub_bytes) - kUbReserve;
+  constexpr std::int64_t kMostColumns = kMaxBlockLen / 4 / kSubAlign * kSubAlign;
+  p.reduce_width = fit_width(reduce_items, avail, 2, kMostColumns);
+  if (p.reduce_width == 0) {
+    p.reduce_depth = 1;
+    p.reduce_width = fit_width(reduce_items, avail, 1, kMostColumns);
   }
   return p;
 }

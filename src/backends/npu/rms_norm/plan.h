@@ -4,11 +4,13 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "backends/npu/profile.h"
 #include "backends/npu/tiling.h"
 #include "opreg/ops.h"
+#include "ops/families.h"
 
 namespace opreg::npu::rms {
 
@@ -17,15 +19,17 @@ namespace opreg::npu::rms {
 enum class Impl : std::uint8_t { single_pass, chunked, atomic };
 std::string_view to_string(Impl impl);
 
-struct Shape {
+// The problem as the planner sees it, from the row-norm descriptor (src/ops/families.h): x's
+// dtype, the weight's (x's when there is none), and rows x cols.
+struct Problem {
   DType x = DType::f32;
   DType w = DType::f32;
   bool has_weight = true;
   std::int64_t rows = 0;
   std::int64_t cols = 0;
 };
-Shape shape_of(const RmsNormFwdArgs& a);
-Shape shape_of(const RmsNormBwdArgs& a);
+Problem problem_of(const family::RowNormFwd& d);
+Problem problem_of(const family::RowNormBwd& d);
 
 // The forward's UB: x in and y out (queues), x as float and x^2 then y as float (16-bit x: float
 // x uses its own tiles), the weight as (offset + w) in float, the row sums and rstd of the rows
@@ -52,8 +56,20 @@ struct ReduceLayout {
 };
 ReduceLayout reduce_layout(DType w);
 
-Plan plan_fwd(Impl impl, const Shape& shape, const DeviceModel& device);
-Plan plan_bwd(Impl impl, const Shape& shape, const DeviceModel& device);
+// What a variant's supports() decides and its kernel runs (plain data: the choice cache keeps it).
+struct FwdPlan {
+  Impl impl = Impl::single_pass;
+  Tiles tiles;
+};
+struct BwdPlan {
+  Impl impl = Impl::single_pass;
+  Tiles tiles;
+  std::int64_t reduce_width = 0;  // columns a step of the dW column reduction takes
+  int reduce_depth = 2;
+};
+// `why` (optional) gets the planner's line: the tiling, or why it does not fit.
+FwdPlan plan_fwd(Impl impl, const Problem& problem, const DeviceModel& device, std::string* why = nullptr);
+BwdPlan plan_bwd(Impl impl, const Problem& problem, const DeviceModel& device, std::string* why = nullptr);
 
 // What casting `none` rounds (offset + w) to: the weight's dtype, as the reference defines it
 // (src/ops/reference; PyTorch's rule); with an f32 weight `none` equals `llama`.

@@ -11,7 +11,7 @@
 // the others do, one partial row per group.
 #include <atomic>
 
-#include "backends/cuda_like/rms_norm_device.cuh"
+#include "backends/cuda_like/rms_norm/device.cuh"
 
 namespace opreg::cuda_like {
 namespace {
@@ -50,7 +50,7 @@ OPREG_DEV float block_sum(float v, float* red, int& parity) {
 }
 
 template <class X, int VEC>
-__global__ void __launch_bounds__(kThreads) fwd_sum_kernel(RmsFwdParams p, SplitGrid sg, float* sums) {
+__global__ void __launch_bounds__(kThreads) fwd_sum_kernel(RowNormFwd p, SplitGrid sg, float* sums) {
   using XT = typename X::T;
   __shared__ float red[kRedFloats];
   const std::int64_t nvec = p.hidden / VEC;
@@ -76,19 +76,19 @@ __global__ void __launch_bounds__(kThreads) fwd_sum_kernel(RmsFwdParams p, Split
 }
 
 template <class X, class W, int VEC>
-__global__ void __launch_bounds__(kThreads) fwd_norm_kernel(RmsFwdParams p, SplitGrid sg, const float* sums) {
+__global__ void __launch_bounds__(kThreads) fwd_norm_kernel(RowNormFwd p, SplitGrid sg, const float* sums) {
   using XT = typename X::T;
   using WT = typename W::T;
   const auto* __restrict__ w = static_cast<const WT*>(p.weight);
   const std::int64_t nvec = p.hidden / VEC;
   const ChunkSpan span = chunk_span<kFwdNv>(sg.chunk(), nvec);
-  const bool gemma = p.casting == Cast::gemma;
-  const bool round_w = p.casting == Cast::none;
+  const bool gemma = p.mode == Mode::gemma;
+  const bool round_w = p.mode == Mode::none;
   for (std::int64_t row = sg.group(); row < p.rows; row += sg.groups) {
     float ss = 0.0f;
     for (std::int64_t c = 0; c < sg.chunks; ++c) ss += sums[row * sg.chunks + c];
     const float mean = p.hidden > 0 ? ss / static_cast<float>(p.hidden) : 0.0f;
-    const float rstd = 1.0f / sqrtf(mean + p.eps);
+    const float rstd = 1.0f / sqrtf(mean + static_cast<float>(p.eps));
     const std::int64_t at = row * p.hidden + span.first * VEC;
     const XT* x = static_cast<const XT*>(p.x) + at;
     XT* y = static_cast<XT*>(p.y) + at;
@@ -98,7 +98,7 @@ __global__ void __launch_bounds__(kThreads) fwd_norm_kernel(RmsFwdParams p, Spli
         const std::int64_t off = static_cast<std::int64_t>(k) * kThreads * VEC;
         const Pack<X, VEC> xv = load_pack<X, VEC>(x + off);
         float s[VEC];
-        load_scale<W, VEC>(w, span.first * VEC + off, p.offset, round_w, s);
+        load_scale<W, VEC>(w, span.first * VEC + off, static_cast<float>(p.offset), round_w, s);
         Pack<X, VEC> out;
 #pragma unroll
         for (int e = 0; e < VEC; ++e) out.v[e] = X::store(xhat_of<X>(X::load(xv.v[e]), rstd, gemma) * s[e]);
@@ -110,14 +110,14 @@ __global__ void __launch_bounds__(kThreads) fwd_norm_kernel(RmsFwdParams p, Spli
 }
 
 template <class X, class W, int VEC>
-__global__ void __launch_bounds__(kThreads) bwd_dot_kernel(RmsBwdParams p, SplitGrid sg, float* sums) {
+__global__ void __launch_bounds__(kThreads) bwd_dot_kernel(RowNormBwd p, SplitGrid sg, float* sums) {
   using XT = typename X::T;
   using WT = typename W::T;
   __shared__ float red[kRedFloats];
   const auto* __restrict__ w = static_cast<const WT*>(p.weight);
   const std::int64_t nvec = p.hidden / VEC;
   const ChunkSpan span = chunk_span<kBwdNv>(sg.chunk(), nvec);
-  const bool round_w = p.casting == Cast::none;
+  const bool round_w = p.mode == Mode::none;
   int parity = 0;
   for (std::int64_t row = sg.group(); row < p.rows; row += sg.groups) {
     const std::int64_t at = row * p.hidden + span.first * VEC;
@@ -131,7 +131,7 @@ __global__ void __launch_bounds__(kThreads) bwd_dot_kernel(RmsBwdParams p, Split
         const Pack<X, VEC> xv = load_pack<X, VEC>(x + off);
         const Pack<X, VEC> dyv = load_pack<X, VEC>(dy + off);
         float s[VEC];
-        load_scale<W, VEC>(w, span.first * VEC + off, p.offset, round_w, s);
+        load_scale<W, VEC>(w, span.first * VEC + off, static_cast<float>(p.offset), round_w, s);
         dot = dot_pack<X, VEC>(dot, dyv, s, xv);
       }
     }
@@ -142,14 +142,14 @@ __global__ void __launch_bounds__(kThreads) bwd_dot_kernel(RmsBwdParams p, Split
 
 template <class X, class W, int VEC>
 __global__ void __launch_bounds__(kThreads)
-    bwd_dx_kernel(RmsBwdParams p, SplitGrid sg, const float* sums, float* partial) {
+    bwd_dx_kernel(RowNormBwd p, SplitGrid sg, const float* sums, float* partial) {
   using XT = typename X::T;
   using WT = typename W::T;
   const auto* __restrict__ w = static_cast<const WT*>(p.weight);
   const std::int64_t nvec = p.hidden / VEC;
   const ChunkSpan span = chunk_span<kBwdNv>(sg.chunk(), nvec);
-  const bool gemma = p.casting == Cast::gemma;
-  const bool round_w = p.casting == Cast::none;
+  const bool gemma = p.mode == Mode::gemma;
+  const bool round_w = p.mode == Mode::none;
   const float inv_h = p.hidden > 0 ? 1.0f / static_cast<float>(p.hidden) : 0.0f;
   DwSum<X> acc[kBwdNv][VEC];
   for (std::int64_t row = sg.group(); row < p.rows; row += sg.groups) {
@@ -168,7 +168,7 @@ __global__ void __launch_bounds__(kThreads)
         const Pack<X, VEC> xv = load_pack<X, VEC>(x + off);
         const Pack<X, VEC> dyv = load_pack<X, VEC>(dy + off);
         float s[VEC];
-        load_scale<W, VEC>(w, span.first * VEC + off, p.offset, round_w, s);
+        load_scale<W, VEC>(w, span.first * VEC + off, static_cast<float>(p.offset), round_w, s);
         const bool dw = partial != nullptr;
         store_pack<X, VEC>(dx + off, gemma ? dx_pack<X, VEC, true>(dyv, s, xv, rstd, coeff, dw, acc[k])
                                            : dx_pack<X, VEC, false>(dyv, s, xv, rstd, coeff, dw, acc[k]));
@@ -273,17 +273,17 @@ std::size_t sums_bytes(std::int64_t rows, int chunks) {
 
 }  // namespace
 
-gpuError_t plan_fwd_split(const RmsFwdParams& p, int vec, const GpuInfo& g, Launch& l) {
+gpuError_t plan_fwd_split(const RowNormFwd& p, int vec, const GpuInfo& g, Launch& l) {
   l.kernel = "rms_norm_fwd_split";
-  return with_split_types(p.xt, p.wt, vec, [&](auto xe, auto we, auto ve) {
+  return with_split_types(p.x_type, p.w_type, vec, [&](auto xe, auto we, auto ve) {
     return plan_split(fwd_norm_kernel<decltype(xe), decltype(we), decltype(ve)::value>, p.rows, p.hidden, vec, kFwdNv,
                       g, l);
   });
 }
 
-gpuError_t launch_fwd_split(const RmsFwdParams& p, int vec, const Launch& l, void* workspace, gpuStream_t stream) {
+gpuError_t launch_fwd_split(const RowNormFwd& p, int vec, const Launch& l, void* workspace, gpuStream_t stream) {
   auto* sums = static_cast<float*>(workspace);
-  return with_split_types(p.xt, p.wt, vec, [&](auto xe, auto we, auto ve) -> gpuError_t {
+  return with_split_types(p.x_type, p.w_type, vec, [&](auto xe, auto we, auto ve) -> gpuError_t {
     using X = decltype(xe);
     constexpr int kVec = decltype(ve)::value;
     fwd_sum_kernel<X, kVec><<<l.grid, kThreads, 0, stream>>>(p, split_grid(l), sums);
@@ -293,9 +293,9 @@ gpuError_t launch_fwd_split(const RmsFwdParams& p, int vec, const Launch& l, voi
   });
 }
 
-gpuError_t plan_bwd_split(const RmsBwdParams& p, int vec, const GpuInfo& g, Launch& l) {
+gpuError_t plan_bwd_split(const RowNormBwd& p, int vec, const GpuInfo& g, Launch& l) {
   l.kernel = "rms_norm_bwd_split";
-  return with_split_types(p.xt, p.wt, vec, [&](auto xe, auto we, auto ve) -> gpuError_t {
+  return with_split_types(p.x_type, p.w_type, vec, [&](auto xe, auto we, auto ve) -> gpuError_t {
     gpuError_t err =
         plan_split(bwd_dx_kernel<decltype(xe), decltype(we), decltype(ve)::value>, p.rows, p.hidden, vec, kBwdNv, g, l);
     if (err != gpuSuccess) return err;
@@ -306,14 +306,14 @@ gpuError_t plan_bwd_split(const RmsBwdParams& p, int vec, const GpuInfo& g, Laun
   });
 }
 
-gpuError_t launch_bwd_split(const RmsBwdParams& p, int vec, const Launch& l, void* workspace, float** partial,
+gpuError_t launch_bwd_split(const RowNormBwd& p, int vec, const Launch& l, void* workspace, float** partial,
                             gpuStream_t stream) {
   auto* sums = static_cast<float*>(workspace);
   float* dw = p.dweight != nullptr
                   ? reinterpret_cast<float*>(static_cast<unsigned char*>(workspace) + sums_bytes(p.rows, l.chunks))
                   : nullptr;
   *partial = dw;
-  return with_split_types(p.xt, p.wt, vec, [&](auto xe, auto we, auto ve) -> gpuError_t {
+  return with_split_types(p.x_type, p.w_type, vec, [&](auto xe, auto we, auto ve) -> gpuError_t {
     using X = decltype(xe);
     using W = decltype(we);
     constexpr int kVec = decltype(ve)::value;

@@ -1,9 +1,17 @@
-// Launch planning for the xpu rms_norm kernels (kernels/rms_norm.cl): which kernel, how many
-// work-groups, how rows pack into them, and where dweight's partials go.
-#include "backends/xpu/rms_norm.h"
+// The xpu rms_norm lists and their launch planning (kernels in kernels.cl): which kernel, how
+// many work-groups, how rows pack into them, and where dweight's partials go.
+//   xpu.rms_norm.fwd.packed  several short rows per work-group (hidden <= 2 L)
+//   xpu.rms_norm.fwd.row     one row per work-group at a time, groups striding over the rows
+//   xpu.rms_norm.bwd.packed  as fwd.packed, dweight per team in private memory (fused)
+//   xpu.rms_norm.bwd.row     as fwd.row, dweight fused while a row fits ceil(hidden / L) <= F
+//   xpu.rms_norm.bwd.split   any hidden: dweight by a column-parallel kernel, then dx
+// L (work-group size) and F (fused dweight columns per work-item) are the device's facts
+// (DeviceInfo: work_group_size, fused_columns); the launch itself is sized by the device's
+// runtime, which knows the kernels' own limits once built. dweight is always per-slot partials
+// from the backend's workspace, summed by a second kernel in a fixed order: no atomics, the same
+// bits every run.
 
 #include <algorithm>
-#include <charconv>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -11,6 +19,8 @@
 #include <fmt/format.h>
 
 #include "backends/xpu/xpu_backend.h"
+#include "opreg/ops.h"
+#include "opreg/variants.h"
 #include "registry/fail.h"
 
 namespace opreg::xpu {
@@ -42,13 +52,6 @@ std::uint64_t ceil_pow2(std::uint64_t v) {
 // the group (so a group always holds two rows or more).
 std::uint64_t packed_team(std::uint64_t hidden, std::uint64_t group) {
   return std::min(ceil_pow2(ceil_div(std::max<std::uint64_t>(hidden, 1), kPackedElements)), group / 2);
-}
-
-std::uint64_t prop_number(const DeviceProps& props, const char* key) {
-  const std::string_view text = props.get(key);
-  std::uint64_t value = 0;
-  std::from_chars(text.data(), text.data() + text.size(), value);
-  return value;
 }
 
 const char* format_name(DType dtype) {
@@ -199,8 +202,8 @@ void backward(const RmsNormBwdArgs& a, const KernelContext& ctx, Layout layout, 
 }
 
 // supports() rules, on the device's advertised geometry.
-Verdict packed_fits(const Tensor& x, const DeviceProps& props) {
-  const std::uint64_t group = prop_number(props, kWorkGroupSizeKey);
+Verdict packed_fits(const Tensor& x, const DeviceInfo& device) {
+  const std::uint64_t group = device.work_group_size;
   const auto hidden = static_cast<std::uint64_t>(rows_hidden(x.shape()).hidden);
   if (ceil_pow2(ceil_div(std::max<std::uint64_t>(hidden, 1), kPackedElements)) > group / 2) {
     return Verdict::reject(fmt::format("hidden {} > {}: such rows fill a work-group of {} on their own", hidden,
@@ -209,10 +212,10 @@ Verdict packed_fits(const Tensor& x, const DeviceProps& props) {
   return Verdict::accept();
 }
 
-Verdict row_fused_fits(const RmsNormBwdArgs& a, const DeviceProps& props) {
+Verdict row_fused_fits(const RmsNormBwdArgs& a, const DeviceInfo& device) {
   if (!a.weight.defined()) return Verdict::accept();
-  const std::uint64_t group = prop_number(props, kWorkGroupSizeKey);
-  const std::uint64_t most = prop_number(props, kFusedColumnsKey);
+  const std::uint64_t group = device.work_group_size;
+  const auto most = static_cast<std::uint64_t>(device.fused_columns);
   const auto hidden = static_cast<std::uint64_t>(rows_hidden(a.x.shape()).hidden);
   if (ceil_div(hidden, group) > most) {
     return Verdict::reject(fmt::format("hidden {} > {}: dweight would need more than {} columns per work-item",
@@ -228,42 +231,29 @@ std::vector<Tunable> tunables(Layout layout) {
   return out;
 }
 
+template <Layout L>
+void fwd_run(const RmsNormFwdArgs& a, const KernelContext& ctx) {
+  forward(a, ctx, L, ctx.variant->name.c_str());
+}
+template <Layout L>
+void bwd_run(const RmsNormBwdArgs& a, const KernelContext& ctx) {
+  backward(a, ctx, L, ctx.variant->name.c_str());
+}
 template <class Args>
-void add(Registry& registry, const Op<Args>& op, const char* impl, int priority, Layout layout,
-         void (*run)(const Args&, const KernelContext&), Verdict (*supports)(const Args&, const DeviceProps&)) {
-  VariantSpec<Args> spec;
-  spec.backend = "xpu";
-  spec.impl = impl;
-  spec.priority = priority;
-  spec.run = run;
-  spec.supports = supports;
-  spec.tunables = tunables(layout);
-  registry.add_variant(op, std::move(spec)).release();
+Verdict packed_supports(const Args& a, const DeviceInfo& device) {
+  return packed_fits(a.x, device);
 }
 
 }  // namespace
 
-void register_rms_norm(Registry& registry) {
-  add<RmsNormFwdArgs>(
-      registry, rms_norm_fwd_op(), "packed", 120, Layout::packed,
-      [](const RmsNormFwdArgs& a, const KernelContext& ctx) { forward(a, ctx, Layout::packed, "xpu.rms_norm.fwd.packed"); },
-      [](const RmsNormFwdArgs& a, const DeviceProps& p) { return packed_fits(a.x, p); });
-  add<RmsNormFwdArgs>(
-      registry, rms_norm_fwd_op(), "row", 110, Layout::row,
-      [](const RmsNormFwdArgs& a, const KernelContext& ctx) { forward(a, ctx, Layout::row, "xpu.rms_norm.fwd.row"); },
-      nullptr);
-  add<RmsNormBwdArgs>(
-      registry, rms_norm_bwd_op(), "packed", 120, Layout::packed,
-      [](const RmsNormBwdArgs& a, const KernelContext& ctx) { backward(a, ctx, Layout::packed, "xpu.rms_norm.bwd.packed"); },
-      [](const RmsNormBwdArgs& a, const DeviceProps& p) { return packed_fits(a.x, p); });
-  add<RmsNormBwdArgs>(
-      registry, rms_norm_bwd_op(), "row", 110, Layout::row,
-      [](const RmsNormBwdArgs& a, const KernelContext& ctx) { backward(a, ctx, Layout::row, "xpu.rms_norm.bwd.row"); },
-      row_fused_fits);
-  add<RmsNormBwdArgs>(
-      registry, rms_norm_bwd_op(), "split", 100, Layout::split,
-      [](const RmsNormBwdArgs& a, const KernelContext& ctx) { backward(a, ctx, Layout::split, "xpu.rms_norm.bwd.split"); },
-      nullptr);
+void register_rms_norm(Registry& r) {
+  register_list(r, rms_norm_fwd_op(), "xpu",
+                {{"packed", &packed_supports<RmsNormFwdArgs>, &fwd_run<Layout::packed>, tunables(Layout::packed)},
+                 {"row", &fwd_run<Layout::row>, tunables(Layout::row)}});
+  register_list(r, rms_norm_bwd_op(), "xpu",
+                {{"packed", &packed_supports<RmsNormBwdArgs>, &bwd_run<Layout::packed>, tunables(Layout::packed)},
+                 {"row", &row_fused_fits, &bwd_run<Layout::row>, tunables(Layout::row)},
+                 {"split", &bwd_run<Layout::split>, tunables(Layout::split)}});
 }
 
 }  // namespace opreg::xpu

@@ -1,6 +1,5 @@
 // The rms_norm variants' kernels, callable directly (bench/bench_dispatch times a direct call
-// against the public entry point). Every cpu variant is registered by register_cpu_kernels
-// (variants.h).
+// against the public entry point). The variants are registered by rms_norm/list.cpp.
 #pragma once
 
 #include "opreg/ops.h"

@@ -15,7 +15,7 @@
 #include <unordered_map>
 
 #include "backends/cuda_like/gpu_vendor.h"
-#include "backends/cuda_like/rms_norm_launch.h"
+#include "backends/cuda_like/rms_norm/launch.h"
 
 namespace opreg::cuda_like {
 namespace dev {

@@ -1,6 +1,7 @@
-// The cuda rms_norm variants: which one takes a problem (supports), how it is laid out on the
-// device (the plans), and the host side of a call: device selection, workspace, launches, the
-// dW finisher, and errors that name the call and the kernel.
+// The cuda rms_norm lists: which variant takes a problem (supports), how it is laid out on the
+// device (its plan: the launch shape and the launch geometry, made once per problem and kept by
+// the choice cache), and the host side of a call: device selection, workspace, launches, the dW
+// finisher, and errors that name the call and the kernel.
 //
 // Choice, in priority order (opreg ops and OPREG_VERBOSE=2 show it per shape):
 //   cluster  rows longer than one block holds, or so few rows that one block per row would leave
@@ -8,10 +9,9 @@
 //   rows     the row in one block (forward: registers, a block per row group; backward: staged
 //            in shared memory or in registers, persistent grid), several rows a block when short
 //   split    anything: very long rows, long rows that are not 16-byte aligned
-#include "backends/cuda_like/rms_norm.h"
+#include "backends/cuda_like/rms_norm/rms_norm.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cstdint>
 #include <span>
 #include <type_traits>
@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "backends/cuda_like/device_guard.h"
+#include "opreg/variants.h"
 #include "registry/fail.h"
 
 namespace opreg::cuda_like {
@@ -26,56 +27,19 @@ namespace {
 
 constexpr int kMaxCluster = 8;  // the portable cluster size
 
-Elem elem_of(DType d) {
-  switch (d) {
-    case DType::f32:
-      return Elem::f32;
-    case DType::f16:
-      return Elem::f16;
-    case DType::bf16:
-      return Elem::bf16;
-    default:
-      break;
-  }
-  fail(ErrorKind::internal, "cuda rms_norm: dtype {} passed the op's check", to_string(d));
-}
-
-Cast cast_of(Casting c) {
-  switch (c) {
-    case Casting::gemma:
-      return Cast::gemma;
-    case Casting::none:
-      return Cast::none;
-    case Casting::llama:
-      break;
-  }
-  return Cast::llama;
-}
-
 bool aligned16(const Tensor& t) { return !t.defined() || reinterpret_cast<std::uintptr_t>(t.data()) % 16 == 0; }
 
-GpuInfo gpu_info(const DeviceProps& props, int index) {
-  GpuInfo g;
-  g.device = index;
-  g.sm_count = props.compute_units > 0 ? props.compute_units : 1;
-  const std::string_view cc = props.get("compute_capability");
-  std::from_chars(cc.data(), cc.data() + cc.size(), g.cc_major);
-  const std::string_view smem = props.get("smem_per_block_optin");
-  std::from_chars(smem.data(), smem.data() + smem.size(), g.smem_optin);
-  return g;
-}
-
 template <class Args>
-RowProblem make_problem(const Args& a, const DeviceProps& props, std::initializer_list<const Tensor*> rowwise) {
+RowProblem make_problem(const Args& a, const GpuInfo& gpu, std::initializer_list<const Tensor*> rowwise) {
   RowProblem p;
   const RowsHidden rh = rows_hidden(a.x.shape());
   p.rows = rh.rows;
   p.hidden = rh.hidden;
-  p.xt = elem_of(a.x.dtype());
-  p.wt = a.weight.defined() ? elem_of(a.weight.dtype()) : p.xt;
-  p.aligned = p.hidden % vec_of(p.xt) == 0 && aligned16(a.weight);
+  p.x_type = family::elem_of(a.x.dtype());
+  p.w_type = a.weight.defined() ? family::elem_of(a.weight.dtype()) : p.x_type;
+  p.aligned = p.hidden % vec_of(p.x_type) == 0 && aligned16(a.weight);
   for (const Tensor* t : rowwise) p.aligned = p.aligned && aligned16(*t);
-  p.gpu = gpu_info(props, a.x.device().index);
+  p.gpu = gpu;
   return p;
 }
 
@@ -95,11 +59,9 @@ int round_threads(std::int64_t want) {
   return static_cast<int>((want + kWarpSize - 1) / kWarpSize * kWarpSize);
 }
 
-RowProblem row_problem(const RmsNormFwdArgs& a, const DeviceProps& props) {
-  return make_problem(a, props, {&a.x, &a.y});
-}
-RowProblem row_problem(const RmsNormBwdArgs& a, const DeviceProps& props) {
-  return make_problem(a, props, {&a.dy, &a.x, &a.dx});
+RowProblem row_problem(const RmsNormFwdArgs& a, const GpuInfo& gpu) { return make_problem(a, gpu, {&a.x, &a.y}); }
+RowProblem row_problem(const RmsNormBwdArgs& a, const GpuInfo& gpu) {
+  return make_problem(a, gpu, {&a.dy, &a.x, &a.dx});
 }
 
 namespace {
@@ -117,7 +79,7 @@ int stages_for(std::size_t per_stage, std::size_t room, int want) {
 constexpr std::size_t kHoldBytes = 32 * 1024;
 
 // Stages a 16-byte launch shape asks for.
-int stages_wanted(const RowProblem& p, bool backward) { return !backward && p.xt != Elem::f32 ? 1 : 2; }
+int stages_wanted(const RowProblem& p, bool backward) { return !backward && p.x_type != Elem::f32 ? 1 : 2; }
 
 // Stages and held scales of a 16-byte launch shape; false if not even one stage fits.
 bool fit_smem(const RowProblem& p, bool backward, RowShape& s) {
@@ -137,7 +99,7 @@ bool fit_smem(const RowProblem& p, bool backward, RowShape& s) {
 // 16384 bf16, 84% of the copy in registers against 78% with one stage), unless the registers
 // spill (f32 with 4 accesses a thread: 624 bytes).
 void prefer_registers(const RowProblem& p, RowShape& s) {
-  if (s.vec == 1 || (p.xt == Elem::f32 && s.nv == 4)) return;
+  if (s.vec == 1 || (p.x_type == Elem::f32 && s.nv == 4)) return;
   const int threads = s.tpr * s.slots;
   const std::size_t staged = static_cast<std::size_t>(s.stages) * stage_bytes(true, s.nv, threads) +
                              (s.hold ? held_scale_bytes(s.nv, s.vec, threads) : 0);
@@ -155,7 +117,7 @@ void prefer_registers(const RowProblem& p, RowShape& s) {
 // backward with the fewest that keep a row within 256 threads (1 for short rows, up to 4); an
 // f32 backward with 4 spills, so it takes 4 only when nothing else fits.
 ShapeOrWhy rows_shape(const RowProblem& p, bool backward) {
-  const int vec = p.aligned ? vec_of(p.xt) : 1;
+  const int vec = p.aligned ? vec_of(p.x_type) : 1;
   const std::int64_t nvec = p.hidden / vec;
   static constexpr int kScalar[] = {8};
   static constexpr int kFwd[] = {4, 8, 2};
@@ -184,10 +146,10 @@ ShapeOrWhy rows_shape(const RowProblem& p, bool backward) {
       if (!fit_smem(p, backward, s)) continue;
       prefer_registers(p, s);
     }
-    const bool spills = backward && p.xt == Elem::f32 && nv == 4;
+    const bool spills = backward && p.x_type == Elem::f32 && nv == 4;
     if (vec == 1 || (s.tpr <= prefer && !spills)) return {s, {}};
     // Else the fewest threads a row, a spilling shape only if nothing else fits.
-    const bool fallback_spills = fallback && backward && p.xt == Elem::f32 && fallback->nv == 4;
+    const bool fallback_spills = fallback && backward && p.x_type == Elem::f32 && fallback->nv == 4;
     if (!fallback || (fallback_spills && !spills) || (!spills && s.tpr < fallback->tpr)) fallback = s;
   }
   if (fallback) return {fallback, {}};
@@ -203,7 +165,7 @@ ShapeOrWhy cluster_shape(const RowProblem& p, bool backward) {
                                       p.gpu.cc_major)};
   }
   if (!p.aligned) return {std::nullopt, "rows are not 16-byte aligned (hidden, or a tensor's address)"};
-  const int vec = vec_of(p.xt);
+  const int vec = vec_of(p.x_type);
   const int nv = backward ? kClusterBwdNv : kClusterFwdNv;
   const int limit = max_threads(backward, nv, vec);
   const std::int64_t nvec = p.hidden / vec;
@@ -242,42 +204,10 @@ ShapeOrWhy cluster_shape(const RowProblem& p, bool backward) {
   return {s, {}};
 }
 
-RmsFwdParams fwd_params(const RmsNormFwdArgs& a, const RowProblem& rp) {
-  RmsFwdParams p;
-  p.x = a.x.data();
-  p.weight = a.weight.defined() ? a.weight.data() : nullptr;
-  p.y = a.y.data();
-  p.rstd = a.rstd.data_as<float>();
-  p.rows = rp.rows;
-  p.hidden = rp.hidden;
-  p.eps = static_cast<float>(a.eps);
-  p.offset = static_cast<float>(a.offset);
-  p.xt = rp.xt;
-  p.wt = rp.wt;
-  p.casting = cast_of(a.casting);
-  return p;
-}
-
-RmsBwdParams bwd_params(const RmsNormBwdArgs& a, const RowProblem& rp) {
-  RmsBwdParams p;
-  p.dy = a.dy.data();
-  p.x = a.x.data();
-  p.weight = a.weight.defined() ? a.weight.data() : nullptr;
-  p.rstd = a.rstd.data_as<const float>();
-  p.dx = a.dx.data();
-  p.dweight = a.dweight.defined() ? a.dweight.data() : nullptr;
-  p.rows = rp.rows;
-  p.hidden = rp.hidden;
-  p.offset = static_cast<float>(a.offset);
-  p.xt = rp.xt;
-  p.wt = rp.wt;
-  p.casting = cast_of(a.casting);
-  return p;
-}
-
 namespace {
 
-// The call's device is current while it runs; the caller's is restored after.
+// The call's device is current while it runs (and while a plan queries it); the caller's is
+// restored after.
 class DeviceGuard {
  public:
   DeviceGuard(int index, const char* variant) : current_(index) {
@@ -291,6 +221,18 @@ class DeviceGuard {
   CurrentDevice current_;
 };
 
+// A failed runtime call, named with the variant, the kernel and the problem. A failed call also
+// leaves the runtime's last error set: it is cleared, or the next launch's check (here or in the
+// caller's code) would report this one.
+void check(gpuError_t err, const char* variant, int device, const RowProblem& problem, const char* call,
+           const char* kernel) {
+  if (err == gpuSuccess) return;
+  gpuGetLastError();
+  fail(ErrorKind::device, "{} on cuda:{}: {} failed for kernel {} ({}x{}, x {}, weight {}): {}", variant, device, call,
+       kernel, problem.rows, problem.hidden, family::elem_name(problem.x_type), family::elem_name(problem.w_type),
+       gpuGetErrorString(err));
+}
+
 // The host side of one call: its variant, device, stream and problem, for error messages.
 struct Call {
   const KernelContext& ctx;
@@ -299,15 +241,8 @@ struct Call {
   const char* variant() const { return ctx.variant != nullptr ? ctx.variant->name.c_str() : "cuda.rms_norm"; }
 
   void check(gpuError_t err, const char* call, const char* kernel) const {
-    if (err == gpuSuccess) return;
-    // A failed call also leaves the runtime's last error set: clear it, or the next launch's
-    // check (here or in the caller's code) would report this one.
-    gpuGetLastError();
-    fail(ErrorKind::device, "{} on cuda:{}: {} failed for kernel {} ({}x{}, x {}, weight {}): {}", variant(),
-         ctx.device.index, call, kernel, problem.rows, problem.hidden, elem_name(problem.xt), elem_name(problem.wt),
-         gpuGetErrorString(err));
+    cuda_like::check(err, variant(), ctx.device.index, problem, call, kernel);
   }
-  static const char* elem_name(Elem e) { return e == Elem::f32 ? "f32" : e == Elem::f16 ? "f16" : "bf16"; }
 
   [[noreturn]] void refuse(const std::string& why) const {
     fail(ErrorKind::unsupported, "{} on cuda:{}: cannot run {}x{}: {}", variant(), ctx.device.index, problem.rows,
@@ -320,140 +255,157 @@ struct Call {
   }
 
   // dweight from the partial rows every backward kernel leaves.
-  void finish_dw(const RmsBwdParams& p, const float* partial, std::int64_t partials) const {
+  void finish_dw(const RowNormBwd& p, const float* partial, std::int64_t partials) const {
     if (p.dweight == nullptr) return;
     Launch l;
-    check(launch_dw_finish(partial, partials, p.hidden, p.dweight, p.wt, stream(), l), "launching", l.kernel);
+    check(launch_dw_finish(partial, partials, p.hidden, p.dweight, p.w_type, stream(), l), "launching", l.kernel);
   }
 };
 
-// ---- The variants. A forced variant (OPREG_FORCE_VARIANT skips supports()) that cannot hold the
-// problem says why instead of running.
-
-template <class Args, class Body>
-void run_call(const Args& a, const KernelContext& ctx, Body&& body) {
-  const RowProblem rp = row_problem(a, *ctx.props);
-  if (rp.rows == 0 && std::is_same_v<Args, RmsNormFwdArgs>) return;
-  DeviceGuard guard(ctx.device.index, ctx.variant != nullptr ? ctx.variant->name.c_str() : "cuda.rms_norm");
-  body(Call{ctx, rp}, rp);
-}
+const GpuInfo& facts_of(const KernelContext& ctx) { return *static_cast<const GpuInfo*>(ctx.props->facts); }
 
 // Backward preamble shared by the variants: nothing to do without columns; without rows, dW is 0.
-bool bwd_trivial(const Call& call, const RmsBwdParams& p) {
+bool bwd_trivial(const Call& call, const RowNormBwd& p) {
   if (p.hidden == 0) return true;
   if (p.rows > 0) return false;
   if (p.dweight != nullptr) {
-    const auto bytes = static_cast<std::size_t>(p.hidden) * static_cast<std::size_t>(elem_bytes(p.wt));
+    const auto bytes = static_cast<std::size_t>(p.hidden) * static_cast<std::size_t>(elem_bytes(p.w_type));
     call.check(gpuMemsetAsync(p.dweight, 0, bytes, call.stream()), "cudaMemsetAsync", "dweight");
   }
   return true;
 }
 
-// The rows and cluster variants: the same kernels, with the launch shape of their own plan.
-template <ShapeOrWhy (*Shape)(const RowProblem&, bool)>
-void fwd_resident(const RmsNormFwdArgs& a, const KernelContext& ctx) {
-  run_call(a, ctx, [&](const Call& call, const RowProblem& rp) {
-    const ShapeOrWhy sw = Shape(rp, false);
-    if (!sw.shape) call.refuse(sw.why);
-    const RmsFwdParams p = fwd_params(a, rp);
-    Launch l;
-    call.check(plan_fwd_rows(p, *sw.shape, rp.gpu, l), l.call, l.kernel);
-    call.check(launch_fwd_rows(p, *sw.shape, l, call.stream()), "launching", l.kernel);
-  });
+// ---- The variants. supports() makes the plan: the launch shape, then (for a problem with work)
+// the launch geometry of the exact kernel on the device. A forced variant (OPREG_FORCE_VARIANT)
+// that cannot hold the problem runs the plan it was refused for, and says why instead of running.
+
+using ShapeFn = ShapeOrWhy (*)(const RowProblem&, bool);
+
+template <class Desc>
+bool has_work(const Desc& d, bool backward) {
+  return backward ? d.rows > 0 && d.hidden > 0 : d.rows > 0;
 }
 
-template <ShapeOrWhy (*Shape)(const RowProblem&, bool)>
-void bwd_resident(const RmsNormBwdArgs& a, const KernelContext& ctx) {
-  run_call(a, ctx, [&](const Call& call, const RowProblem& rp) {
-    const RmsBwdParams p = bwd_params(a, rp);
-    if (bwd_trivial(call, p)) return;
-    const ShapeOrWhy sw = Shape(rp, true);
-    if (!sw.shape) call.refuse(sw.why);
-    Launch l;
-    call.check(plan_bwd_rows(p, *sw.shape, rp.gpu, l), l.call, l.kernel);
+std::string shape_note(const RowShape& s, const Launch& l) {
+  return fmt::format("{} x {} threads a row, {} access(es) of {}, {} row(s) a block, cluster {}, {} stage(s), "
+                     "grid {} of {} threads",
+                     s.tpr, s.cluster, s.nv, s.vec, s.slots, s.cluster, s.stages, l.grid, l.threads);
+}
+
+template <class Args, ShapeFn Shape, const char* Name>
+Verdict resident_supports(const Args& a, const GpuInfo& gpu, ResidentPlan& plan) {
+  constexpr bool kBackward = std::is_same_v<Args, RmsNormBwdArgs>;
+  const RowProblem rp = row_problem(a, gpu);
+  const ShapeOrWhy sw = Shape(rp, kBackward);
+  if (!sw.shape) return Verdict::reject(sw.why);
+  plan.ok = true;
+  plan.shape = *sw.shape;
+  const auto d = family::describe(a);
+  if (!has_work(d, kBackward)) return Verdict::accept();
+  DeviceGuard guard(gpu.device, Name);
+  if constexpr (kBackward) {
+    check(plan_bwd_rows(d, plan.shape, gpu, plan.launch), Name, gpu.device, rp, plan.launch.call, plan.launch.kernel);
+  } else {
+    check(plan_fwd_rows(d, plan.shape, gpu, plan.launch), Name, gpu.device, rp, plan.launch.call, plan.launch.kernel);
+  }
+  return {true, shape_note(plan.shape, plan.launch)};
+}
+
+template <class Args, ShapeFn Shape>
+void resident_run(const Args& a, const ResidentPlan& plan, const KernelContext& ctx) {
+  constexpr bool kBackward = std::is_same_v<Args, RmsNormBwdArgs>;
+  const RowProblem rp = row_problem(a, facts_of(ctx));
+  const auto d = family::describe(a);
+  if (!kBackward && d.rows == 0) return;
+  const Call call{ctx, rp};
+  DeviceGuard guard(ctx.device.index, call.variant());
+  if constexpr (kBackward) {
+    if (bwd_trivial(call, d)) return;
+  }
+  if (!plan.ok) call.refuse(Shape(rp, kBackward).why);  // forced past its refusal
+  const Launch& l = plan.launch;
+  if constexpr (kBackward) {
     const Workspace::Lease ws = call.scratch(l.workspace);
     auto* partial = static_cast<float*>(ws.data());
-    call.check(launch_bwd_rows(p, *sw.shape, l, partial, call.stream()), "launching", l.kernel);
-    call.finish_dw(p, partial, l.partials);
-  });
+    call.check(launch_bwd_rows(d, plan.shape, l, partial, call.stream()), "launching", l.kernel);
+    call.finish_dw(d, partial, l.partials);
+  } else {
+    call.check(launch_fwd_rows(d, plan.shape, l, call.stream()), "launching", l.kernel);
+  }
 }
 
-void fwd_split(const RmsNormFwdArgs& a, const KernelContext& ctx) {
-  run_call(a, ctx, [&](const Call& call, const RowProblem& rp) {
-    const RmsFwdParams p = fwd_params(a, rp);
-    const int vec = rp.aligned ? vec_of(rp.xt) : 1;
-    Launch l;
-    call.check(plan_fwd_split(p, vec, rp.gpu, l), l.call, l.kernel);
-    const Workspace::Lease ws = call.scratch(l.workspace);
-    call.check(launch_fwd_split(p, vec, l, ws.data(), call.stream()), "launching", l.kernel);
-  });
+template <class Args, const char* Name>
+void split_plan(const Args& a, const GpuInfo& gpu, SplitPlan& plan) {
+  constexpr bool kBackward = std::is_same_v<Args, RmsNormBwdArgs>;
+  const RowProblem rp = row_problem(a, gpu);
+  plan.vec = rp.aligned ? vec_of(rp.x_type) : 1;
+  const auto d = family::describe(a);
+  if (!has_work(d, kBackward)) return;
+  DeviceGuard guard(gpu.device, Name);
+  if constexpr (kBackward) {
+    check(plan_bwd_split(d, plan.vec, gpu, plan.launch), Name, gpu.device, rp, plan.launch.call, plan.launch.kernel);
+  } else {
+    check(plan_fwd_split(d, plan.vec, gpu, plan.launch), Name, gpu.device, rp, plan.launch.call, plan.launch.kernel);
+  }
 }
 
-void bwd_split(const RmsNormBwdArgs& a, const KernelContext& ctx) {
-  run_call(a, ctx, [&](const Call& call, const RowProblem& rp) {
-    const RmsBwdParams p = bwd_params(a, rp);
-    if (bwd_trivial(call, p)) return;
-    const int vec = rp.aligned ? vec_of(rp.xt) : 1;
-    Launch l;
-    call.check(plan_bwd_split(p, vec, rp.gpu, l), l.call, l.kernel);
+template <class Args>
+void split_run(const Args& a, const SplitPlan& plan, const KernelContext& ctx) {
+  constexpr bool kBackward = std::is_same_v<Args, RmsNormBwdArgs>;
+  const RowProblem rp = row_problem(a, facts_of(ctx));
+  const auto d = family::describe(a);
+  if (!kBackward && d.rows == 0) return;
+  const Call call{ctx, rp};
+  DeviceGuard guard(ctx.device.index, call.variant());
+  const Launch& l = plan.launch;
+  if constexpr (kBackward) {
+    if (bwd_trivial(call, d)) return;
     const Workspace::Lease ws = call.scratch(l.workspace);
     float* partial = nullptr;
-    call.check(launch_bwd_split(p, vec, l, ws.data(), &partial, call.stream()), "launching", l.kernel);
-    call.finish_dw(p, partial, l.partials);
-  });
+    call.check(launch_bwd_split(d, plan.vec, l, ws.data(), &partial, call.stream()), "launching", l.kernel);
+    call.finish_dw(d, partial, l.partials);
+  } else {
+    const Workspace::Lease ws = call.scratch(l.workspace);
+    call.check(launch_fwd_split(d, plan.vec, l, ws.data(), call.stream()), "launching", l.kernel);
+  }
 }
 
-// ---- supports(): the same plans, so a variant accepts exactly what it can run.
+constexpr char kFwdCluster[] = "cuda.rms_norm.fwd.cluster";
+constexpr char kBwdCluster[] = "cuda.rms_norm.bwd.cluster";
+constexpr char kFwdRows[] = "cuda.rms_norm.fwd.rows";
+constexpr char kBwdRows[] = "cuda.rms_norm.bwd.rows";
+constexpr char kFwdSplit[] = "cuda.rms_norm.fwd.split";
+constexpr char kBwdSplit[] = "cuda.rms_norm.bwd.split";
 
-template <class Args>
-Verdict verdict(const Args& a, const DeviceProps& props, bool backward, ShapeOrWhy (*shape)(const RowProblem&, bool)) {
-  const ShapeOrWhy sw = shape(row_problem(a, props), backward);
-  return sw.shape ? Verdict::accept() : Verdict::reject(sw.why);
-}
-
-template <class Args>
-void add(Registry& registry, const Op<Args>& op, const char* impl, int priority,
-         void (*run)(const Args&, const KernelContext&),
-         std::type_identity_t<Function<Verdict(const Args&, const DeviceProps&)>> supports,
-         std::vector<Tunable> tunables) {
-  VariantSpec<Args> spec;
-  spec.backend = "cuda";
-  spec.impl = impl;
-  spec.priority = priority;
-  spec.run = run;
-  spec.supports = std::move(supports);
-  spec.tunables = std::move(tunables);
-  registry.add_variant(op, std::move(spec)).release();
-}
+using Fwd = RmsNormFwdArgs;
+using Bwd = RmsNormBwdArgs;
 
 }  // namespace
 
-void register_rms_norm(Registry& registry) {
-  const auto& fwd = rms_norm_fwd_op();
-  const auto& bwd = rms_norm_bwd_op();
-  if (cluster_kernels_built()) {
-    add(registry, fwd, "cluster", 30, fwd_resident<cluster_shape>,
-        [](const RmsNormFwdArgs& a, const DeviceProps& p) { return verdict(a, p, false, cluster_shape); },
-        {{"max_cluster", "8"}, {"accesses_per_thread", "4"}, {"access_bytes", "16"}});
-    add(registry, bwd, "cluster", 30, bwd_resident<cluster_shape>,
-        [](const RmsNormBwdArgs& a, const DeviceProps& p) { return verdict(a, p, true, cluster_shape); },
-        {{"max_cluster", "8"}, {"accesses_per_thread", "2"}, {"access_bytes", "16"}});
-  }
-  add(registry, fwd, "rows", 20, fwd_resident<rows_shape>,
-      [](const RmsNormFwdArgs& a, const DeviceProps& p) { return verdict(a, p, false, rows_shape); },
-      {{"accesses_per_thread", "4,8,2"},
-       {"access_bytes", "16 or 1 element"},
-       {"block", "256 or one row"},
-       {"grid", "a block per row group"}});
-  add(registry, bwd, "rows", 20, bwd_resident<rows_shape>,
-      [](const RmsNormBwdArgs& a, const DeviceProps& p) { return verdict(a, p, true, rows_shape); },
-      {{"accesses_per_thread", "1,2,4"},
-       {"access_bytes", "16 or 1 element"},
-       {"block", "256 or one row"},
-       {"stages", "2 in shared memory, or registers"},
-       {"grid", "persistent"}});
-  add(registry, fwd, "split", 10, fwd_split, {}, {{"threads", "256"}, {"accesses_per_thread", "4"}});
-  add(registry, bwd, "split", 10, bwd_split, {}, {{"threads", "256"}, {"accesses_per_thread", "2"}});
+// Priority order. cluster needs thread-block clusters (sm_90 and later, CUDA): a HIP build, or
+// an older GPU, lists it refusing every problem with the reason (cluster_shape).
+void register_rms_norm(Registry& r) {
+  register_list(r, rms_norm_fwd_op(), "cuda",
+                {{"cluster", &resident_supports<Fwd, cluster_shape, kFwdCluster>, &resident_run<Fwd, cluster_shape>,
+                  {{"max_cluster", "8"}, {"accesses_per_thread", "4"}, {"access_bytes", "16"}}},
+                 {"rows", &resident_supports<Fwd, rows_shape, kFwdRows>, &resident_run<Fwd, rows_shape>,
+                  {{"accesses_per_thread", "4,8,2"},
+                   {"access_bytes", "16 or 1 element"},
+                   {"block", "256 or one row"},
+                   {"grid", "a block per row group"}}},
+                 {"split", &split_plan<Fwd, kFwdSplit>, &split_run<Fwd>,
+                  {{"threads", "256"}, {"accesses_per_thread", "4"}}}});
+  register_list(r, rms_norm_bwd_op(), "cuda",
+                {{"cluster", &resident_supports<Bwd, cluster_shape, kBwdCluster>, &resident_run<Bwd, cluster_shape>,
+                  {{"max_cluster", "8"}, {"accesses_per_thread", "2"}, {"access_bytes", "16"}}},
+                 {"rows", &resident_supports<Bwd, rows_shape, kBwdRows>, &resident_run<Bwd, rows_shape>,
+                  {{"accesses_per_thread", "1,2,4"},
+                   {"access_bytes", "16 or 1 element"},
+                   {"block", "256 or one row"},
+                   {"stages", "2 in shared memory, or registers"},
+                   {"grid", "persistent"}}},
+                 {"split", &split_plan<Bwd, kBwdSplit>, &split_run<Bwd>,
+                  {{"threads", "256"}, {"accesses_per_thread", "2"}}}});
 }
 
 }  // namespace opreg::cuda_like

@@ -5,26 +5,27 @@
 #include <optional>
 #include <string>
 
-#include "backends/cuda_like/rms_norm_launch.h"
+#include "backends/cuda_like/rms_norm/launch.h"
 #include "opreg/ops.h"
 #include "opreg/registry.h"
+#include "ops/describe.h"
 
 namespace opreg::cuda_like {
 
-// Registers the six variants (for the registry's lifetime).
+// The lists of cuda.rms_norm.{fwd,bwd}: cluster, rows, split (for the registry's lifetime).
 void register_rms_norm(Registry& registry);
 
-// What a variant's choice looks at, read off the arguments and the device's properties.
+// What a variant's choice looks at, read off the arguments and the device's facts.
 struct RowProblem {
   std::int64_t rows = 0;
   std::int64_t hidden = 0;
-  Elem xt = Elem::f32;
-  Elem wt = Elem::f32;
+  Elem x_type = Elem::f32;
+  Elem w_type = Elem::f32;  // x's when there is no weight
   bool aligned = false;  // every row of every tensor starts on 16 bytes: 16-byte accesses
   GpuInfo gpu;
 };
-RowProblem row_problem(const RmsNormFwdArgs& args, const DeviceProps& props);
-RowProblem row_problem(const RmsNormBwdArgs& args, const DeviceProps& props);
+RowProblem row_problem(const RmsNormFwdArgs& args, const GpuInfo& gpu);
+RowProblem row_problem(const RmsNormBwdArgs& args, const GpuInfo& gpu);
 
 // The shapes the variants use, or why they cannot take the problem.
 struct ShapeOrWhy {
@@ -37,8 +38,17 @@ ShapeOrWhy cluster_shape(const RowProblem& p, bool backward);
 // Threads for `want` per row: a power of two up to a warp (rows share warps), else whole warps.
 int round_threads(std::int64_t want);
 
-// The kernels' view of the arguments.
-RmsFwdParams fwd_params(const RmsNormFwdArgs& args, const RowProblem& problem);
-RmsBwdParams bwd_params(const RmsNormBwdArgs& args, const RowProblem& problem);
+// A variant's plan (what its supports() decided, the kernel launches): the launch shape of the
+// rows and cluster variants, and the launch geometry of the exact instantiation (grid from its
+// occupancy on the device, shared memory, workspace). `ok` false: the variant refused.
+struct ResidentPlan {
+  bool ok = false;
+  RowShape shape;
+  Launch launch;
+};
+struct SplitPlan {
+  int vec = 1;
+  Launch launch;
+};
 
 }  // namespace opreg::cuda_like

@@ -20,7 +20,7 @@
 // blocks' partial sums through distributed shared memory after one cluster barrier per row.
 #include <algorithm>
 
-#include "backends/cuda_like/rms_norm_device.cuh"
+#include "backends/cuda_like/rms_norm/device.cuh"
 
 #if OPREG_GPU_CLUSTERS
 #include <cooperative_groups.h>
@@ -126,7 +126,7 @@ struct Scales {
   }
   OPREG_DEV Pack<W, VEC> raw(const RowWalk& walk, int k) const { return load_pack<W, VEC>(w + walk.column<VEC>(k)); }
   // The scales of an access from its weights as loaded (raw(); anything without a weight).
-  template <Cast C>
+  template <Mode C>
   OPREG_DEV void from_raw(const Pack<W, VEC>& wv, float (&s)[VEC]) const {
     if (w == nullptr) {
 #pragma unroll
@@ -136,10 +136,10 @@ struct Scales {
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {
       const float v = offset + W::load(wv.v[e]);
-      s[e] = C == Cast::none ? round_to<W>(v) : v;
+      s[e] = C == Mode::none ? round_to<W>(v) : v;
     }
   }
-  template <Cast C>
+  template <Mode C>
   OPREG_DEV void compute(const RowWalk& walk, int k, float (&s)[VEC]) const {
     if (w == nullptr) {
 #pragma unroll
@@ -148,7 +148,7 @@ struct Scales {
     }
     from_raw<C>(raw(walk, k), s);
   }
-  template <Cast C>
+  template <Mode C>
   OPREG_DEV void hold(const RowWalk& walk) const {
     if constexpr (kQuads > 0) {
 #pragma unroll
@@ -163,7 +163,7 @@ struct Scales {
       }
     }
   }
-  template <Cast C>
+  template <Mode C>
   OPREG_DEV void get(const RowWalk& walk, int k, float (&s)[VEC]) const {
     if constexpr (kQuads > 0) {
       if (held != nullptr) {
@@ -184,31 +184,31 @@ struct Scales {
 
 // Casting as a template inside the row: one uniform branch per row instead of a choice per element.
 template <class F>
-OPREG_DEV void by_casting(Cast c, F&& f) {
+OPREG_DEV void by_casting(Mode c, F&& f) {
   switch (c) {
-    case Cast::llama:
-      f(std::integral_constant<Cast, Cast::llama>{});
+    case Mode::llama:
+      f(std::integral_constant<Mode, Mode::llama>{});
       break;
-    case Cast::gemma:
-      f(std::integral_constant<Cast, Cast::gemma>{});
+    case Mode::gemma:
+      f(std::integral_constant<Mode, Mode::gemma>{});
       break;
-    case Cast::none:
-      f(std::integral_constant<Cast, Cast::none>{});
+    case Mode::none:
+      f(std::integral_constant<Mode, Mode::none>{});
       break;
   }
 }
 
-template <class X, int VEC, int NV, Cast C, class Access, class ScaleAccess>
+template <class X, int VEC, int NV, Mode C, class Access, class ScaleAccess>
 OPREG_DEV void fwd_row_out(typename X::T* y, int tpr, int count, float rstd, const Access& xk, const ScaleAccess& sk) {
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
     if (k < count) {
       float s[VEC];
-      sk(k, s, std::integral_constant<Cast, C>{});
+      sk(k, s, std::integral_constant<Mode, C>{});
       const Pack<X, VEC> xv = xk(k);
       Pack<X, VEC> out;
 #pragma unroll
-      for (int e = 0; e < VEC; ++e) out.v[e] = X::store(xhat_of<X>(X::load(xv.v[e]), rstd, C == Cast::gemma) * s[e]);
+      for (int e = 0; e < VEC; ++e) out.v[e] = X::store(xhat_of<X>(X::load(xv.v[e]), rstd, C == Mode::gemma) * s[e]);
       store_pack<X, VEC>(y + k * tpr * VEC, out);
     }
   }
@@ -220,7 +220,7 @@ OPREG_DEV void fwd_row_out(typename X::T* y, int tpr, int count, float rstd, con
 // the row, before the reduction, where they take few registers (64 bytes a thread).
 template <class X, class W, int VEC, int NV, bool CLUSTER, bool STAGE>
 __global__ void __launch_bounds__(max_threads_fwd(NV, VEC))
-    fwd_rows_kernel(RmsFwdParams p, int tpr, int slots, int stages, int csize) {
+    fwd_rows_kernel(RowNormFwd p, int tpr, int slots, int stages, int csize) {
   using XT = typename X::T;
   constexpr bool kStaged = STAGE && VEC * sizeof(XT) == 16;
   constexpr bool kEarlyW = !kStaged && NV * VEC * sizeof(typename W::T) <= 64;
@@ -230,7 +230,7 @@ __global__ void __launch_bounds__(max_threads_fwd(NV, VEC))
   const auto* __restrict__ x = static_cast<const XT*>(p.x);
   const RowWalk walk(p.rows, p.hidden, tpr, slots, CLUSTER ? csize : 1, static_cast<int>(p.hidden / VEC), NV);
   const Scales<W, VEC, NV> sc{static_cast<const typename W::T*>(p.weight), nullptr, static_cast<int>(blockDim.x),
-                              p.offset};
+                              static_cast<float>(p.offset)};
   const Stages<1, NV> st{staged, static_cast<int>(blockDim.x)};
   const auto fetch = [&](std::int64_t g, int stage) {
     if constexpr (kStaged) {
@@ -290,7 +290,7 @@ __global__ void __launch_bounds__(max_threads_fwd(NV, VEC))
     ss = row_sum(ss, tpr, red, parity);
     if constexpr (CLUSTER) ss = cluster_total(ss, &totals[parity], csize);
     const float mean = p.hidden > 0 ? ss / static_cast<float>(p.hidden) : 0.0f;
-    const float rstd = 1.0f / sqrtf(mean + p.eps);
+    const float rstd = 1.0f / sqrtf(mean + static_cast<float>(p.eps));
     XT* y = static_cast<XT*>(p.y) + at;
     const auto sk = [&](int k, float(&s)[VEC], auto c) {
       if constexpr (kEarlyW) {
@@ -299,7 +299,7 @@ __global__ void __launch_bounds__(max_threads_fwd(NV, VEC))
         sc.template get<decltype(c)::value>(walk, k, s);
       }
     };
-    by_casting(p.casting, [&](auto c) { fwd_row_out<X, VEC, NV, decltype(c)::value>(y, tpr, count, rstd, xk, sk); });
+    by_casting(p.mode, [&](auto c) { fwd_row_out<X, VEC, NV, decltype(c)::value>(y, tpr, count, rstd, xk, sk); });
     if (walk.row(g) < p.rows && walk.col == 0) p.rstd[walk.row(g)] = rstd;
     stage = stage + 1 == stages ? 0 : stage + 1;
   }
@@ -308,7 +308,7 @@ __global__ void __launch_bounds__(max_threads_fwd(NV, VEC))
 }
 
 // dx (and dW) for one row, given its accesses xk(k), dyk(k).
-template <class X, class W, int VEC, int NV, Cast C, class XAccess, class DyAccess>
+template <class X, class W, int VEC, int NV, Mode C, class XAccess, class DyAccess>
 OPREG_DEV void bwd_row_out(const Scales<W, VEC, NV>& sc, typename X::T* dx, const RowWalk& walk, int count, float rstd,
                            float coeff, bool want_dw, const XAccess& xk, const DyAccess& dyk,
                            DwSum<X> (&acc)[NV][VEC]) {
@@ -318,12 +318,12 @@ OPREG_DEV void bwd_row_out(const Scales<W, VEC, NV>& sc, typename X::T* dx, cons
       float s[VEC];
       sc.template get<C>(walk, k, s);
       store_pack<X, VEC>(dx + k * walk.tpr * VEC,
-                         dx_pack<X, VEC, C == Cast::gemma>(dyk(k), s, xk(k), rstd, coeff, want_dw, acc[k]));
+                         dx_pack<X, VEC, C == Mode::gemma>(dyk(k), s, xk(k), rstd, coeff, want_dw, acc[k]));
     }
   }
 }
 
-template <class X, class W, int VEC, int NV, Cast C, class XAccess, class DyAccess>
+template <class X, class W, int VEC, int NV, Mode C, class XAccess, class DyAccess>
 OPREG_DEV float bwd_row_dot(const Scales<W, VEC, NV>& sc, const RowWalk& walk, int count, const XAccess& xk,
                             const DyAccess& dyk) {
   float dot = 0.0f;
@@ -343,7 +343,7 @@ OPREG_DEV float bwd_row_dot(const Scales<W, VEC, NV>& sc, const RowWalk& walk, i
 // per cluster.
 template <class X, class W, int VEC, int NV, bool CLUSTER, bool STAGE>
 __global__ void __launch_bounds__(max_threads_bwd(NV, VEC))
-    bwd_rows_kernel(RmsBwdParams p, int tpr, int slots, int stages, int csize, int hold, float* partial) {
+    bwd_rows_kernel(RowNormBwd p, int tpr, int slots, int stages, int csize, int hold, float* partial) {
   using XT = typename X::T;
   constexpr bool kStaged = STAGE && VEC * sizeof(XT) == 16;
   extern __shared__ uint4 staged_all[];
@@ -356,8 +356,8 @@ __global__ void __launch_bounds__(max_threads_bwd(NV, VEC))
   const bool held = kStaged && hold != 0;
   uint4* staged = staged_all + (held ? NV * (VEC / 4) * threads : 0);
   const Scales<W, VEC, NV> sc{static_cast<const typename W::T*>(p.weight),
-                              held ? reinterpret_cast<float4*>(staged_all) : nullptr, threads, p.offset};
-  if (held) by_casting(p.casting, [&](auto c) { sc.template hold<decltype(c)::value>(walk); });
+                              held ? reinterpret_cast<float4*>(staged_all) : nullptr, threads, static_cast<float>(p.offset)};
+  if (held) by_casting(p.mode, [&](auto c) { sc.template hold<decltype(c)::value>(walk); });
   const Stages<2, NV> st{staged, threads};
   const bool want_dw = partial != nullptr;
   const float inv_h = p.hidden > 0 ? 1.0f / static_cast<float>(p.hidden) : 0.0f;
@@ -410,13 +410,13 @@ __global__ void __launch_bounds__(max_threads_bwd(NV, VEC))
         return dyregs[k];
       }
     };
-    float dot = p.casting == Cast::none ? bwd_row_dot<X, W, VEC, NV, Cast::none>(sc, walk, count, xk, dyk)
-                                        : bwd_row_dot<X, W, VEC, NV, Cast::llama>(sc, walk, count, xk, dyk);
+    float dot = p.mode == Mode::none ? bwd_row_dot<X, W, VEC, NV, Mode::none>(sc, walk, count, xk, dyk)
+                                        : bwd_row_dot<X, W, VEC, NV, Mode::llama>(sc, walk, count, xk, dyk);
     dot = row_sum(dot, tpr, red, parity);
     if constexpr (CLUSTER) dot = cluster_total(dot, &totals[parity], csize);
     const float coeff = rstd * rstd * rstd * dot * inv_h;
     XT* dx = static_cast<XT*>(p.dx) + at;
-    by_casting(p.casting, [&](auto c) {
+    by_casting(p.mode, [&](auto c) {
       bwd_row_out<X, W, VEC, NV, decltype(c)::value>(sc, dx, walk, count, rstd, coeff, want_dw, xk, dyk, acc);
     });
     stage = stage + 1 == stages ? 0 : stage + 1;
@@ -587,21 +587,21 @@ gpuError_t launch_rows(Kernel kernel, const RowShape& s, const Launch& l, gpuStr
 
 }  // namespace
 
-gpuError_t plan_fwd_rows(const RmsFwdParams& p, const RowShape& s, const GpuInfo& g, Launch& l) {
+gpuError_t plan_fwd_rows(const RowNormFwd& p, const RowShape& s, const GpuInfo& g, Launch& l) {
   l.kernel = s.cluster > 1 ? "rms_norm_fwd_rows (cluster)" : "rms_norm_fwd_rows";
   return with_kernel<false>(
-      p.xt, p.wt, s, [&](auto kernel) { return plan_rows(kernel, p.rows, s, g, rows_smem(false, s, p.hidden), l); });
+      p.x_type, p.w_type, s, [&](auto kernel) { return plan_rows(kernel, p.rows, s, g, rows_smem(false, s, p.hidden), l); });
 }
 
-gpuError_t launch_fwd_rows(const RmsFwdParams& p, const RowShape& s, const Launch& l, gpuStream_t stream) {
-  return with_kernel<false>(p.xt, p.wt, s, [&](auto kernel) {
+gpuError_t launch_fwd_rows(const RowNormFwd& p, const RowShape& s, const Launch& l, gpuStream_t stream) {
+  return with_kernel<false>(p.x_type, p.w_type, s, [&](auto kernel) {
     return launch_rows(kernel, s, l, stream, p, s.tpr, s.slots, kernel_stages(s), s.cluster);
   });
 }
 
-gpuError_t plan_bwd_rows(const RmsBwdParams& p, const RowShape& s, const GpuInfo& g, Launch& l) {
+gpuError_t plan_bwd_rows(const RowNormBwd& p, const RowShape& s, const GpuInfo& g, Launch& l) {
   l.kernel = s.cluster > 1 ? "rms_norm_bwd_rows (cluster)" : "rms_norm_bwd_rows";
-  return with_kernel<true>(p.xt, p.wt, s, [&](auto kernel) -> gpuError_t {
+  return with_kernel<true>(p.x_type, p.w_type, s, [&](auto kernel) -> gpuError_t {
     if (gpuError_t err = plan_rows(kernel, p.rows, s, g, rows_smem(true, s, p.hidden), l); err != gpuSuccess) {
       return err;
     }
@@ -611,9 +611,9 @@ gpuError_t plan_bwd_rows(const RmsBwdParams& p, const RowShape& s, const GpuInfo
   });
 }
 
-gpuError_t launch_bwd_rows(const RmsBwdParams& p, const RowShape& s, const Launch& l, float* partial,
+gpuError_t launch_bwd_rows(const RowNormBwd& p, const RowShape& s, const Launch& l, float* partial,
                            gpuStream_t stream) {
-  return with_kernel<true>(p.xt, p.wt, s, [&](auto kernel) {
+  return with_kernel<true>(p.x_type, p.w_type, s, [&](auto kernel) {
     return launch_rows(kernel, s, l, stream, p, s.tpr, s.slots, kernel_stages(s), s.cluster, holds_scales(s) ? 1 : 0,
                        p.dweight != nullptr ? partial : nullptr);
   });

@@ -1,5 +1,5 @@
-// The seam between the cuda rms_norm variants (rms_norm.cpp: choice, workspace, errors) and
-// their kernels (rms_norm_*.cu). Plain C++ on the host side, so the .cu files need no opreg
+// The seam between the cuda rms_norm variants (list.cpp: choice, plans, workspace, errors) and
+// their kernels (rows.cu, split.cu). Plain C++ on the host side, so the .cu files need no opreg
 // header and the .cpp no CUDA compiler.
 //
 // Each kernel family has a plan_* function (launch geometry: block, grid from the occupancy of
@@ -11,7 +11,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backends/cuda_like/facts.h"
 #include "backends/cuda_like/gpu_vendor.h"
+#include "ops/families.h"
 
 namespace opreg::cuda_like {
 
@@ -22,49 +24,16 @@ inline constexpr int kWarpSize = 64;
 inline constexpr int kWarpSize = 32;
 #endif
 
-enum class Elem : std::uint8_t { f32, f16, bf16 };
-enum class Cast : std::uint8_t { llama, gemma, none };
+// The kernels take the row-norm family's descriptors (src/ops/families.h): eps and offset are
+// doubles there and used as floats here, as the kernels compute.
+using family::Elem;
+using family::Mode;
+using family::RowNormBwd;
+using family::RowNormFwd;
 
 inline constexpr int elem_bytes(Elem e) { return e == Elem::f32 ? 4 : 2; }
 // Elements of x in one 16-byte access.
 inline constexpr int vec_of(Elem e) { return 16 / elem_bytes(e); }
-
-struct RmsFwdParams {
-  const void* x = nullptr;
-  const void* weight = nullptr;  // nullptr: no weight (scale 1)
-  void* y = nullptr;
-  float* rstd = nullptr;
-  std::int64_t rows = 0;
-  std::int64_t hidden = 0;
-  float eps = 0;
-  float offset = 0;
-  Elem xt = Elem::f32;
-  Elem wt = Elem::f32;
-  Cast casting = Cast::llama;
-};
-
-struct RmsBwdParams {
-  const void* dy = nullptr;
-  const void* x = nullptr;
-  const void* weight = nullptr;  // nullptr: no weight (scale 1)
-  const float* rstd = nullptr;
-  void* dx = nullptr;       // may be dy
-  void* dweight = nullptr;  // nullptr: no weight gradient
-  std::int64_t rows = 0;
-  std::int64_t hidden = 0;
-  float offset = 0;
-  Elem xt = Elem::f32;
-  Elem wt = Elem::f32;
-  Cast casting = Cast::llama;
-};
-
-// What the plan needs to know of the device.
-struct GpuInfo {
-  int device = 0;
-  int sm_count = 1;
-  int cc_major = 0;
-  std::size_t smem_optin = 48 * 1024;  // dynamic shared memory a block may opt in to
-};
 
 // How a row is spread over threads: `tpr` threads per row, each holding `nv` accesses of `vec`
 // elements (vec = 16 bytes' worth when every row is 16-byte aligned, else 1), `slots` rows per
@@ -117,21 +86,21 @@ struct Launch {
 // ---- The row in one block, or in a thread-block cluster (RowShape::cluster > 1; sm_90 and
 // later, CUDA only), staged in shared memory (rms_norm_rows.cu).
 bool cluster_kernels_built();
-gpuError_t plan_fwd_rows(const RmsFwdParams& p, const RowShape& s, const GpuInfo& g, Launch& l);
-gpuError_t launch_fwd_rows(const RmsFwdParams& p, const RowShape& s, const Launch& l, gpuStream_t stream);
-gpuError_t plan_bwd_rows(const RmsBwdParams& p, const RowShape& s, const GpuInfo& g, Launch& l);
+gpuError_t plan_fwd_rows(const RowNormFwd& p, const RowShape& s, const GpuInfo& g, Launch& l);
+gpuError_t launch_fwd_rows(const RowNormFwd& p, const RowShape& s, const Launch& l, gpuStream_t stream);
+gpuError_t plan_bwd_rows(const RowNormBwd& p, const RowShape& s, const GpuInfo& g, Launch& l);
 // `partial`: l.partials x hidden floats (unused without dweight).
-gpuError_t launch_bwd_rows(const RmsBwdParams& p, const RowShape& s, const Launch& l, float* partial,
+gpuError_t launch_bwd_rows(const RowNormBwd& p, const RowShape& s, const Launch& l, float* partial,
                            gpuStream_t stream);
 
 // ---- Any row length: two kernels over column chunks, the row sum between them through the
 // workspace (rms_norm_split.cu). `vec` as in RowShape; the rest is fixed.
-gpuError_t plan_fwd_split(const RmsFwdParams& p, int vec, const GpuInfo& g, Launch& l);
-gpuError_t launch_fwd_split(const RmsFwdParams& p, int vec, const Launch& l, void* workspace, gpuStream_t stream);
-gpuError_t plan_bwd_split(const RmsBwdParams& p, int vec, const GpuInfo& g, Launch& l);
+gpuError_t plan_fwd_split(const RowNormFwd& p, int vec, const GpuInfo& g, Launch& l);
+gpuError_t launch_fwd_split(const RowNormFwd& p, int vec, const Launch& l, void* workspace, gpuStream_t stream);
+gpuError_t plan_bwd_split(const RowNormBwd& p, int vec, const GpuInfo& g, Launch& l);
 // The workspace holds the per-chunk sums, then l.partials x hidden floats of dW partials;
 // `partial` is where those start.
-gpuError_t launch_bwd_split(const RmsBwdParams& p, int vec, const Launch& l, void* workspace, float** partial,
+gpuError_t launch_bwd_split(const RowNormBwd& p, int vec, const Launch& l, void* workspace, float** partial,
                             gpuStream_t stream);
 
 // ---- dweight = the column sums of `partials` x hidden floats, in a fixed order (deterministic).

@@ -1,0 +1,93 @@
+// What the cpu backend's op-family lists (rms_norm/list.cpp, norm/list.cpp, glu/list.cpp) share:
+// the device facts, one call's team and scratch, and the list entry of a kernel compiled for an
+// instruction-set level. Each list is written out in its family's list.cpp: avx2 first, then
+// generic; the reference (cpu.<op>.<dir>.ref) comes last for every op of the manifest.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/abi.h"
+#include "backends/cpu/isa.h"
+#include "opreg/variants.h"
+#include "ops/describe.h"
+
+namespace opreg::cpu {
+
+// The cpu's device facts (DeviceProps::facts): the level its kernels run at, and the CPU's own.
+struct Facts {
+  Isa level = Isa::generic;
+  Isa host = Isa::generic;
+};
+
+inline std::int64_t work(const RowNormFwd& d) { return d.rows * d.hidden; }
+inline std::int64_t work(const RowNormBwd& d) { return d.rows * d.hidden; }
+inline std::int64_t work(const NormFwd& d) { return d.shape.sets * d.shape.channels * d.shape.spread; }
+inline std::int64_t work(const NormBwd& d) { return d.shape.sets * d.shape.channels * d.shape.spread; }
+inline std::int64_t work(const GluFwd& d) { return d.n; }
+inline std::int64_t work(const GluBwd& d) { return d.n; }
+
+// One call: its team (by the problem's size and OPREG_NUM_THREADS) and its scratch, a lease on
+// the backend's cached workspace (nothing is allocated once the workspace is warm). A context
+// without a backend (a kernel called directly) gets a buffer of its own.
+class Call {
+ public:
+  Call(const KernelContext& ctx, std::int64_t elements);
+  Call(const Call&) = delete;
+  Call& operator=(const Call&) = delete;
+  const Exec& exec() const { return exec_; }
+
+ private:
+  static void* scratch(void* owner, std::size_t bytes);
+  const KernelContext& ctx_;
+  Exec exec_;
+  Workspace::Lease lease_;
+  std::vector<double> own_;
+  bool taken_ = false;
+};
+
+// A variant's run: the op's descriptor, its call, the kernel of one instruction set.
+template <class Args, auto Kernel>
+void run(const Args& args, const KernelContext& ctx) {
+  const auto d = family::describe(args);
+  Call call(ctx, work(d));
+  Kernel(d, call.exec());
+}
+
+// A level above the one the cpu runs at stays listed, refusing every problem with the reason;
+// forced, its kernel refuses too, rather than run instructions the CPU may lack (SIGILL) or that
+// OPREG_CPU_ISA ruled out.
+struct Capped {
+  bool cpu_lacks = false;  // else OPREG_CPU_ISA capped it
+};
+std::string capped_reason(bool cpu_lacks);
+template <class Args>
+Verdict capped_supports(const Args&, const Facts& facts, Capped& plan) {
+  plan.cpu_lacks = facts.host < Isa::avx2;
+  return Verdict::reject(capped_reason(plan.cpu_lacks));
+}
+[[noreturn]] void capped_refuses(const KernelContext& ctx, const Capped& plan);
+template <class Args>
+void capped_run(const Args&, const Capped& plan, const KernelContext& ctx) {
+  capped_refuses(ctx, plan);
+}
+
+std::vector<Tunable> tunables(Isa isa);
+
+// The list entry of `Kernel`, compiled for `isa`, on a cpu that runs at `level`. One that the cpu
+// can run has no supports(): the registry then resolves the choice once, not per problem.
+template <class Args, auto Kernel>
+ListedVariant<Args> isa_entry(Isa isa, Isa level, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+  if (static_cast<int>(isa) <= static_cast<int>(level)) {
+    return {std::string(isa_name(isa)), &run<Args, Kernel>, tunables(isa), file, line};
+  }
+  return {std::string(isa_name(isa)), &capped_supports<Args>, &capped_run<Args>, tunables(isa), file, line};
+}
+
+// The family lists (each registers its ops' lists for the registry's lifetime).
+void register_rms_norm(Registry& registry, Isa level);
+void register_norm(Registry& registry, Isa level);
+void register_glu(Registry& registry, Isa level);
+
+}  // namespace opreg::cpu
