@@ -9,6 +9,11 @@
 // on the problem, made when the table is published) or OPREG_CPU_ISA=generic (the capped avx2
 // variant refuses in its supports(), so the choice is looked up per problem).
 //
+// `--path=problem` registers a bench-only variant first in the cpu's list, cpu.rms_norm.fwd.bench,
+// whose supports() accepts every problem and whose kernel is the generic one: the choice is then
+// looked up per problem (the path of every npu, cuda and xpu variant), whatever the cpu's own
+// variants are, and BM_Dispatch times that path.
+//
 // `bench_dispatch --calls=direct:N` (or dispatch:N, check:N) makes N calls the way
 // BM_DirectCall (or BM_Dispatch, BM_CheckOnly) does, without the timing loop, and exits: under
 // callgrind, the difference of two such runs divided by the difference of their N is the
@@ -17,6 +22,7 @@
 
 #include <charconv>
 #include <cstdio>
+#include <string>
 #include <string_view>
 
 #include "backends/cpu/rms_norm/direct.h"
@@ -70,13 +76,31 @@ void BM_CheckOnly(benchmark::State& state) {
 }
 BENCHMARK(BM_CheckOnly);
 
+// The variant the dispatch must choose: the generic kernel, or the bench-only one by problem.
+std::string g_expected = "cpu.rms_norm.fwd.generic";
+
+bool chooses_expected(const DispatchResult& r) { return r.variant != nullptr && r.variant->name == g_expected; }
+
+// --path=problem: a variant first in the cpu's list whose supports() accepts (so the registry asks
+// per problem and caches the answer) and whose kernel is the generic one.
+void register_by_problem() {
+  VariantSpec<RmsNormFwdArgs> spec;
+  spec.backend = "cpu";
+  spec.impl = "bench";
+  spec.priority = 1000;
+  spec.supports = [](const RmsNormFwdArgs&, const DeviceProps&) { return Verdict::accept(); };
+  spec.run = &cpu::rms_norm_fwd_generic;
+  default_registry().add_variant(rms_norm_fwd_op(), std::move(spec)).release();
+  g_expected = "cpu.rms_norm.fwd.bench";
+}
+
 void BM_Dispatch(benchmark::State& state) {
   Problem1x8 p;
   const DispatchResult r = rms_norm_fwd(p.args);
-  if (r.variant == nullptr || r.variant->name != "cpu.rms_norm.fwd.generic") {
+  if (!chooses_expected(r)) {
     state.SkipWithError(
         "the registry does not choose cpu.rms_norm.fwd.generic (run with "
-        "OPREG_FORCE_VARIANT=cpu.rms_norm.fwd.generic or OPREG_CPU_ISA=generic: docs/perf.md)");
+        "OPREG_FORCE_VARIANT=cpu.rms_norm.fwd.generic, OPREG_CPU_ISA=generic or --path=problem: docs/perf.md)");
     return;
   }
   for (auto _ : state) {
@@ -101,10 +125,12 @@ int count_calls(std::string_view spec) {
   Problem1x8 p;
   const KernelContext ctx = direct_context();
   const DispatchResult r = rms_norm_fwd(p.args);
-  if (r.variant == nullptr || r.variant->name != "cpu.rms_norm.fwd.generic") {
+  if (!chooses_expected(r)) {
     std::fprintf(stderr,
-                 "bench_dispatch: the registry does not choose cpu.rms_norm.fwd.generic (run with "
-                 "OPREG_FORCE_VARIANT=cpu.rms_norm.fwd.generic or OPREG_CPU_ISA=generic: docs/perf.md)\n");
+                 "bench_dispatch: the registry does not choose %s (run with "
+                 "OPREG_FORCE_VARIANT=cpu.rms_norm.fwd.generic, OPREG_CPU_ISA=generic or --path=problem: "
+                 "docs/perf.md)\n",
+                 g_expected.c_str());
     return 1;
   }
   if (mode == "direct") {
@@ -130,10 +156,20 @@ int count_calls(std::string_view spec) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::string_view calls;
+  int kept = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
-    if (arg.starts_with("--calls=")) return count_calls(arg.substr(8));
+    if (arg == "--path=problem") {
+      register_by_problem();
+    } else if (arg.starts_with("--calls=")) {
+      calls = arg.substr(8);
+    } else {
+      argv[kept++] = argv[i];
+    }
   }
+  argc = kept;
+  if (!calls.empty()) return count_calls(calls);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

@@ -84,13 +84,18 @@ static int32_t toy_synchronize(void* user, int32_t device, void* stream, char* m
 
 static int is_f32(const DLTensor* t) { return t->dtype.code == kDLFloat && t->dtype.bits == 32 && t->dtype.lanes == 1; }
 
+/* What the kernel takes, or why not (NULL: it takes it). */
+static const char* rms_fwd_refusal(const opreg_rms_norm_fwd_args* a) {
+  if (!is_f32(a->x) || !is_f32(a->y)) return "the C kernel takes f32 activations only";
+  if (a->weight != NULL && !is_f32(a->weight)) return "the C kernel takes an f32 weight only";
+  return NULL;
+}
+
 static int32_t rms_fwd_supports(void* user, const void* args, const opreg_device_props* props, char* reason,
                                 size_t size) {
   (void)user, (void)props;
-  const opreg_rms_norm_fwd_args* a = args;
-  if (!is_f32(a->x)) return report(reason, size, 0, "the C kernel takes f32 activations only");
-  if (a->weight != NULL && !is_f32(a->weight)) return report(reason, size, 0, "the C kernel takes an f32 weight only");
-  return 1;
+  const char* refusal = rms_fwd_refusal(args);
+  return refusal != NULL ? report(reason, size, 0, refusal) : 1;
 }
 
 static int32_t rms_fwd_run(void* user, const void* args, const opreg_kernel_context* ctx, char* message,
@@ -98,6 +103,10 @@ static int32_t rms_fwd_run(void* user, const void* args, const opreg_kernel_cont
   (void)user, (void)ctx;
   const opreg_rms_norm_fwd_args* a = args;
   if (a->struct_size != sizeof *a) return report(message, size, OPREG_INTERNAL_ERROR, "unexpected argument struct");
+  /* opreg never runs a problem supports() refused, but a kernel is the last line: it checks what
+   * it reads, as docs/adding-a-backend.md asks of plugin kernels. */
+  const char* refusal = rms_fwd_refusal(a);
+  if (refusal != NULL) return report(message, size, OPREG_UNSUPPORTED, refusal);
   /* rows x hidden: hidden is the last extent, rows the product of the others. */
   int64_t hidden = a->x->ndim > 0 ? a->x->shape[a->x->ndim - 1] : 1;
   int64_t rows = 1;

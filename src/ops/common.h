@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "ops/check.h"
+#include "ops/manifest.h"
 #include "registry/dispatch.h"
 
 namespace opreg::ops_detail {
@@ -20,6 +21,26 @@ template <class Args>
   return Op<Args>({.name = name, .tensors = tensors, .key = key, .check_facts = check});
 }
 
+// The choice key of a call whose tensors are contiguous on `device` (the check said so), from the
+// manifest's tensor list, unrolled: what dispatch.cpp's build_key makes of the same call.
+// Returns the key's hash (detail::key_hash), made on the way.
+template <class Args, std::size_t... I>
+[[gnu::always_inline]] inline std::uint64_t contiguous_key(const Args& args, Device device, ProblemKey& key,
+                                                           std::index_sequence<I...>) {
+  using S = manifest::Spec<Args>;
+  detail::TensorBits bits;
+  (bits.add_contiguous(static_cast<int>(I), args.*S::members[I]), ...);
+  bits.contiguous = bits.defined;
+  std::uint64_t h = bits.start_key(key, device, static_cast<int>(sizeof...(I)), args.*S::members[0]);
+  S::key(args, key);
+  for (int i = key.size - S::key_words; i < key.size; ++i) h = detail::hash_word(h, key.words[static_cast<std::size_t>(i)]);
+  return detail::hash_finish(h, key.size);
+}
+template <class Args>
+[[gnu::always_inline]] inline std::uint64_t contiguous_key(const Args& args, Device device, ProblemKey& key) {
+  return contiguous_key(args, device, key, std::make_index_sequence<manifest::Spec<Args>::fields.size()>{});
+}
+
 // An op's entry point on the default registry: Registry::call with the op's check called
 // directly (inlined here) rather than through the op's table.
 template <auto Check, class Args>
@@ -28,7 +49,9 @@ inline DispatchResult call(const Op<Args>& (*op)(), const Args& args, const Exec
   // on a bad environment; then nothing is held and the next call asks again, as it would.)
   static Registry& registry = default_registry();
   static const detail::OpDef& def = op().def();
-  return detail::dispatch_checked(registry, def, &args, Check(args), ctx);
+  return detail::dispatch_checked(registry, def, &args, Check(args), ctx, [&](ProblemKey& key, Device device) {
+    return contiguous_key(args, device, key);
+  });
 }
 
 // Defined, an accepted activation dtype (or any dtype when min_rank is 0: a weight), min_rank dims.

@@ -76,7 +76,8 @@ constexpr std::size_t count_inputs(const std::array<Field, N>& fields) {
 //   fields           the tensor members, in order (Field)
 //   members          pointers to them, in the same order
 //   first_output     the index of the first output (the inputs come first)
-//   key(args, key)   adds the scalars the choice may depend on (op_manifest.h's `key`)
+//   key(args, key)   appends the scalars the choice may depend on (op_manifest.h's `key`); the
+//                    key always has room for them (static_assert)
 //   key_words        how many words key() adds
 template <class Args>
 struct Spec;
@@ -87,7 +88,7 @@ struct Spec;
   detail::RawField{#name, OPREG_M_ROLE_##role, Kind::kind, When::when, #partner},
 #define OPREG_M_MEMBER_(name, role, kind, when, partner) &Args::name,
 #define OPREG_M_NONE_(...)
-#define OPREG_M_KEY_key(name) key.add(static_cast<std::uint64_t>(args.name));
+#define OPREG_M_KEY_key(name) key.words[static_cast<std::size_t>(key.size++)] = static_cast<std::uint64_t>(args.name);
 #define OPREG_M_KEY_nokey(name)
 #define OPREG_M_KEY_(type, name, value, keyed) OPREG_M_KEY_##keyed(name)
 #define OPREG_M_KEYS_key +1
@@ -103,6 +104,8 @@ struct Spec;
     static constexpr std::array<Tensor Args::*, fields.size()> members{FIELDS(OPREG_M_MEMBER_, OPREG_M_NONE_)}; \
     static constexpr std::size_t first_output = detail::count_inputs(fields);                         \
     static constexpr int key_words = 0 FIELDS(OPREG_M_NONE_, OPREG_M_KEYS_);                           \
+    /* The key's words: the call's (at most 3 + kMaxDims, dispatch's TensorBits) and these. */        \
+    static_assert(3 + kMaxDims + key_words <= kKeyWords);                                             \
     [[gnu::always_inline]] static void key([[maybe_unused]] const Args& args,                         \
                                            [[maybe_unused]] ProblemKey& key) {                        \
       FIELDS(OPREG_M_NONE_, OPREG_M_KEY_)                                                             \

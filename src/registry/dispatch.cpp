@@ -62,59 +62,28 @@ std::string contiguous_fix(const Registry& r, const detail::OpDef& op, const voi
       name, r.device_name(op.tensor(args, field).device()));
 }
 
-// Each tensor's presence, contiguity, dtype and data alignment, for the key.
-struct TensorBits {
-  std::uint64_t defined = 0;
-  std::uint64_t contiguous = 0;
-  std::array<std::uint64_t, 2> packed{};  // 7 bits a tensor, nine to a word
-};
-inline constexpr int kPerWord = 9;
-
-// For an op of N tensors, unrolled and without branches: an undefined tensor is a default one
-// (f32, no data, contiguous), so its bits are the same on every call and `defined` tells it apart.
+// For an op of N tensors, unrolled and without branches.
 template <int N>
-void tensor_bits(const detail::OpDef& op, const void* args, TensorBits& out) {
+void tensor_bits(const detail::OpDef& op, const void* args, detail::TensorBits& out) {
 #pragma GCC unroll 16
-  for (int i = 0; i < N; ++i) {
-    const Tensor& t = op.tensor(args, i);
-    out.defined |= static_cast<std::uint64_t>(t.defined()) << i;
-    out.contiguous |= static_cast<std::uint64_t>(t.is_contiguous()) << i;
-    // log2 of the alignment, capped at 64 bytes (what vector loads and the NPU's 32-byte block
-    // copies care about), so allocator-aligned tensors share one key.
-    const auto address = reinterpret_cast<std::uintptr_t>(t.data()) | 64U;
-    const std::uint64_t bits =
-        static_cast<std::uint64_t>(t.dtype()) | static_cast<std::uint64_t>(__builtin_ctzll(address)) << 4;
-    out.packed[static_cast<std::size_t>(i / kPerWord)] |= bits << (7 * (i % kPerWord));
-  }
+  for (int i = 0; i < N; ++i) out.add(i, op.tensor(args, i));
 }
 
 template <std::size_t... N>
 constexpr auto tensor_bits_table(std::index_sequence<N...>) {
-  return std::array<void (*)(const detail::OpDef&, const void*, TensorBits&), sizeof...(N)>{
+  return std::array<void (*)(const detail::OpDef&, const void*, detail::TensorBits&), sizeof...(N)>{
       &tensor_bits<static_cast<int>(N)>...};
 }
 constexpr auto kTensorBits = tensor_bits_table(std::make_index_sequence<kMaxOpTensors + 1>{});
 
-// The key: word 0 the device, presence, contiguity and rank; then dtypes and alignments; the
-// first tensor's shape; the strides of the non-contiguous tensors; the op's words.
+// The key (state.h's TensorBits has the layout): the tensors' bits and the first tensor's shape;
+// the strides of the non-contiguous tensors; the op's words.
 void build_key(const detail::OpDef& op, const void* args, const CallSite& site, ProblemKey& key) {
-  const Tensor& first = op.tensor(args, site.first);
-  const int ndim = first.ndim();
-  TensorBits b;
+  detail::TensorBits b;
   kTensorBits[static_cast<std::size_t>(op.field_count)](op, args, b);
-  const std::uint64_t contiguous = b.contiguous & b.defined;
-  key.words[0] = static_cast<std::uint64_t>(site.device.backend) |
-                 static_cast<std::uint64_t>(static_cast<std::uint16_t>(site.device.index)) << 8 | b.defined << 24 |
-                 contiguous << 40 | static_cast<std::uint64_t>(ndim) << 56;
-  key.words[1] = b.packed[0];
-  int size = 2;
-  if (op.field_count > kPerWord) key.words[static_cast<std::size_t>(size++)] = b.packed[1];
-  // At most 3 + kMaxDims words so far: within kKeyWords.
-  const std::span<const std::int64_t> dims = first.shape().dims();
-  std::copy(dims.begin(), dims.end(), key.words.begin() + size);
-  size += ndim;
-  key.size = size;
+  b.start_key(key, site.device, op.field_count, op.tensor(args, site.first));
   if (site.strided >= 0) [[unlikely]] {
+    const std::uint64_t contiguous = b.contiguous & b.defined;
     for (int i = site.strided; i < op.field_count; ++i) {
       if ((b.defined & ~contiguous) >> i & 1U) {
         for (auto st : op.tensor(args, i).strides()) key.add(static_cast<std::uint64_t>(st));
@@ -126,13 +95,7 @@ void build_key(const detail::OpDef& op, const void* args, const CallSite& site, 
 
 }  // namespace
 
-std::uint64_t ProblemKey::hash() const {
-  // A rotate and an xor per word, one multiply at the end: only a slot of a small table is
-  // chosen with it (the whole key is compared), so a collision costs a miss, never a wrong answer.
-  std::uint64_t h = static_cast<std::uint64_t>(size);
-  for (int i = 0; i < size; ++i) h = ((h << 23) | (h >> 41)) ^ words[static_cast<std::size_t>(i)];
-  return h * 0x9E3779B97F4A7C15ULL;  // the high bits depend on every bit: ChoiceCache indexes by them
-}
+std::uint64_t ProblemKey::hash() const { return detail::key_hash(*this); }
 
 bool operator==(const ProblemKey& a, const ProblemKey& b) {
   return a.size == b.size && a.overflow == b.overflow &&
@@ -374,7 +337,7 @@ inline KernelContext kernel_context(Registry& r, const State& s, const BackendRe
                                                detail::PlanCopy& plan) {
   ProblemKey key;
   build_key(op, args, site, key);
-  const std::uint64_t hash = key.hash();
+  const std::uint64_t hash = detail::key_hash(key);
   detail::ChoiceCache* cache = bt.cache.load(std::memory_order_acquire);
   if (cache != nullptr && !key.overflow) {
     const detail::Lookup hit = cache->find(key, hash, plan);

@@ -1,8 +1,10 @@
 // The dispatch hot path, inline in each op's entry point (src/ops/common.h) right after the op's
 // check: the check reported where the tensors are (CallFacts), and when all of them sit on one
 // device, contiguous, and the backend's choice cannot depend on the problem (its table's `fast`
-// entry), the call is a few loads inside a read section and the kernel's call. Everything else
-// goes to dispatch_after_check (dispatch.cpp), the whole of Registry::call after the check.
+// entry), the call is a few loads inside a read section and the kernel's call; when it depends on
+// the problem, the key made inline and a look into the cache. Everything else (a miss, another
+// stream, strides, several devices, a fallback) goes to dispatch_after_check (dispatch.cpp), the
+// whole of Registry::call after the check.
 #pragma once
 
 #include "registry/state.h"
@@ -18,8 +20,13 @@ DispatchResult dispatch_after_check(Registry& registry, const OpDef& op, const v
 // v's kernel with `ready`, on the caller's stream.
 void run_on_stream(const VariantEntry& v, const void* args, const KernelContext& ready, void* stream);
 
+// `make_key(ProblemKey&, Device)` makes the key of the call (contiguous tensors on one device), as
+// build_key would (TensorBits), and returns its key_hash, for the path by problem: an entry point
+// knows its op's tensors and scalars, so its key is unrolled inline (and always fits).
+template <class MakeKey>
 [[gnu::always_inline]] inline DispatchResult dispatch_checked(Registry& registry, const OpDef& op, const void* args,
-                                                              CallFacts facts, const ExecContext* ctx) {
+                                                              CallFacts facts, const ExecContext* ctx,
+                                                              MakeKey&& make_key) {
   if (facts.first_defined && !facts.mixed_devices && facts.strided == 0) [[likely]] {
     const Device device = facts.device;
     const StateRef ref(CoreAccess::core(registry));
@@ -27,7 +34,7 @@ void run_on_stream(const VariantEntry& v, const void* args, const KernelContext&
     const BackendTable* bt =
         ot != nullptr && device.backend < kMaxBackends ? ot->backends[device.backend].get() : nullptr;
     // No ready context: the device does not exist, or its backend is disabled or has no
-    // problem-independent choice. dispatch_after_check sorts that out.
+    // problem-independent choice. The cache, then; dispatch_after_check sorts out the rest.
     if (bt != nullptr && static_cast<std::uint16_t>(device.index) < bt->fast_devices) [[likely]] {
       const VariantEntry& v = *bt->fast;
       const KernelContext& ready = bt->fast_contexts[static_cast<std::size_t>(device.index)];
@@ -37,6 +44,19 @@ void run_on_stream(const VariantEntry& v, const void* args, const KernelContext&
         run_on_stream(v, args, ready, ctx->stream);
       }
       return {v.info, false};
+    }
+    // The choice by problem, from the cache this table made on its first miss (a cached choice
+    // was made for a device that exists in this State).
+    const ChoiceCache* cache = bt != nullptr ? bt->cache.load(std::memory_order_acquire) : nullptr;
+    if (cache != nullptr && (ctx == nullptr || ctx->stream == nullptr)) {
+      ProblemKey key;
+      const std::uint64_t hash = make_key(key, device);
+      PlanCopy plan;
+      const Lookup hit = cache->find(key, hash, plan);
+      if (hit.hit && hit.choice != nullptr && hit.ready != nullptr) [[likely]] {
+        hit.choice->invoke(hit.choice->run.get(), args, *hit.ready, hit.plan);
+        return {hit.choice->info, false};
+      }
     }
   }
   return dispatch_after_check(registry, op, args, facts, ctx);

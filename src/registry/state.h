@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -69,6 +70,76 @@ struct CacheSlot {
   std::array<std::atomic<std::uint64_t>, kPlanWords> plan{};
 };
 
+// ProblemKey::hash, inline for the entry points' path by problem: a rotate and an xor per word, one
+// multiply at the end. Only a slot of a small table is chosen with it (the whole key is compared),
+// so a collision costs a miss, never a wrong answer.
+// (Word by word, so that a key's maker can hash as it writes: hash_word per word from 0, then
+// hash_finish with the key's size.)
+[[gnu::always_inline]] inline std::uint64_t hash_word(std::uint64_t h, std::uint64_t word) {
+  return ((h << 23) | (h >> 41)) ^ word;
+}
+[[gnu::always_inline]] inline std::uint64_t hash_finish(std::uint64_t h, int size) {
+  return (h ^ static_cast<std::uint64_t>(size)) * 0x9E3779B97F4A7C15ULL;  // high bits depend on every bit
+}
+[[gnu::always_inline]] inline std::uint64_t key_hash(const ProblemKey& key) {
+  std::uint64_t h = 0;
+  for (int i = 0; i < key.size; ++i) h = hash_word(h, key.words[static_cast<std::size_t>(i)]);
+  return hash_finish(h, key.size);
+}
+
+// The key's bits of a call's tensors, in the op's order (dispatch.cpp's build_key and the entry
+// points' path by problem make keys with it, so that both find each other's choices): presence,
+// contiguity, and 7 bits a tensor for its dtype and the log2 of its data alignment capped at 64
+// bytes (what vector loads and the NPU's 32-byte block copies care about), nine to a word. An
+// undefined tensor is a default one (f32, no data, contiguous): its bits are the same on every
+// call and `defined` tells it apart.
+struct TensorBits {
+  std::uint64_t defined = 0;
+  std::uint64_t contiguous = 0;
+  std::array<std::uint64_t, 2> packed{};
+  static constexpr int kPerWord = 9;
+  [[gnu::always_inline]] void add(int i, const Tensor& t) {
+    contiguous |= static_cast<std::uint64_t>(t.is_contiguous()) << i;
+    add_contiguous(i, t);
+  }
+  // add() of a tensor the caller knows to be contiguous or undefined (then `contiguous` is left
+  // as it is, and start_key must be given contiguous == defined).
+  [[gnu::always_inline]] void add_contiguous(int i, const Tensor& t) {
+    defined |= static_cast<std::uint64_t>(t.defined()) << i;
+    const auto address = reinterpret_cast<std::uintptr_t>(t.data()) | 64U;
+    const std::uint64_t bits =
+        static_cast<std::uint64_t>(t.dtype()) | static_cast<std::uint64_t>(__builtin_ctzll(address)) << 4;
+    packed[static_cast<std::size_t>(i / kPerWord)] |= bits << (7 * (i % kPerWord));
+  }
+  // The key's leading words: word 0 the device, presence, contiguity and the first tensor's rank;
+  // then dtypes and alignments; then the first (defined) tensor's shape. At most 3 + kMaxDims
+  // words: within kKeyWords. Returns their hash_word chain.
+  [[gnu::always_inline]] std::uint64_t start_key(ProblemKey& key, Device device, int tensors,
+                                                 const Tensor& first) const {
+    const int ndim = first.ndim();
+    const std::uint64_t contiguous_defined = contiguous & defined;
+    const std::uint64_t word0 = static_cast<std::uint64_t>(device.backend) |
+                                static_cast<std::uint64_t>(static_cast<std::uint16_t>(device.index)) << 8 |
+                                defined << 24 | contiguous_defined << 40 | static_cast<std::uint64_t>(ndim) << 56;
+    key.words[0] = word0;
+    key.words[1] = packed[0];
+    std::uint64_t h = hash_word(hash_word(0, word0), packed[0]);
+    int size = 2;
+    if (tensors > kPerWord) {
+      key.words[static_cast<std::size_t>(size++)] = packed[1];
+      h = hash_word(h, packed[1]);
+    }
+    const std::span<const std::int64_t> dims = first.shape().dims();
+    for (int d = 0; d < ndim; ++d) {
+      const auto w = static_cast<std::uint64_t>(dims[d]);
+      key.words[static_cast<std::size_t>(size + d)] = w;
+      h = hash_word(h, w);
+    }
+    key.size = size + ndim;
+    return h;
+  }
+};
+
 struct Lookup {
   bool hit = false;
   const VariantEntry* choice = nullptr;
@@ -88,7 +159,7 @@ struct ChoiceCache {
   std::array<CacheSlot, kSlots> slots;
   static std::size_t index(std::uint64_t hash) { return static_cast<std::size_t>(hash >> (64 - kSlotBits)); }
 
-  Lookup find(const ProblemKey& key, std::uint64_t hash, PlanCopy& plan) const {
+  [[gnu::always_inline]] Lookup find(const ProblemKey& key, std::uint64_t hash, PlanCopy& plan) const {
     const CacheSlot& slot = slots[index(hash)];
     const std::uint64_t s1 = slot.seq.load(std::memory_order_acquire);
     if (s1 == 0 || (s1 & 1U) != 0) return {};

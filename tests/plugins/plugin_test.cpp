@@ -139,6 +139,30 @@ TEST_F(Plugins, ARefusedProblemFallsBackWithThePluginsReason) {
   EXPECT_THAT(log[0], HasSubstr("ctoy.rms_norm.fwd.c: the C kernel takes f32 activations only"));
 }
 
+// A plugin is never handed a problem it refused: forcing its variant past the refusal is an error
+// naming the variant and its reason (before, the kernel ran on bf16 data as if it were f32).
+TEST_F(Plugins, ForcingAVariantPastItsRefusalIsAnErrorNamingItAndTheReason) {
+  reg.load_plugin(kToy);
+  Config c;
+  c.force_variants = {"ctoy.rms_norm.fwd.c"};
+  reg.set_config(c);
+  RmsNormFwdArgs a;
+  const Device device = reg.parse_device("ctoy");
+  a.x = Tensor::empty({64, 5000}, DType::bf16, device, reg);
+  a.y = Tensor::empty({64, 5000}, DType::bf16, device, reg);
+  a.rstd = Tensor::empty({64}, DType::f32, device, reg);
+  a.x.fill(1.0, reg);
+  EXPECT_TRUE(ThrowsError([&] { reg.call(rms_norm_fwd_op(), a); }, ErrorKind::unsupported,
+                          {"ctoy.rms_norm.fwd.c is forced by OPREG_FORCE_VARIANT but refuses this problem",
+                           "the C kernel takes f32 activations only"}));
+  std::string why;
+  EXPECT_EQ(reg.choose(rms_norm_fwd_op(), a, &why), nullptr);
+  EXPECT_THAT(why, HasSubstr("refuses this problem"));
+  // An f32 problem it accepts still runs, forced.
+  RmsNormFwdArgs f = problem(device, 3, 5);
+  EXPECT_EQ(reg.call(rms_norm_fwd_op(), f).variant->name, "ctoy.rms_norm.fwd.c");
+}
+
 TEST_F(Plugins, LoadsWhileOtherThreadsDispatch) {
   std::atomic<bool> stop{false};
   std::atomic<long> calls{0};

@@ -1,0 +1,77 @@
+// The C plugin interface kept binary compatible: every struct of opreg/plugin.h has the size and
+// member offsets of the interface as released at 542ada0 (abi_542ada0/opreg/plugin.h, a copy of
+// that header), now that the op argument structs are expanded from the op manifest. Checked at
+// compile time; the example plugin built from that header also loads and runs
+// (tests/plugins/CMakeLists.txt: plugins.abi_542ada0.*).
+#include <gtest/gtest.h>
+
+#include <cstddef>
+
+#include "opreg/plugin.h"
+
+#undef OPREG_PLUGIN_H
+namespace released {
+#include "abi_542ada0/opreg/plugin.h"
+}  // namespace released
+
+namespace {
+
+#define OPREG_SAME_MEMBER_(Struct, member)                                                  \
+  static_assert(offsetof(::Struct, member) == offsetof(released::Struct, member), #Struct); \
+  static_assert(sizeof(::Struct::member) == sizeof(released::Struct::member), #Struct);
+
+// The op argument structs, member by member, from the manifest.
+#define OPREG_ABI_TENSOR_(name, role, kind, when, partner) OPREG_SAME_MEMBER_(CURRENT_STRUCT_, name)
+#define OPREG_ABI_SCALAR_(type, name, value, key) OPREG_SAME_MEMBER_(CURRENT_STRUCT_, name)
+#define OPREG_ABI_STRUCT_(Name, c_name, family, FIELDS)                                 \
+  static_assert(sizeof(::c_name) == sizeof(released::c_name), #c_name);                \
+  OPREG_SAME_MEMBER_(c_name, struct_size)                                              \
+  OPREG_SAME_MEMBER_(c_name, api_version)
+OPREG_ARG_STRUCTS(OPREG_ABI_STRUCT_)
+
+#define CURRENT_STRUCT_ opreg_rms_norm_fwd_args
+OPREG_FIELDS_RMS_NORM_FWD(OPREG_ABI_TENSOR_, OPREG_ABI_SCALAR_)
+#undef CURRENT_STRUCT_
+#define CURRENT_STRUCT_ opreg_rms_norm_bwd_args
+OPREG_FIELDS_RMS_NORM_BWD(OPREG_ABI_TENSOR_, OPREG_ABI_SCALAR_)
+#undef CURRENT_STRUCT_
+#define CURRENT_STRUCT_ opreg_fused_add_rms_norm_fwd_args
+OPREG_FIELDS_FUSED_ADD_RMS_NORM_FWD(OPREG_ABI_TENSOR_, OPREG_ABI_SCALAR_)
+#undef CURRENT_STRUCT_
+#define CURRENT_STRUCT_ opreg_fused_add_rms_norm_bwd_args
+OPREG_FIELDS_FUSED_ADD_RMS_NORM_BWD(OPREG_ABI_TENSOR_, OPREG_ABI_SCALAR_)
+#undef CURRENT_STRUCT_
+#define CURRENT_STRUCT_ opreg_layer_norm_fwd_args
+OPREG_FIELDS_LAYER_NORM_FWD(OPREG_ABI_TENSOR_, OPREG_ABI_SCALAR_)
+#undef CURRENT_STRUCT_
+#define CURRENT_STRUCT_ opreg_layer_norm_bwd_args
+OPREG_FIELDS_LAYER_NORM_BWD(OPREG_ABI_TENSOR_, OPREG_ABI_SCALAR_)
+#undef CURRENT_STRUCT_
+#define CURRENT_STRUCT_ opreg_group_norm_fwd_args
+OPREG_FIELDS_GROUP_NORM_FWD(OPREG_ABI_TENSOR_, OPREG_ABI_SCALAR_)
+#undef CURRENT_STRUCT_
+#define CURRENT_STRUCT_ opreg_group_norm_bwd_args
+OPREG_FIELDS_GROUP_NORM_BWD(OPREG_ABI_TENSOR_, OPREG_ABI_SCALAR_)
+#undef CURRENT_STRUCT_
+#define CURRENT_STRUCT_ opreg_glu_fwd_args
+OPREG_FIELDS_GLU_FWD(OPREG_ABI_TENSOR_, OPREG_ABI_SCALAR_)
+#undef CURRENT_STRUCT_
+#define CURRENT_STRUCT_ opreg_glu_bwd_args
+OPREG_FIELDS_GLU_BWD(OPREG_ABI_TENSOR_, OPREG_ABI_SCALAR_)
+#undef CURRENT_STRUCT_
+
+// The aliases name the same structs.
+static_assert(sizeof(::opreg_geglu_fwd_args) == sizeof(released::opreg_geglu_fwd_args));
+static_assert(sizeof(::opreg_swiglu_bwd_args) == sizeof(released::opreg_swiglu_bwd_args));
+
+// The interface's own structs are unchanged.
+static_assert(sizeof(::opreg_device_props) == sizeof(released::opreg_device_props));
+static_assert(sizeof(::opreg_backend_desc) == sizeof(released::opreg_backend_desc));
+static_assert(sizeof(::opreg_kernel_context) == sizeof(released::opreg_kernel_context));
+static_assert(sizeof(::opreg_variant_desc) == sizeof(released::opreg_variant_desc));
+static_assert(sizeof(::opreg_host) == sizeof(released::opreg_host));
+static_assert(OPREG_PLUGIN_API_VERSION == 1u);
+
+TEST(PluginAbi, StructsKeepThe542ada0Layout) { SUCCEED() << "checked at compile time"; }
+
+}  // namespace
