@@ -148,8 +148,11 @@ typedef struct opreg_variant_desc {
   void* user;
   /* May be NULL: the variant takes every problem the op's check accepts. Otherwise 1 to accept,
    * 0 to refuse with a one-line reason. Its answer may depend only on the device, the tensors'
-   * presence, dtypes, contiguity and alignment, the first tensor's shape and the op's scalars:
-   * opreg caches it per problem. */
+   * presence, dtypes, contiguity and alignment, the first tensor's shape and the op's scalars
+   * that the op manifest marks `key` (casting, num_groups; not eps or offset): opreg caches it
+   * per problem. A refusal is final: forcing the variant past it (OPREG_FORCE_VARIANT) is an
+   * error, and run is never called on a problem supports refused. run should still check what it
+   * reads and fail with OPREG_UNSUPPORTED rather than misread data. */
   int32_t (*supports)(void* user, const void* args, const opreg_device_props* props, char* reason,
                       size_t reason_size);
   int32_t (*run)(void* user, const void* args, const opreg_kernel_context* ctx, char* message, size_t message_size);

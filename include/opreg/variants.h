@@ -154,8 +154,9 @@ class ListedVariant {
   bool accepts_all_ = false;
 };
 
-// Registers the entries of `list` as the variants of (`backend`, `op`), in priority order, each
-// sited at its own line of the list, for the registry's lifetime.
+// Registers the entries of `list` as the variants of (`backend`, `op`), in priority order, sited
+// at the list (the line of the call, as the compilers place an entry's default arguments), for
+// the registry's lifetime.
 template <class Args>
 void register_list(Registry& registry, const Op<Args>& op, std::string_view backend,
                    std::initializer_list<ListedVariant<std::type_identity_t<Args>>> list) {

@@ -1,9 +1,11 @@
 // Each argument struct's rules: what its check enforces beyond what the manifest says. One
-// overload per struct, called with the op's name (geglu and swiglu share theirs); the overlap
-// rule and the call's facts come after, from the manifest's tensor list (ops.cpp). Inline: an
-// op's entry point runs its check inline, and the passing path is compares (check.h).
+// overload per family and direction, called with the op's name (geglu and swiglu share theirs);
+// the overlap rule and the call's facts come after, from the manifest's tensor list (ops.cpp).
+// Inline: an op's entry point runs its check inline, and the passing path is compares (check.h).
+// The order of the rules is the order errors are reported in.
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 
 #include "ops/check.h"
@@ -14,99 +16,110 @@ namespace opreg::op_check {
 
 inline constexpr const char* kGroupLayout = "(N, C, spatial...)";
 
-// ---- rms_norm and fused_add_rms_norm
+// ---- rms_norm and fused_add_rms_norm (the fused op adds residual and s forward, ds_out
+// backward, and its backward normalises s where rms_norm's does x).
 
-[[gnu::always_inline]] inline void args(const char* op, const RmsNormFwdArgs& a) {
+template <class Args>
+concept RowNormFwdArgs = std::same_as<Args, RmsNormFwdArgs> || std::same_as<Args, FusedAddRmsNormFwdArgs>;
+template <class Args>
+concept RowNormBwdArgs = std::same_as<Args, RmsNormBwdArgs> || std::same_as<Args, FusedAddRmsNormBwdArgs>;
+
+template <RowNormFwdArgs Args>
+[[gnu::always_inline]] inline void args(const char* op, const Args& a) {
+  constexpr bool kFused = std::same_as<Args, FusedAddRmsNormFwdArgs>;
   activation(op, "x", a.x);
+  if constexpr (kFused) like(op, "residual", a.residual, "x", a.x);
   optional_weight(op, "weight", a.weight, hidden(a.x), "x's last dim", "x", a.x.dtype());
   like(op, "y", a.y, "x", a.x);
+  if constexpr (kFused) like(op, "s", a.s, "x", a.x);
   row_stats(op, "rstd", a.rstd, a.x);
   eps(op, a.eps);
   offset(op, a.offset, a.weight);
   casting(op, a.casting);
 }
 
-[[gnu::always_inline]] inline void args(const char* op, const RmsNormBwdArgs& a) {
-  activation(op, "x", a.x);
+template <RowNormBwdArgs Args>
+[[gnu::always_inline]] inline void args(const char* op, const Args& a) {
+  constexpr bool kFused = std::same_as<Args, FusedAddRmsNormBwdArgs>;
+  // What the backward normalises: x, or the fused op's s.
+  const char* name = kFused ? "s" : "x";
+  const Tensor& x = [&]() -> const Tensor& {
+    if constexpr (kFused) {
+      return a.s;
+    } else {
+      return a.x;
+    }
+  }();
+  activation(op, name, x);
+  like(op, "dy", a.dy, name, x);
+  if constexpr (kFused) like(op, "ds_out", a.ds_out, name, x);
+  optional_weight(op, "weight", a.weight, hidden(x), kFused ? "s's last dim" : "x's last dim", name, x.dtype());
+  row_stats(op, "rstd", a.rstd, x);
+  like(op, "dx", a.dx, name, x);
+  param_grad(op, "dweight", a.dweight, "weight", a.weight);
+  offset(op, a.offset, a.weight);
+  casting(op, a.casting);
+}
+
+// ---- layer_norm and group_norm: statistics per row, or per (n, group) with parameters per
+// channel.
+
+template <class Args>
+concept AffineFwdArgs = std::same_as<Args, LayerNormFwdArgs> || std::same_as<Args, GroupNormFwdArgs>;
+template <class Args>
+concept AffineBwdArgs = std::same_as<Args, LayerNormBwdArgs> || std::same_as<Args, GroupNormBwdArgs>;
+
+// x, and for group_norm the group count: what sizes the parameters and the statistics.
+template <class Args>
+[[gnu::always_inline]] inline void affine_input(const char* op, const Args& a) {
+  if constexpr (requires { a.num_groups; }) {
+    activation(op, "x", a.x, 2, kGroupLayout);
+    groups(op, a.num_groups, a.x.size(1));
+  } else {
+    activation(op, "x", a.x);
+  }
+}
+// A parameter (or its gradient, or the bias without a weight): of x's channels or last dim.
+template <class Args>
+[[gnu::always_inline]] inline std::int64_t params(const Args& a) {
+  if constexpr (requires { a.num_groups; }) {
+    return a.x.size(1);
+  } else {
+    return hidden(a.x);
+  }
+}
+template <class Args>
+inline constexpr const char* kParamsOf = requires(Args a) { a.num_groups; } ? "x's channel dim" : "x's last dim";
+template <class Args>
+[[gnu::always_inline]] inline void stats(const char* op, const char* name, const Tensor& t, const Args& a) {
+  if constexpr (requires { a.num_groups; }) {
+    group_stats(op, name, t, a.x.size(0), a.num_groups);
+  } else {
+    row_stats(op, name, t, a.x);
+  }
+}
+
+template <AffineFwdArgs Args>
+[[gnu::always_inline]] inline void args(const char* op, const Args& a) {
+  affine_input(op, a);
+  optional_weight(op, "weight", a.weight, params(a), kParamsOf<Args>, "x", a.x.dtype());
+  optional_bias(op, "bias", a.bias, a.weight, params(a), kParamsOf<Args>, "x", a.x.dtype());
+  like(op, "y", a.y, "x", a.x);
+  stats(op, "mean", a.mean, a);
+  stats(op, "rstd", a.rstd, a);
+  eps(op, a.eps);
+}
+
+template <AffineBwdArgs Args>
+[[gnu::always_inline]] inline void args(const char* op, const Args& a) {
+  affine_input(op, a);
   like(op, "dy", a.dy, "x", a.x);
-  optional_weight(op, "weight", a.weight, hidden(a.x), "x's last dim", "x", a.x.dtype());
-  row_stats(op, "rstd", a.rstd, a.x);
+  optional_weight(op, "weight", a.weight, params(a), kParamsOf<Args>, "x", a.x.dtype());
+  stats(op, "mean", a.mean, a);
+  stats(op, "rstd", a.rstd, a);
   like(op, "dx", a.dx, "x", a.x);
   param_grad(op, "dweight", a.dweight, "weight", a.weight);
-  offset(op, a.offset, a.weight);
-  casting(op, a.casting);
-}
-
-[[gnu::always_inline]] inline void args(const char* op, const FusedAddRmsNormFwdArgs& a) {
-  activation(op, "x", a.x);
-  like(op, "residual", a.residual, "x", a.x);
-  optional_weight(op, "weight", a.weight, hidden(a.x), "x's last dim", "x", a.x.dtype());
-  like(op, "y", a.y, "x", a.x);
-  like(op, "s", a.s, "x", a.x);
-  row_stats(op, "rstd", a.rstd, a.x);
-  eps(op, a.eps);
-  offset(op, a.offset, a.weight);
-  casting(op, a.casting);
-}
-
-[[gnu::always_inline]] inline void args(const char* op, const FusedAddRmsNormBwdArgs& a) {
-  activation(op, "s", a.s);
-  like(op, "dy", a.dy, "s", a.s);
-  like(op, "ds_out", a.ds_out, "s", a.s);
-  optional_weight(op, "weight", a.weight, hidden(a.s), "s's last dim", "s", a.s.dtype());
-  row_stats(op, "rstd", a.rstd, a.s);
-  like(op, "dx", a.dx, "s", a.s);
-  param_grad(op, "dweight", a.dweight, "weight", a.weight);
-  offset(op, a.offset, a.weight);
-  casting(op, a.casting);
-}
-
-// ---- layer_norm
-
-[[gnu::always_inline]] inline void args(const char* op, const LayerNormFwdArgs& a) {
-  activation(op, "x", a.x);
-  optional_weight(op, "weight", a.weight, hidden(a.x), "x's last dim", "x", a.x.dtype());
-  optional_bias(op, "bias", a.bias, a.weight, hidden(a.x), "x's last dim", "x", a.x.dtype());
-  like(op, "y", a.y, "x", a.x);
-  row_stats(op, "mean", a.mean, a.x);
-  row_stats(op, "rstd", a.rstd, a.x);
-  eps(op, a.eps);
-}
-
-[[gnu::always_inline]] inline void args(const char* op, const LayerNormBwdArgs& a) {
-  activation(op, "x", a.x);
-  like(op, "dy", a.dy, "x", a.x);
-  optional_weight(op, "weight", a.weight, hidden(a.x), "x's last dim", "x", a.x.dtype());
-  row_stats(op, "mean", a.mean, a.x);
-  row_stats(op, "rstd", a.rstd, a.x);
-  like(op, "dx", a.dx, "x", a.x);
-  param_grad(op, "dweight", a.dweight, "weight", a.weight);
-  optional_bias(op, "dbias", a.dbias, a.weight, hidden(a.x), "x's last dim", "x", a.x.dtype());
-}
-
-// ---- group_norm
-
-[[gnu::always_inline]] inline void args(const char* op, const GroupNormFwdArgs& a) {
-  activation(op, "x", a.x, 2, kGroupLayout);
-  groups(op, a.num_groups, a.x.size(1));
-  optional_weight(op, "weight", a.weight, a.x.size(1), "x's channel dim", "x", a.x.dtype());
-  optional_bias(op, "bias", a.bias, a.weight, a.x.size(1), "x's channel dim", "x", a.x.dtype());
-  like(op, "y", a.y, "x", a.x);
-  group_stats(op, "mean", a.mean, a.x.size(0), a.num_groups);
-  group_stats(op, "rstd", a.rstd, a.x.size(0), a.num_groups);
-  eps(op, a.eps);
-}
-
-[[gnu::always_inline]] inline void args(const char* op, const GroupNormBwdArgs& a) {
-  activation(op, "x", a.x, 2, kGroupLayout);
-  groups(op, a.num_groups, a.x.size(1));
-  like(op, "dy", a.dy, "x", a.x);
-  optional_weight(op, "weight", a.weight, a.x.size(1), "x's channel dim", "x", a.x.dtype());
-  group_stats(op, "mean", a.mean, a.x.size(0), a.num_groups);
-  group_stats(op, "rstd", a.rstd, a.x.size(0), a.num_groups);
-  like(op, "dx", a.dx, "x", a.x);
-  param_grad(op, "dweight", a.dweight, "weight", a.weight);
-  optional_bias(op, "dbias", a.dbias, a.weight, a.x.size(1), "x's channel dim", "x", a.x.dtype());
+  optional_bias(op, "dbias", a.dbias, a.weight, params(a), kParamsOf<Args>, "x", a.x.dtype());
 }
 
 // ---- geglu and swiglu

@@ -20,45 +20,37 @@ namespace {
   static_assert(offsetof(::Struct, member) == offsetof(released::Struct, member), #Struct); \
   static_assert(sizeof(::Struct::member) == sizeof(released::Struct::member), #Struct);
 
-// The op argument structs, member by member, from the manifest.
-#define OPREG_ABI_TENSOR_(name, role, kind, when, partner) OPREG_SAME_MEMBER_(CURRENT_STRUCT_, name)
-#define OPREG_ABI_SCALAR_(type, name, value, key) OPREG_SAME_MEMBER_(CURRENT_STRUCT_, name)
-#define OPREG_ABI_STRUCT_(Name, c_name, family, FIELDS)                                 \
-  static_assert(sizeof(::c_name) == sizeof(released::c_name), #c_name);                \
-  OPREG_SAME_MEMBER_(c_name, struct_size)                                              \
-  OPREG_SAME_MEMBER_(c_name, api_version)
-OPREG_ARG_STRUCTS(OPREG_ABI_STRUCT_)
+// The op argument structs released at 542ada0, member by member as the manifest lists them now
+// (an op added since has no released layout to keep).
+#define OPREG_RELEASED_STRUCTS_(S)                                              \
+  S(opreg_rms_norm_fwd_args, OPREG_FIELDS_RMS_NORM_FWD)                         \
+  S(opreg_rms_norm_bwd_args, OPREG_FIELDS_RMS_NORM_BWD)                         \
+  S(opreg_fused_add_rms_norm_fwd_args, OPREG_FIELDS_FUSED_ADD_RMS_NORM_FWD)     \
+  S(opreg_fused_add_rms_norm_bwd_args, OPREG_FIELDS_FUSED_ADD_RMS_NORM_BWD)     \
+  S(opreg_layer_norm_fwd_args, OPREG_FIELDS_LAYER_NORM_FWD)                     \
+  S(opreg_layer_norm_bwd_args, OPREG_FIELDS_LAYER_NORM_BWD)                     \
+  S(opreg_group_norm_fwd_args, OPREG_FIELDS_GROUP_NORM_FWD)                     \
+  S(opreg_group_norm_bwd_args, OPREG_FIELDS_GROUP_NORM_BWD)                     \
+  S(opreg_glu_fwd_args, OPREG_FIELDS_GLU_FWD)                                   \
+  S(opreg_glu_bwd_args, OPREG_FIELDS_GLU_BWD)
 
-#define CURRENT_STRUCT_ opreg_rms_norm_fwd_args
-OPREG_FIELDS_RMS_NORM_FWD(OPREG_ABI_TENSOR_, OPREG_ABI_SCALAR_)
-#undef CURRENT_STRUCT_
-#define CURRENT_STRUCT_ opreg_rms_norm_bwd_args
-OPREG_FIELDS_RMS_NORM_BWD(OPREG_ABI_TENSOR_, OPREG_ABI_SCALAR_)
-#undef CURRENT_STRUCT_
-#define CURRENT_STRUCT_ opreg_fused_add_rms_norm_fwd_args
-OPREG_FIELDS_FUSED_ADD_RMS_NORM_FWD(OPREG_ABI_TENSOR_, OPREG_ABI_SCALAR_)
-#undef CURRENT_STRUCT_
-#define CURRENT_STRUCT_ opreg_fused_add_rms_norm_bwd_args
-OPREG_FIELDS_FUSED_ADD_RMS_NORM_BWD(OPREG_ABI_TENSOR_, OPREG_ABI_SCALAR_)
-#undef CURRENT_STRUCT_
-#define CURRENT_STRUCT_ opreg_layer_norm_fwd_args
-OPREG_FIELDS_LAYER_NORM_FWD(OPREG_ABI_TENSOR_, OPREG_ABI_SCALAR_)
-#undef CURRENT_STRUCT_
-#define CURRENT_STRUCT_ opreg_layer_norm_bwd_args
-OPREG_FIELDS_LAYER_NORM_BWD(OPREG_ABI_TENSOR_, OPREG_ABI_SCALAR_)
-#undef CURRENT_STRUCT_
-#define CURRENT_STRUCT_ opreg_group_norm_fwd_args
-OPREG_FIELDS_GROUP_NORM_FWD(OPREG_ABI_TENSOR_, OPREG_ABI_SCALAR_)
-#undef CURRENT_STRUCT_
-#define CURRENT_STRUCT_ opreg_group_norm_bwd_args
-OPREG_FIELDS_GROUP_NORM_BWD(OPREG_ABI_TENSOR_, OPREG_ABI_SCALAR_)
-#undef CURRENT_STRUCT_
-#define CURRENT_STRUCT_ opreg_glu_fwd_args
-OPREG_FIELDS_GLU_FWD(OPREG_ABI_TENSOR_, OPREG_ABI_SCALAR_)
-#undef CURRENT_STRUCT_
-#define CURRENT_STRUCT_ opreg_glu_bwd_args
-OPREG_FIELDS_GLU_BWD(OPREG_ABI_TENSOR_, OPREG_ABI_SCALAR_)
-#undef CURRENT_STRUCT_
+// Each struct's size and header, then each member (a helper per struct, so that a member macro
+// knows its struct).
+#define OPREG_ABI_STRUCT_(c_name, FIELDS)                                              \
+  static_assert(sizeof(::c_name) == sizeof(released::c_name), #c_name);               \
+  OPREG_SAME_MEMBER_(c_name, struct_size)                                             \
+  OPREG_SAME_MEMBER_(c_name, api_version)                                             \
+  struct c_name##_members {                                                           \
+    using Now = ::c_name;                                                             \
+    using Then = released::c_name;                                                    \
+    FIELDS(OPREG_ABI_TENSOR_, OPREG_ABI_SCALAR_)                                      \
+  };
+#define OPREG_ABI_MEMBER_(member)                                                        \
+  static_assert(offsetof(Now, member) == offsetof(Then, member), "offset of " #member); \
+  static_assert(sizeof(Now::member) == sizeof(Then::member), "size of " #member);
+#define OPREG_ABI_TENSOR_(name, role, kind, when, partner) OPREG_ABI_MEMBER_(name)
+#define OPREG_ABI_SCALAR_(type, name, value, key) OPREG_ABI_MEMBER_(name)
+OPREG_RELEASED_STRUCTS_(OPREG_ABI_STRUCT_)
 
 // The aliases name the same structs.
 static_assert(sizeof(::opreg_geglu_fwd_args) == sizeof(released::opreg_geglu_fwd_args));

@@ -1,13 +1,14 @@
 // The boundary between the cpu backend's ordinary code and its instruction-set translation units.
 //
 // The kernels are compiled twice: once for the x86-64 baseline (namespace opreg::cpu::generic,
-// *_generic.cpp) and once with AVX2, FMA and F16C (opreg::cpu::avx2, *_avx2.cpp). Everything an
-// ISA unit compiles must be its own: an inline function or template it shares with another unit
+// <family>/kernels_generic.cpp) and once with AVX2, FMA and F16C (opreg::cpu::avx2,
+// <family>/kernels_avx2.cpp). Everything an ISA unit compiles must be its own: an inline function or template it shares with another unit
 // (a Tensor accessor, std::vector, fmt) is emitted in both, the linker keeps one copy, and the
 // AVX2 copy may then run on a machine without AVX2. So the ISA units see only what this header
 // declares: the op families' plain descriptors of raw pointers and sizes (src/ops/families.h,
 // built by src/ops/describe.h from the op's argument struct), a run/scratch interface through
-// function pointers, and out-of-line error reporting. tests/backends/cpu checks the AVX2 objects for shared symbols.
+// function pointers, and out-of-line error reporting. tests/backends/cpu checks the AVX2 objects
+// for shared symbols.
 #pragma once
 
 #include <cstddef>

@@ -1,8 +1,8 @@
 // Element types, conversions and f32 math for the cpu kernels, compiled once per instruction set.
 //
-// Include only from an ISA translation unit (*_generic.cpp, *_avx2.cpp), which defines
-// OPREG_CPU_NS (generic or avx2) first: everything here lives in opreg::cpu::OPREG_CPU_NS, so the
-// two compilations never share a symbol (see abi.h).
+// Include only from an ISA translation unit (<family>/kernels_generic.cpp, kernels_avx2.cpp), which
+// defines OPREG_CPU_NS (generic or avx2) first: everything here lives in
+// opreg::cpu::OPREG_CPU_NS, so the two compilations never share a symbol (see abi.h).
 //
 // The kernels work on rows in chunks: a chunk of 16-bit values is converted into an f32 buffer on
 // the stack, the arithmetic runs on plain float arrays that the compiler vectorises (4 lanes on

@@ -39,7 +39,7 @@ T device_value(cl_device_id device, cl_device_info what) {
   return value;
 }
 
-// The warm-up buffer: what kernels/formats.cl promises each kernel, per work-item of the launch.
+// The warm-up buffer: what formats.cl promises each kernel, per work-item of the launch.
 constexpr std::size_t kWarmBytesPerItem = 8;
 
 std::size_t floor_pow2(std::size_t v) {
@@ -325,7 +325,7 @@ void DeviceRuntime::build_and_warm() {
 }
 
 // Launches `global` work-items of `kernel` with every pointer on `buffer` (kWarmBytesPerItem per
-// work-item) and every scalar 1 (the contract in kernels/formats.cl), reading the argument kinds from the kernel's
+// work-item) and every scalar 1 (the contract in formats.cl), reading the argument kinds from the kernel's
 // own metadata (-cl-kernel-arg-info).
 void DeviceRuntime::warm(Kernel& kernel, std::size_t global, void* buffer) {
   cl_uint args = 0;

@@ -84,7 +84,7 @@ struct Launch {
 };
 
 // ---- The row in one block, or in a thread-block cluster (RowShape::cluster > 1; sm_90 and
-// later, CUDA only), staged in shared memory (rms_norm_rows.cu).
+// later, CUDA only), staged in shared memory (rows.cu).
 bool cluster_kernels_built();
 gpuError_t plan_fwd_rows(const RowNormFwd& p, const RowShape& s, const GpuInfo& g, Launch& l);
 gpuError_t launch_fwd_rows(const RowNormFwd& p, const RowShape& s, const Launch& l, gpuStream_t stream);
@@ -94,7 +94,7 @@ gpuError_t launch_bwd_rows(const RowNormBwd& p, const RowShape& s, const Launch&
                            gpuStream_t stream);
 
 // ---- Any row length: two kernels over column chunks, the row sum between them through the
-// workspace (rms_norm_split.cu). `vec` as in RowShape; the rest is fixed.
+// workspace (split.cu). `vec` as in RowShape; the rest is fixed.
 gpuError_t plan_fwd_split(const RowNormFwd& p, int vec, const GpuInfo& g, Launch& l);
 gpuError_t launch_fwd_split(const RowNormFwd& p, int vec, const Launch& l, void* workspace, gpuStream_t stream);
 gpuError_t plan_bwd_split(const RowNormBwd& p, int vec, const GpuInfo& g, Launch& l);

@@ -281,6 +281,16 @@ bool bwd_trivial(const Call& call, const RowNormBwd& p) {
 
 using ShapeFn = ShapeOrWhy (*)(const RowProblem&, bool);
 
+// The launch planners of launch.h, by direction.
+gpuError_t plan_rows(const RowNormFwd& d, const RowShape& s, const GpuInfo& g, Launch& l) {
+  return plan_fwd_rows(d, s, g, l);
+}
+gpuError_t plan_rows(const RowNormBwd& d, const RowShape& s, const GpuInfo& g, Launch& l) {
+  return plan_bwd_rows(d, s, g, l);
+}
+gpuError_t plan_split(const RowNormFwd& d, int vec, const GpuInfo& g, Launch& l) { return plan_fwd_split(d, vec, g, l); }
+gpuError_t plan_split(const RowNormBwd& d, int vec, const GpuInfo& g, Launch& l) { return plan_bwd_split(d, vec, g, l); }
+
 template <class Desc>
 bool has_work(const Desc& d, bool backward) {
   return backward ? d.rows > 0 && d.hidden > 0 : d.rows > 0;
@@ -302,12 +312,8 @@ Verdict resident_supports(const Args& a, const GpuInfo& gpu, ResidentPlan& plan)
   plan.shape = *sw.shape;
   const auto d = family::describe(a);
   if (!has_work(d, kBackward)) return Verdict::accept();
-  DeviceGuard guard(gpu.device, Name);
-  if constexpr (kBackward) {
-    check(plan_bwd_rows(d, plan.shape, gpu, plan.launch), Name, gpu.device, rp, plan.launch.call, plan.launch.kernel);
-  } else {
-    check(plan_fwd_rows(d, plan.shape, gpu, plan.launch), Name, gpu.device, rp, plan.launch.call, plan.launch.kernel);
-  }
+  const DeviceGuard guard(gpu.device, Name);
+  check(plan_rows(d, plan.shape, gpu, plan.launch), Name, gpu.device, rp, plan.launch.call, plan.launch.kernel);
   return {true, shape_note(plan.shape, plan.launch)};
 }
 
@@ -341,12 +347,8 @@ void split_plan(const Args& a, const GpuInfo& gpu, SplitPlan& plan) {
   plan.vec = rp.aligned ? vec_of(rp.x_type) : 1;
   const auto d = family::describe(a);
   if (!has_work(d, kBackward)) return;
-  DeviceGuard guard(gpu.device, Name);
-  if constexpr (kBackward) {
-    check(plan_bwd_split(d, plan.vec, gpu, plan.launch), Name, gpu.device, rp, plan.launch.call, plan.launch.kernel);
-  } else {
-    check(plan_fwd_split(d, plan.vec, gpu, plan.launch), Name, gpu.device, rp, plan.launch.call, plan.launch.kernel);
-  }
+  const DeviceGuard guard(gpu.device, Name);
+  check(plan_split(d, plan.vec, gpu, plan.launch), Name, gpu.device, rp, plan.launch.call, plan.launch.kernel);
 }
 
 template <class Args>

@@ -1,4 +1,4 @@
-// rms_norm forward and backward (src/backends/xpu/rms_norm.cpp launches them; semantics:
+// rms_norm forward and backward (src/backends/xpu/rms_norm/list.cpp launches them; semantics:
 // docs/ops.md, src/ops/reference).
 //
 // Geometry, shared by the row kernels: a work-group of L work-items is split into L / team teams
