@@ -34,7 +34,10 @@ static int32_t wide_supports(void* user, const void* args, const opreg_device_pr
   return why != NULL ? report(reason, size, 0, why) : 1;
 }
 
-static float* at(const DLTensor* t) { return t == NULL ? NULL : (float*)((char*)t->data + t->byte_offset); }
+/* An empty tensor may have no memory at all. */
+static float* at(const DLTensor* t) {
+  return t == NULL || t->data == NULL ? NULL : (float*)((char*)t->data + t->byte_offset);
+}
 
 static int32_t wide_run(void* user, const void* args, const opreg_kernel_context* ctx, char* message, size_t size) {
   (void)user, (void)ctx;
