@@ -38,7 +38,8 @@ class ToyBackend final : public opreg::Backend {
     props.name = "Toy accelerator (host memory)";
     props.memory_bytes = kMemoryBytes;
     props.compute_units = 2;
-    props.emulated = true;  // not hardware: every output says so
+    props.emulated = true;     // not hardware: every output says so
+    props.host_memory = true;  // its blocks are host memory: admission counts them with the host's
     props.extra = {{"lanes", "4"}, {"max_hidden", std::to_string(kMaxHidden)}};
     return props;
   }

@@ -155,6 +155,9 @@ OPREG_PLUGIN_EXPORT int32_t opreg_plugin_init(const opreg_host* host, char* mess
       .extra_count = 2,
       .extra_keys = keys,
       .extra_values = values,
+#ifdef OPREG_DEVICE_HOST_MEMORY /* (older plugin headers have no name for the slot) */
+      .reserved = {[OPREG_DEVICE_HOST_MEMORY] = (void*)1}, /* its memory is the host's */
+#endif
   };
   static const opreg_device_props* const devices[kDevices] = {&device};
 

@@ -40,6 +40,10 @@ struct DeviceProps {
   std::uint64_t memory_bytes = 0;
   int compute_units = 0;             // SMs, AI vector cores, CPU cores, EUs
   bool emulated = false;             // never picked by inference; shown as emulated everywhere
+  // The device's memory is the host's (the cpu, emulators, OpenCL CPU devices, host-memory toys):
+  // memory admission then counts a problem's device copies with its host copies, against what
+  // the host has (false: unknown or separate memory, counted apart).
+  bool host_memory = false;
   std::vector<std::pair<std::string, std::string>> extra;  // ub_bytes, sm_count, ... (for display)
   // The backend's own typed description of the device, which its variants read instead of
   // parsing `extra` (opreg/variants.h hands it to supports() as the backend's type); owned by the

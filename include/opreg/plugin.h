@@ -75,8 +75,12 @@ typedef struct opreg_device_props {
   uint32_t extra_count; /* free-form key=value properties (ub_bytes, ...) */
   const char* const* extra_keys;
   const char* const* extra_values;
+  /* reserved[OPREG_DEVICE_HOST_MEMORY] non-NULL (e.g. (void*)1): the device's memory is the
+   * host's, so memory admission counts a problem's device copies with its host copies. NULL, as
+   * every plugin built before zeroed it: unknown, counted apart. The other slots: zero. */
   void* reserved[8];
 } opreg_device_props;
+#define OPREG_DEVICE_HOST_MEMORY 0
 
 /* A backend: name, inference priority, fallback policy, devices, memory services and streams.
  * `user` is passed back to every callback. Every memory service is required except

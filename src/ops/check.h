@@ -121,11 +121,16 @@ void check_overlap(const char* op, const Item& out, const Item& other, bool may_
   }
 }
 
+// eps and offset: finite, and small enough that a kernel's double arithmetic on them (squares
+// included) stays finite.
+inline constexpr double kMaxScalar = 1e300;
 [[gnu::always_inline]] inline void eps(const char* op, double value) {
-  if (!(value >= 0.0 && value <= 1e300)) bad_scalar(op, "eps", value, "a finite number >= 0");
+  if (!(value >= 0.0 && value <= kMaxScalar)) bad_scalar(op, "eps", value, "a finite number >= 0 and <= 1e300");
 }
 [[gnu::always_inline]] inline void offset(const char* op, double value) {
-  if (!(value >= -1e300 && value <= 1e300)) bad_scalar(op, "offset", value, "a finite number");
+  if (!(value >= -kMaxScalar && value <= kMaxScalar)) {
+    bad_scalar(op, "offset", value, "a finite number from -1e300 to 1e300");
+  }
 }
 // rms_norm's scale is (offset + w): without a weight there is no scale, so no offset either.
 [[gnu::always_inline]] inline void offset(const char* op, double value, const Tensor& weight) {

@@ -226,8 +226,8 @@ class TypedProblem final : public ImplBase {
   DispatchResult run(const ExecContext* ctx) override { return reg->call(E::op(), dev_, ctx); }
 
   // Everything the problem will hold, summed before any of it is allocated: every tensor on the
-  // host (the reference's inputs and outputs), again on the device (on the cpu that is the host
-  // too), and the outputs copied back for the check. More than the host or the device has is an
+  // host (the reference's inputs and outputs), again on the device (on the cpu, or a device whose
+  // memory is the host's, that is the host too), and the outputs copied back for the check. More than the host or the device has is an
   // error naming both numbers.
   template <class ShapeOf, class DTypeOf>
   void admit_problem(Registry& registry, ShapeOf shape_of, DTypeOf dtype_of) const {
@@ -242,14 +242,19 @@ class TypedProblem final : public ImplBase {
       overflow |= __builtin_add_overflow(all, bytes, &all);
       if (f.role != Role::in) outputs += bytes;
     }
-    const bool on_host = device.backend == kCpuBackendId;
+    // On the host: the reference's tensors, and the outputs copied back for the check (on the cpu
+    // those are the device's own). A device whose memory is the host's also holds its copies
+    // there, so they count with the host's.
+    const bool on_cpu = device.backend == kCpuBackendId;
+    const bool host_memory = on_cpu || registry.device_props(device).host_memory;
     std::uint64_t host = 0;
-    overflow |= __builtin_add_overflow(all, on_host ? all : outputs, &host);
+    overflow |= __builtin_add_overflow(all, on_cpu ? all : outputs, &host);
+    if (host_memory && !on_cpu) overflow |= __builtin_add_overflow(host, all, &host);
     const std::string what = fmt::format("{} of [{}] (inputs, outputs and the reference's copies)", E::name,
                                          spec.shape.str());
     if (overflow) fail(ErrorKind::device, "{} needs more than 2^64 bytes", what);
     admit(registry.backend(kCpuBackendId), 0, registry.device_props(Device{}).memory_bytes, host, "the host", what);
-    if (!on_host) {
+    if (!on_cpu) {
       admit(registry.backend(device.backend), device.index, registry.device_props(device).memory_bytes, all,
             registry.device_name(device), what);
     }

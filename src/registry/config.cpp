@@ -13,6 +13,7 @@
 #include "registry/fail.h"
 #include "registry/names.h"
 #include "registry/quote.h"
+#include "registry/dispatch.h"
 #include "registry/state.h"
 
 extern char** environ;
@@ -255,10 +256,13 @@ void Registry::set_config(const Config& config) {
   detail::WriteLock lock(*core_);
   const std::vector<std::string> pending = core_->validate(config);
   Config previous = std::exchange(core_->config, config);
+  auto backends_before = core_->backends;
   try {
+    core_->probe_enabled();  // a backend registered while disabled, enabled now
     core_->publish(-1);
   } catch (...) {
     core_->config = std::move(previous);
+    core_->backends = std::move(backends_before);
     throw;
   }
   {
@@ -273,6 +277,12 @@ void Registry::set_config(const Config& config) {
     core_->log(fmt::format("opreg: warning: {} names a backend that is not registered (yet); it takes effect "
                            "when a backend of that name registers", what));
   }
+}
+
+void detail::preset_disable(Registry& registry, std::vector<std::string> disable) {
+  RegistryCore& core = CoreAccess::core(registry);
+  std::lock_guard lock(core.mutex);
+  core.config.disable = std::move(disable);
 }
 
 void Registry::reload_config() {

@@ -104,6 +104,15 @@ Device parse_device_in(const State& s, std::string_view text) {
 }  // namespace detail
 
 Device Registry::parse_device(std::string_view text) const {
+  // A device named explicitly of a backend registered while disabled (so not probed): probe it
+  // now. Disabling keeps a backend's runtime unloaded until one of its devices is asked for.
+  const std::string_view backend = text.substr(0, text.find(':'));
+  bool unprobed = false;
+  {
+    const detail::StateRef ref(*core_);
+    for (const auto& b : ref->backends) unprobed = unprobed || (b && !b->probed && b->name == backend);
+  }
+  if (unprobed) core_->probe_named(backend);
   return parse_device_in(*detail::StateRef(*core_), text);
 }
 

@@ -78,6 +78,7 @@ DeviceProps device_props_of(const opreg_device_props* p, std::size_t index) {
   props.memory_bytes = p->memory_bytes;
   props.compute_units = p->compute_units;
   props.emulated = p->emulated != 0;
+  props.host_memory = p->reserved[OPREG_DEVICE_HOST_MEMORY] != nullptr;
   if (p->extra_count > 0 && (p->extra_keys == nullptr || p->extra_values == nullptr)) {
     fail(ErrorKind::invalid_argument, "{}: extra_count is {} but extra_keys or extra_values is NULL", what,
          p->extra_count);

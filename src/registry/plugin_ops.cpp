@@ -25,6 +25,7 @@ CDeviceProps::CDeviceProps(const DeviceProps& props) {
   c_.memory_bytes = props.memory_bytes;
   c_.compute_units = props.compute_units;
   c_.emulated = props.emulated ? 1 : 0;
+  c_.reserved[OPREG_DEVICE_HOST_MEMORY] = props.host_memory ? reinterpret_cast<void*>(1) : nullptr;
   c_.extra_count = static_cast<std::uint32_t>(keys_.size());
   c_.extra_keys = keys_.data();
   c_.extra_values = values_.data();

@@ -2,6 +2,7 @@
 // plugin author must know are listed at Registry::add_backend in include/opreg/registry.h and
 // are all checked here.
 #include <algorithm>
+#include <utility>
 
 #include "opreg/registry.h"
 #include "registry/fail.h"
@@ -87,26 +88,20 @@ Registration Registry::add_backend(std::shared_ptr<Backend> backend, const char*
   rec->priority = backend->inference_priority();
   rec->default_fallback = backend->default_fallback();
   rec->env_vars = backend->env_vars();
-  try {
-    rec->availability = backend->probe();
-  } catch (const Error& e) {
-    if (e.kind() == ErrorKind::invalid_argument) throw;  // a bad setting (env value): never hidden
-    rec->availability = {false, 0, fmt::format("probe failed: {}", e.what())};
-  } catch (const std::exception& e) {
-    rec->availability = {false, 0, fmt::format("probe failed: {}", e.what())};
-  }
-  if (!rec->availability.available) rec->availability.device_count = 0;
-  try {
-    for (int i = 0; i < rec->availability.device_count; ++i) {
-      rec->props.push_back(backend->properties(i));
-      rec->default_streams.push_back(backend->default_stream(i));
-    }
-  } catch (const std::exception& e) {
-    rec->availability = {false, 0, fmt::format("reading device properties failed: {}", e.what())};
-    rec->props.clear();
-    rec->default_streams.clear();
-  }
   rec->backend = std::move(backend);
+  // A backend OPREG_DISABLE names is not probed (probing may load a runtime: OpenCL for xpu)
+  // until a configuration enables it.
+  bool disabled = false;
+  {
+    std::lock_guard peek(core_->mutex);
+    disabled = detail::disables_backend(core_->config, rec->name);
+  }
+  if (disabled) {
+    rec->probed = false;
+    rec->availability = {false, 0, "disabled by OPREG_DISABLE, not probed (a configuration that enables it probes it)"};
+  } else {
+    detail::probe_backend(*rec);
+  }
 
   detail::WriteLock lock(*core_);
   auto& slots = core_->backends;
@@ -129,6 +124,8 @@ Registration Registry::add_backend(std::shared_ptr<Backend> backend, const char*
     fail(ErrorKind::unsupported, "cannot register backend '{}': all {} backend ids are taken ({}), or held by live "
          "tensors of unregistered backends", rec->name, kMaxBackends, join(backend_names(slots)));
   }
+  // The configuration may have enabled it since it was looked at.
+  if (!rec->probed && !detail::disables_backend(core_->config, rec->name)) detail::probe_backend(*rec);
   rec->id = static_cast<BackendId>(id);
   rec->token = core_->next_token++;
   const std::uint64_t token = rec->token;
@@ -210,6 +207,61 @@ Registration Registry::add_variant_erased(detail::ErasedVariant v, RegisterOptio
   handle.kind_ = Registration::Kind::variant;
   handle.token_ = token;
   return handle;
+}
+
+void detail::probe_backend(BackendRecord& rec) {
+  Backend& backend = *rec.backend;
+  rec.probed = true;
+  rec.props.clear();
+  rec.default_streams.clear();
+  try {
+    rec.availability = backend.probe();
+  } catch (const Error& e) {
+    if (e.kind() == ErrorKind::invalid_argument) throw;  // a bad setting (env value): never hidden
+    rec.availability = {false, 0, fmt::format("probe failed: {}", e.what())};
+  } catch (const std::exception& e) {
+    rec.availability = {false, 0, fmt::format("probe failed: {}", e.what())};
+  }
+  if (!rec.availability.available) rec.availability.device_count = 0;
+  try {
+    for (int i = 0; i < rec.availability.device_count; ++i) {
+      rec.props.push_back(backend.properties(i));
+      rec.default_streams.push_back(backend.default_stream(i));
+    }
+  } catch (const std::exception& e) {
+    rec.availability = {false, 0, fmt::format("reading device properties failed: {}", e.what())};
+    rec.props.clear();
+    rec.default_streams.clear();
+  }
+}
+
+bool detail::disables_backend(const Config& config, std::string_view name) {
+  return std::find(config.disable.begin(), config.disable.end(), name) != config.disable.end();
+}
+
+void RegistryCore::probe_enabled() {
+  for (auto& slot : backends) {
+    if (!slot || slot->probed || disables_backend(config, slot->name)) continue;
+    auto probed = std::make_shared<BackendRecord>(*slot);
+    probe_backend(*probed);
+    slot = std::move(probed);
+  }
+}
+
+void RegistryCore::probe_named(std::string_view name) {
+  WriteLock lock(*this);
+  for (auto& slot : backends) {
+    if (!slot || slot->probed || slot->name != name) continue;
+    auto probed = std::make_shared<BackendRecord>(*slot);
+    probe_backend(*probed);
+    auto before = std::exchange(slot, std::move(probed));
+    try {
+      publish(-1);
+    } catch (...) {
+      slot = std::move(before);
+      throw;
+    }
+  }
 }
 
 void detail::ListAccess::add(Registry& registry, ErasedVariant variant, const char* file, int line) {

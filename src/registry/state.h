@@ -57,7 +57,23 @@ struct BackendRecord {
   std::vector<std::string> env_vars;
   std::string site;
   std::uint64_t token = 0;
+  // false: registered while OPREG_DISABLE named it, so not probed (a disabled backend loads
+  // nothing: no OpenCL for xpu); the configuration that enables it probes it.
+  bool probed = true;
 };
+
+// Probes `rec`'s backend and reads its devices' properties into it (availability, props,
+// streams); a bad setting (an invalid_argument error) propagates, anything else makes the
+// backend unavailable with the reason.
+void probe_backend(BackendRecord& rec);
+
+// Whether `config` disables the backend of that name (OPREG_DISABLE).
+bool disables_backend(const Config& config, std::string_view name);
+
+// Before backends register: the OPREG_DISABLE list they are registered under (so a disabled one
+// is not probed), without validating or applying the rest of the configuration, which
+// reload_config does once they are registered. For default_registry().
+void preset_disable(Registry& registry, std::vector<std::string> disable);
 
 // One cached choice. A reader takes a snapshot between two equal even sequence numbers.
 struct CacheSlot {
@@ -312,6 +328,10 @@ struct RegistryCore {
   // Throws for a bad setting; returns the names that wait for a backend to register.
   std::vector<std::string> validate(const Config& c) const;
   void unregister(Registration::Kind kind, std::uint64_t token);
+  // Must hold `mutex`. Probes the backends registered while disabled that `config` enables.
+  void probe_enabled();
+  // Takes `mutex`: probes the backend of that name if it was registered unprobed, and publishes.
+  void probe_named(std::string_view name);
   const VariantEntry* active_variant(std::string_view name) const {
     auto it = variants.find(std::string(name));
     return it == variants.end() || it->second.empty() ? nullptr : it->second.back().get();

@@ -471,6 +471,47 @@ warn "'OPREG_BOGUS' is not a variable" env OPREG_BOGUS= "${probe[@]}"
 # Several bad variables: one line, about one of them.
 err 2 "OPREG_" env OPREG_VERBOSE=9 OPREG_FALLBACK=x OPREG_NUM_THREADS=0 "${probe[@]}"
 
+# ---- Issue 18: the cases found since the matrix was written.
+# eps and offset: one range, said by the message (|v| > 1e300 was refused as "not a finite
+# number"); a number too small for a double is the nearest one (0 or a subnormal), as 4.9e-324 is.
+bad_value --eps 1.0000001e300 rms_norm.fwd "run: invalid --eps '1.0000001e300'; accepted: a number from 0 to 1e300"
+bad_value --offset -1e301 rms_norm.fwd "run: invalid --offset '-1e301'; accepted: a number from -1e300 to 1e300"
+for v in 1e-400 2e-324 4.9e-324 1e300; do
+  ok "${run[@]}" rms_norm.fwd "${small[@]}" --eps "$v"
+  ok "${run[@]}" rms_norm.fwd "${small[@]}" --offset "-$v"
+done
+# Memory admission counts a host-memory device's copies with the host's: a problem whose host
+# copies alone fit, but not with the device's beside them, is refused before anything is
+# allocated (it was admitted on npu and allocated far past the host's memory). rms_norm.fwd f32
+# rows x 4096 takes 48 KiB a row on the host without the device's copies, 80 KiB with them:
+# rows for 0.8 of what is available without.
+avail_kb=$(awk '/^MemAvailable:/ {print $2}' /proc/meminfo)
+if [[ -n $avail_kb ]] && ((avail_kb > 0)); then
+  rows=$((avail_kb * 8 / 10 / 48))
+  err 3 'on the host, which has' "${run[@]}" rms_norm.fwd --device npu --shape "${rows}x4096"
+  err 3 'on the host, which has' "${run[@]}" rms_norm.fwd --device cpu --shape "${rows}x4096"
+fi
+# A forced plugin variant that refuses the problem is an error naming it and its reason (it was a
+# crash: the C kernel read bf16 data as f32). Forced on a problem it takes, it runs.
+if [[ -n $plugin ]]; then
+  for dtype in "bf16" "f16 --wdtype f32"; do
+    # shellcheck disable=SC2086  # the dtype options split on purpose
+    err 3 'ctoy.rms_norm.fwd.c is forced by OPREG_FORCE_VARIANT but refuses this problem: the C kernel takes f32' \
+      env OPREG_PLUGINS="$plugin" OPREG_FORCE_VARIANT=ctoy.rms_norm.fwd.c "${run[@]}" rms_norm.fwd --device ctoy \
+      --dtype $dtype --shape 64x5000
+  done
+  ok env OPREG_PLUGINS="$plugin" OPREG_FORCE_VARIANT=ctoy.rms_norm.fwd.c "${run[@]}" rms_norm.fwd --device ctoy \
+    --shape 64x5000 --repeat 1
+  # OPREG_PLUGINS naming what is no plugin: a directory, a script, a library without the entry, a
+  # name with a newline; an empty element; the same plugin twice.
+  printf '#!/bin/sh\nexit 0\n' >"$tmp/script.so"
+  chmod +x "$tmp/script.so"
+  for v in "$tmp/script.so" libc.so.6; do env_bad OPREG_PLUGINS "$v" 2 "plugin '$v'"; done
+  env_bad OPREG_PLUGINS "$plugin"$'\n' 2 "plugin '$plugin\\n'"
+  env_bad OPREG_PLUGINS "$plugin::$plugin" 2 "empty entry"
+  env_bad OPREG_PLUGINS "$plugin: $plugin" 2 "already loaded"
+fi
+
 # ---- The xpu backend with the caller's OpenCL (PoCL's CPU device here: emulated).
 if ((xpu_usable)); then
   cl=("${with_opencl[@]}")
@@ -488,6 +529,25 @@ if ((xpu_usable)); then
   err 3 'layer_norm.fwd on xpu:0' "${cl[@]}" env OPREG_DISABLE=xpu OPREG_FALLBACK=error "${run[@]}" layer_norm.fwd \
     --device xpu --shape 3x7
   err 3 'bytes' "${cl[@]}" "${run[@]}" rms_norm.fwd --device xpu --shape 200000x200000
+  # Issue 18. PoCL's kernel cache: set but blank counts as unset (PoCL asserted on "", taking
+  # every command down); unusable (a regular file) is the reason xpu is unavailable.
+  for v in '' ' ' $'\t'; do
+    ok "${cl[@]}" env POCL_CACHE_DIR="$v" "$opreg" devices
+    ok "${cl[@]}" env POCL_CACHE_DIR="$v" OPREG_DISABLE=xpu "$opreg" ops
+    ok "${cl[@]}" env POCL_CACHE_DIR="$v" OPREG_BACKEND_ORDER=cpu "${run[@]}" rms_norm.fwd "${small[@]}"
+    ok "${cl[@]}" env POCL_CACHE_DIR="$v" "${run[@]}" rms_norm.fwd --device xpu --shape 2x3 --repeat 1
+  done
+  echo file >"$tmp/cache-file"
+  err 3 "POCL_CACHE_DIR=$tmp/cache-file is unusable" "${cl[@]}" env POCL_CACHE_DIR="$tmp/cache-file" \
+    "${run[@]}" rms_norm.fwd --device xpu --shape 2x3
+  err 3 "POCL_CACHE_DIR=$tmp/cache-file is unusable" "${cl[@]}" env POCL_CACHE_DIR="$tmp/cache-file" \
+    OPREG_DEVICE=xpu "$opreg" devices
+  ok "${cl[@]}" env POCL_CACHE_DIR="$tmp/cache-file" "${run[@]}" rms_norm.fwd "${small[@]}"
+  err 3 'POCL_DEVICES=bogus' "${cl[@]}" env POCL_DEVICES=bogus "${run[@]}" rms_norm.fwd --device xpu --shape 2x3
+  # Admission on a host-memory device, as on npu above.
+  if [[ -n $avail_kb ]] && ((avail_kb > 0)); then
+    err 3 'on the host, which has' "${cl[@]}" "${run[@]}" rms_norm.fwd --device xpu --shape "${rows}x4096"
+  fi
 fi
 
 wait

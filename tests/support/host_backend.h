@@ -32,6 +32,7 @@ class HostBackend : public HostMemoryBackend {
     props.compute_units = 4;
     props.memory_bytes = 1ULL << 30;
     props.emulated = spec_.emulated;
+    props.host_memory = true;
     props.extra = {{"index", std::to_string(index)}};
     return props;
   }

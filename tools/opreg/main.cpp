@@ -109,16 +109,18 @@ options (each takes one value, as `--opt V` or `--opt=V`, and may be given once)
   --shape S         x's shape (a's for geglu, swiglu), e.g. 4096x4096 (default 4096x4096;
                     group_norm: N x C x spatial..., default 16x128x1024)
   --groups G        group_norm's group count, dividing C (default 32 if it divides C, else 1)
-  --eps E           the norms' epsilon, a finite number >= 0 (default: the op's, 1e-6 for
+  --eps E           the norms' epsilon, a number from 0 to 1e300 (default: the op's, 1e-6 for
                     rms_norm and fused_add_rms_norm, 1e-5 for layer_norm and group_norm; a
                     backward problem uses it for the forward statistics it is given)
-  --offset O        rms_norm, fused_add_rms_norm: y = x * rstd * (O + w) (default 0)
+  --offset O        rms_norm, fused_add_rms_norm: y = x * rstd * (O + w), O from -1e300 to 1e300
+                    (default 0)
   --casting C       rms_norm, fused_add_rms_norm: llama, gemma, none (default llama)
   --inplace         backward ops: the input gradient overwrites dy (glu: da is a, db is b)
   --values V        the activation inputs: random (default: uniform in [-2, 2], away from 0),
                     large (magnitudes near the top of the dtype), equal (one value per row or
                     group), special (NaN and infinities in the first rows)
   --seed N          input seed, 0 to 2^64-1 (default 1)
+Numbers are decimal; one too small for a double (1e-400) is the nearest one (0 or a subnormal).
   --repeat K        runs to time, 1 to 100000 (default 3)
   --tol-scale S     multiply the tolerance table by S (default 1; 0 demands equality with the
                     reference, e.g. to see how far a variant is from it)

@@ -39,12 +39,18 @@ Int parse_int(std::string_view option, std::string_view text, Int lo, Int hi, st
   return value;
 }
 
-double parse_number(std::string_view option, std::string_view text, double lo, std::string_view accepted) {
+// A decimal number. One rule for the ends of the range: a value too large for a double is
+// refused; one too small (1e-400) is what the nearest double is, 0 or a subnormal, as 4.9e-324 is.
+double parse_number(std::string_view option, std::string_view text, double lo, double hi, std::string_view accepted) {
   double value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc{} || end != text.data() + text.size() || !std::isfinite(value) || value < lo) {
+  const bool whole = !text.empty() && end == text.data() + text.size();
+  if (whole && ec == std::errc::result_out_of_range) {
+    value = std::strtod(std::string(text).c_str(), nullptr);  // the syntax is checked: underflow or overflow
+  } else if (!whole || ec != std::errc{}) {
     bad_value(option, text, accepted);
   }
+  if (!std::isfinite(value) || value < lo || value > hi) bad_value(option, text, accepted);
   return value;
 }
 
@@ -113,9 +119,9 @@ RunOptions parse_run_args(const std::vector<std::string_view>& args) {
     } else if (name == "--groups") {
       o.groups = parse_int<std::int64_t>(name, value, 1, INT64_MAX, "an integer >= 1 that divides C (shape[1])");
     } else if (name == "--eps") {
-      o.eps = parse_number(name, value, 0.0, "a finite number >= 0, e.g. 1e-6");
+      o.eps = parse_number(name, value, 0.0, 1e300, "a number from 0 to 1e300, e.g. 1e-6");
     } else if (name == "--offset") {
-      o.offset = parse_number(name, value, -HUGE_VAL, "a finite number, e.g. 0 or 1");
+      o.offset = parse_number(name, value, -1e300, 1e300, "a number from -1e300 to 1e300, e.g. 0 or 1");
     } else if (name == "--casting") {
       o.casting = pick<opreg::Casting>(
           name, value,
@@ -131,7 +137,8 @@ RunOptions parse_run_args(const std::vector<std::string_view>& args) {
     } else if (name == "--repeat") {
       o.repeat = parse_int<std::int64_t>(name, value, 1, 100000, "an integer from 1 to 100000");
     } else if (name == "--tol-scale") {
-      o.tol_scale = parse_number(name, value, 0.0, "a finite number >= 0 (1: the tolerance table; 0: exact)");
+      o.tol_scale =
+          parse_number(name, value, 0.0, HUGE_VAL, "a finite number >= 0 (1: the tolerance table; 0: exact)");
     }
   }
   if (!have_op) throw Usage{"run: no op given; usage: opreg run OP [options], e.g. opreg run rms_norm.fwd"};

@@ -29,6 +29,7 @@ class CpuBackend final : public HostMemoryBackend {
   DeviceProps properties(int) const override {
     DeviceProps props;
     props.name = "host CPU";
+    props.host_memory = true;
     props.compute_units = cpu::machine_threads();
     const long pages = sysconf(_SC_PHYS_PAGES);
     const long page_bytes = sysconf(_SC_PAGE_SIZE);

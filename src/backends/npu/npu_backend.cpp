@@ -29,6 +29,7 @@ DeviceProps NpuBackend::properties(int) const {
   props.memory_bytes = p.hbm_bytes;
   props.compute_units = p.vector_cores;
   props.emulated = true;
+  props.host_memory = true;  // the emulator's GM is host memory
   props.extra = {{"profile", p.name},
                  {"ai_cores", std::to_string(p.ai_cores)},
                  {"vector_cores", std::to_string(p.vector_cores)},

@@ -18,9 +18,24 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The variable's value, or empty when it is unset or blank (spaces and tabs only): a
+// set-but-blank variable counts as unset (docs/env.md), for the runtimes too (set_unless_given).
 std::string env_or_empty(const char* name) {
   const char* v = std::getenv(name);
-  return v == nullptr ? std::string() : std::string(v);
+  if (v == nullptr) return {};
+  const std::string s(v);
+  return s.find_first_not_of(" \t") == std::string::npos ? std::string() : s;
+}
+
+// Sets `name` to `value` unless the user gave it a value; a blank one is replaced (setenv with
+// overwrite 0 would leave "" in place, and PoCL asserts on an empty POCL_CACHE_DIR).
+void set_unless_given(const char* name, const std::string& value) {
+  if (env_or_empty(name).empty()) ::setenv(name, value.c_str(), 1);
+}
+
+// A blank variable the backend does not replace is removed, so that the runtimes see it unset.
+void unset_if_blank(const char* name) {
+  if (std::getenv(name) != nullptr && env_or_empty(name).empty()) ::unsetenv(name);
 }
 
 // mkdir -p with mode 0700 for what it creates.
@@ -165,7 +180,7 @@ EnvironmentReport prepare_environment() {
   if (const std::string set = env_or_empty("POCL_CACHE_DIR"); !set.empty()) {
     std::string why;
     if (usable_directory(set, &why).empty()) {
-      report.pocl_cache_problem = fmt::format("POCL_CACHE_DIR={} is unusable ({}); PoCL lists no devices without a "
+      report.pocl_cache_problem = fmt::format("POCL_CACHE_DIR={} is unusable ({}); PoCL builds no kernels without a "
                                               "writable kernel cache: point POCL_CACHE_DIR at a writable directory",
                                               set, why);
     }
@@ -174,20 +189,26 @@ EnvironmentReport prepare_environment() {
     const std::string dir = private_dir + "/pocl";
     std::string why;
     if (!usable_directory(dir, &why).empty()) {
-      ::setenv("POCL_CACHE_DIR", dir.c_str(), 0);
+      set_unless_given("POCL_CACHE_DIR", dir);
       report.pocl_cache_dir = dir;
     } else {
+      unset_if_blank("POCL_CACHE_DIR");
       report.pocl_cache_problem = fmt::format("no writable directory for PoCL's kernel cache ({}); PoCL lists no "
                                               "devices without one: set POCL_CACHE_DIR to a writable directory",
                                               why);
     }
   } else {
+    unset_if_blank("POCL_CACHE_DIR");
     report.pocl_cache_problem = fmt::format("no writable directory for PoCL's kernel cache (tried {}); PoCL lists no "
                                             "devices without one: set POCL_CACHE_DIR to a writable directory",
                                             private_why);
   }
 
-  if (report.render_node) return report;
+  if (report.render_node) {
+    unset_if_blank("OCL_ICD_VENDORS");
+    unset_if_blank("POCL_DEVICES");
+    return report;
+  }
 
   // No GPU render node: keep Intel's GPU stack out of the process.
   if (env_or_empty("OCL_ICD_VENDORS").empty()) {
@@ -196,7 +217,7 @@ EnvironmentReport prepare_environment() {
       std::string why = private_why;
       const std::string filtered = private_dir.empty() ? std::string() : private_dir + "/icd-vendors";
       if (!filtered.empty() && write_filtered_vendors(vendors, intel, filtered, &why)) {
-        ::setenv("OCL_ICD_VENDORS", filtered.c_str(), 0);
+        set_unless_given("OCL_ICD_VENDORS", filtered);
         report.notes.push_back(fmt::format("Intel GPU OpenCL runtime ({}) not loaded: no /dev/dri/renderD* node",
                                            intel.front()));
       } else {
@@ -209,11 +230,13 @@ EnvironmentReport prepare_environment() {
     const std::string driver = pocl_level_zero_driver(
         {"/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/lib"});
     if (!driver.empty()) {
-      ::setenv("POCL_DEVICES", "pthread", 0);
+      set_unless_given("POCL_DEVICES", "pthread");
       report.notes.push_back("PoCL limited to its CPU driver (POCL_DEVICES=pthread): its Level Zero driver would "
                              "call zeInit with no /dev/dri/renderD* node");
     }
   }
+  unset_if_blank("OCL_ICD_VENDORS");
+  unset_if_blank("POCL_DEVICES");
   return report;
 }
 

@@ -166,8 +166,17 @@ Discovery discover(const EnvironmentReport& environment) {
     cl_uint n = 0;
     if (clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 0, nullptr, &n) != CL_SUCCESS || n == 0) {
       std::string why = fmt::format("OpenCL platform '{}' lists no devices", pname);
+      if (const char* devices = std::getenv("POCL_DEVICES"); pocl && devices != nullptr) {
+        why += fmt::format(" (POCL_DEVICES={} names its drivers)", devices);
+      }
       if (pocl && !environment.pocl_cache_problem.empty()) why += ": " + environment.pocl_cache_problem;
       notes.push_back(why);
+      continue;
+    }
+    // PoCL may list its devices and still build no program without a writable kernel cache
+    // (clBuildProgram fails on the first kernel): such devices are not offered.
+    if (pocl && !environment.pocl_cache_problem.empty()) {
+      notes.push_back(fmt::format("OpenCL platform '{}' left out: {}", pname, environment.pocl_cache_problem));
       continue;
     }
     std::vector<cl_device_id> devices(n);

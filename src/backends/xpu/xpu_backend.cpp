@@ -48,6 +48,7 @@ DeviceProps XpuBackend::properties(int index) const {
   const DeviceInfo& d = discovery_.devices.at(static_cast<std::size_t>(index));
   DeviceProps props;
   props.emulated = !d.gpu;
+  props.host_memory = !d.gpu;  // an OpenCL CPU device's buffers are the host's memory
   props.name = d.gpu ? d.name : fmt::format("{} on {} (emulated, OpenCL CPU device)", d.name, d.platform_name);
   props.memory_bytes = d.global_mem;
   props.compute_units = d.compute_units;

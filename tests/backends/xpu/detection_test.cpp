@@ -77,6 +77,68 @@ TEST(XpuDetection, UnusablePoclCacheDirIsTheReasonGiven) {
   EXPECT_TRUE(has(out.text, "point POCL_CACHE_DIR at a writable directory")) << out.text;
 }
 
+// Issue 18: a set-but-blank POCL_CACHE_DIR counts as unset, for PoCL too (it asserted on "" and
+// took every command down, cpu runs included).
+TEST(XpuDetection, BlankPoclCacheDirCountsAsUnset) {
+  // (A tab inside single quotes reaches the variable as it is, whichever shell runs the line.)
+  for (const std::string value : {"", " ", "\t \t"}) {
+    SCOPED_TRACE("POCL_CACHE_DIR='" + value + "'");
+    const std::string env = "POCL_CACHE_DIR='" + value + "'";
+    const auto out = run(cli(env, "devices"));
+    EXPECT_EQ(out.status, 0) << out.text;
+    EXPECT_TRUE(has(out.text, "xpu:0 .* pocl_cache_dir=/")) << out.text;
+    const auto cpu = run(cli(env, "run rms_norm.fwd --device cpu --shape 3x5 --repeat 1"));
+    EXPECT_EQ(cpu.status, 0) << cpu.text;
+    const auto xpu = run(cli(env, "run rms_norm.fwd --device xpu --shape 3x5 --repeat 1"));
+    EXPECT_EQ(xpu.status, 0) << xpu.text;
+  }
+}
+
+// A POCL_CACHE_DIR PoCL lists its device under but cannot build kernels in (a regular file): the
+// device is not offered, and the reason names the variable (it was clBuildProgram's -11 at run).
+TEST(XpuDetection, APoclCacheDirThatIsAFileIsTheReasonGiven) {
+  const std::string dir = temp_dir("cachefile");
+  const std::string file = dir + "/cache";
+  std::ofstream(file) << "not a directory\n";
+  const std::string env = "POCL_CACHE_DIR=" + file;
+  const auto out = run(cli(env, "devices"));
+  EXPECT_EQ(out.status, 0) << out.text;
+  EXPECT_TRUE(has(out.text, "xpu .* unavailable: .*POCL_CACHE_DIR=" + file + " is unusable")) << out.text;
+  const auto named = run(cli(env + " OPREG_DEVICE=xpu", "devices"));
+  EXPECT_EQ(named.status, 3) << named.text;
+  const auto xpu = run(cli(env, "run rms_norm.fwd --device xpu --shape 3x5"));
+  EXPECT_EQ(xpu.status, 3) << xpu.text;
+  EXPECT_TRUE(has(xpu.text, "POCL_CACHE_DIR=" + file + " is unusable")) << xpu.text;
+  const auto cpu = run(cli(env, "run rms_norm.fwd --device cpu --shape 3x5 --repeat 1"));
+  EXPECT_EQ(cpu.status, 0) << cpu.text;
+  fs::remove_all(dir);
+}
+
+TEST(XpuDetection, PoclDevicesNamingNoDriverIsInTheReason) {
+  const auto out = run(cli("POCL_DEVICES=bogus", "devices"));
+  EXPECT_EQ(out.status, 0) << out.text;
+  EXPECT_TRUE(has(out.text, "xpu .* unavailable: .*lists no devices \\(POCL_DEVICES=bogus names its drivers\\)"))
+      << out.text;
+}
+
+// OPREG_DISABLE=xpu keeps OpenCL unloaded: with a vendor library that aborts when loaded, every
+// command still works; only naming an xpu device loads it (and then the process aborts, which
+// shows the library is what the ICD loader would load).
+TEST(XpuDetection, ADisabledXpuLoadsNoOpenCl) {
+  const std::string vendors = temp_dir("abortvendors");
+  std::ofstream(vendors + "/abort.icd") << OPREG_TEST_ABORT_ICD << "\n";
+  const std::string env = "OCL_ICD_VENDORS=" + vendors + " OPREG_DISABLE=xpu";
+  const auto devices = run(cli(env, "devices"));
+  EXPECT_EQ(devices.status, 0) << devices.text;
+  EXPECT_TRUE(has(devices.text, "xpu .* unavailable: disabled by OPREG_DISABLE, not probed")) << devices.text;
+  const auto cpu = run(cli(env, "run rms_norm.bwd --device cpu --shape 3x5 --repeat 1"));
+  EXPECT_EQ(cpu.status, 0) << cpu.text;
+  const auto ops = run(cli(env, "ops --op rms_norm.fwd"));
+  EXPECT_EQ(ops.status, 0) << ops.text;
+  EXPECT_NE(run(cli("OCL_ICD_VENDORS=" + vendors, "devices")).status, 0) << "enabled, the vendor library is loaded";
+  fs::remove_all(vendors);
+}
+
 TEST(XpuDetection, NoWritablePlaceForThePoclCacheIsTheReasonGiven) {
   // As root PoCL would create the missing HOME itself (and then work), so run as nobody, who
   // must be able to reach the build (not so under a root-only home directory).
