@@ -268,7 +268,7 @@ void run_sweep(benchmark::State& state, Shape shape, DType dtype, Sweep sw) {
   Gpu& g = gpu();
   const auto& gpu_facts = *static_cast<const GpuInfo*>(g.reg.device_props(g.dev).facts);
   static float* partial = nullptr;
-  static std::size_t partial_bytes = 0;
+  static std::size_t partial_size = 0;
   const std::uint64_t bytes =
       bytes_moved("rms_norm", sw.backward ? Direction::bwd : Direction::fwd, shape, dtype, dtype);
   timed(state, bytes, [&]() -> std::string {
@@ -286,13 +286,13 @@ void run_sweep(benchmark::State& state, Shape shape, DType dtype, Sweep sw) {
     const RowNormBwd p = family::describe(d.bwd);
     gpuError_t err = plan_bwd_rows(p, sw.shape, rp.gpu, l);
     if (err != gpuSuccess) return gpuGetErrorString(err);
-    if (l.workspace > partial_bytes) {
+    if (l.workspace > partial_size) {
       if (partial != nullptr) gpuFree(partial);
       gpu_check(gpuMalloc(reinterpret_cast<void**>(&partial), l.workspace), "cudaMalloc(partial)");
-      partial_bytes = l.workspace;
+      partial_size = l.workspace;
     }
     err = launch_bwd_rows(p, sw.shape, l, partial, nullptr);
-    if (err == gpuSuccess) err = launch_dw_finish(partial, l.partials, p.hidden, p.dweight, p.w_type, nullptr, l);
+    if (err == gpuSuccess) err = launch_dw_finish(partial, p.x_type, l.partials, p.hidden, p.dweight, p.w_type, nullptr, l);
     if (err == gpuSuccess) state.SetLabel("grid=" + std::to_string(l.grid) + " threads=" + std::to_string(l.threads));
     return err == gpuSuccess ? std::string() : gpuGetErrorString(err);
   });

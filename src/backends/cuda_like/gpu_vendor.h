@@ -103,6 +103,7 @@ using gpu_bf16x2 = __hip_bfloat162;
 #define OPREG_GPU_FULL_MASK 0xFFFFFFFFFFFFFFFFull
 #define OPREG_GPU_WARP 64
 #define gpu_shfl_xor(value, offset) __shfl_xor((value), (offset))
+#define gpu_any(pred) __any(pred)
 #else
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -111,5 +112,6 @@ using gpu_bf16x2 = __nv_bfloat162;
 #define OPREG_GPU_FULL_MASK 0xFFFFFFFFu
 #define OPREG_GPU_WARP 32
 #define gpu_shfl_xor(value, offset) __shfl_xor_sync(OPREG_GPU_FULL_MASK, (value), (offset))
+#define gpu_any(pred) __any_sync(OPREG_GPU_FULL_MASK, (pred))
 #endif
 #endif

@@ -23,8 +23,8 @@ namespace dev {
 constexpr int kWarp = OPREG_GPU_WARP;
 static_assert(kWarp == kWarpSize, "the host plans and the kernels must agree on the warp size");
 constexpr int kMaxThreads = 1024;
-// Shared-memory floats of a row reduction: one per warp, double-buffered (see row_sum).
-constexpr int kRedFloats = 2 * kMaxThreads / kWarp;
+// Shared-memory slots of a row reduction: one per warp, double-buffered (see row_sum).
+constexpr int kRedSlots = 2 * kMaxThreads / kWarp;
 
 #define OPREG_DEV __device__ __forceinline__
 
@@ -136,14 +136,30 @@ OPREG_DEV float xhat_of(float x, float rstd, bool gemma) {
   return gemma ? v : round_to<X>(v);
 }
 
-// The backward's arithmetic on one access: dot += sum(dy * s * x); and dx = X(rstd * dy * s -
-// coeff * x) with dW += dy * xhat (when `dw`).
+// The backward's arithmetic on one access: dot += sum(dy * s * x), dy and x multiplied by `scale`
+// (row_total's second pass; 1 on the first); and dx = X(rstd * dy * s - coeff * x) with dW +=
+// dy * xhat (when `dw`).
 template <class X, int VEC>
-OPREG_DEV float dot_pack(float dot, const Pack<X, VEC>& dy, const float (&s)[VEC], const Pack<X, VEC>& x) {
+OPREG_DEV float dot_pack(float dot, float scale, const Pack<X, VEC>& dy, const float (&s)[VEC], const Pack<X, VEC>& x) {
 #pragma unroll
-  for (int e = 0; e < VEC; ++e) dot += X::load(dy.v[e]) * s[e] * X::load(x.v[e]);
+  for (int e = 0; e < VEC; ++e) dot += (X::load(dy.v[e]) * scale) * s[e] * (X::load(x.v[e]) * scale);
   return dot;
 }
+
+// 1 / sqrt(mean square + eps) from a row's f64 sum of squares, rounded once to f32.
+OPREG_DEV float rstd_of(double squares, std::int64_t hidden, double eps) {
+  const double mean = hidden > 0 ? squares / static_cast<double>(hidden) : 0.0;
+  return static_cast<float>(1.0 / sqrt(mean + eps));
+}
+
+// The backward's rstd^3 * dot / hidden (inv_h = 1 / hidden), in f64: rstd^3 alone leaves f32's
+// normal range for rows of magnitude 2^42 and up (and dot may be past FLT_MAX), where the product
+// is an ordinary f32. Four f64 multiplies a row.
+OPREG_DEV float coeff_of(float rstd, double dot, double inv_h) {
+  const double r = rstd;
+  return static_cast<float>(r * r * r * dot * inv_h);
+}
+
 template <class X, int VEC, bool GEMMA, class Sum>
 OPREG_DEV Pack<X, VEC> dx_pack(const Pack<X, VEC>& dy, const float (&s)[VEC], const Pack<X, VEC>& x, float rstd,
                                float coeff, bool dw, Sum (&acc)[VEC]) {
@@ -153,7 +169,7 @@ OPREG_DEV Pack<X, VEC> dx_pack(const Pack<X, VEC>& dy, const float (&s)[VEC], co
     const float xf = X::load(x.v[e]);
     const float dyf = X::load(dy.v[e]);
     out.v[e] = X::store(rstd * dyf * s[e] - coeff * xf);
-    if (dw) acc[e].add(dyf * xhat_of<X>(xf, rstd, GEMMA));
+    if (dw) acc[e].add_product(dyf, xhat_of<X>(xf, rstd, GEMMA));
   }
   return out;
 }
@@ -167,7 +183,7 @@ OPREG_DEV T warp_sum(T v, int width) {
 
 // The sum of v over the `tpr` threads of each row of the block (threads [k*tpr, (k+1)*tpr)),
 // returned to all of them, in a fixed order (deterministic). Blocks whose rows span several
-// warps go through `red` (kRedFloats); it is double-buffered by `parity`, which the caller flips
+// warps go through `red` (kRedSlots); it is double-buffered by `parity`, which the caller flips
 // on every call, so one barrier per call suffices: a warp can only overwrite a buffer after
 // every warp passed the next call's barrier, i.e. finished reading it.
 template <class T>
@@ -185,30 +201,139 @@ OPREG_DEV T row_sum(T v, int tpr, T* red, int parity) {
   return total;
 }
 
-// A column's dW over the rows one thread sees. For f32 inputs the sum must stay accurate to f32
-// rounding: a plain f32 running sum over a few hundred rows drifts by ~1e-5 of its magnitude,
-// past the f32 tolerance, so Kahan's compensation keeps it at one rounding. For 16-bit inputs
-// that drift is 100x under the output's own rounding, and the second register per column would
-// cost occupancy: a plain sum.
+// ---- Row sums that hold for any finite input. The f32 sum of a row's squares overflows where
+// x reaches 2^64 / sqrt(hidden) (5120 squares of 2^60: 2^132), and underflows to 0 where every
+// |x| is under 2^-75, losing the row's scale; a dot of dy and x near 2^64 each overflows too.
+// So a row is summed in f32 (each thread's terms, then across the row, exactly as before), and
+// where the total is not a finite number of at least `tiny` (kTinySquares for squares, 0 for a
+// dot), summed again with every factor scaled by 2^-88 (overflow) or 2^88 (underflow), which
+// brings any finite row into range (squares of at most 2^80, 2^40 columns of them), and the
+// total scaled back in f64. The second pass is the same f32 code with one more multiply, so the
+// kernels keep their registers; the first costs a compare and a vote (row_sum_checked): the
+// second pass's reduction synchronises the whole warp or block, so every thread of it must take
+// it.
+constexpr float kTinySquares = 0x1.0p-100f;
+OPREG_DEV bool out_of_f32(float total, float tiny) {
+  const float a = fabsf(total);
+  return !(a <= 3.40282347e38f && a >= tiny);
+}
+
+// row_sum in f32, and in `again` whether a second pass is needed by any row it would
+// synchronise with (the warp's rows when tpr <= kWarp, else the block's): exactly, from the row
+// totals, in a warp; in a block, from a flag per warp share that the row_sum barrier ORs (no
+// second barrier, no look at other rows' shares), conservatively: a share past 2^121 (or not a
+// number) may take its row past FLT_MAX (at most 32 shares a row), and a share under `tiny` may
+// leave it under tiny (squares are never negative). A row that needs no scaling gets the same
+// bits from the second pass.
+OPREG_DEV float row_sum_checked(float v, int tpr, float* red, int parity, float tiny, bool& again) {
+  if (tpr <= kWarp) {
+    const float total = warp_sum(v, tpr);
+    again = gpu_any(out_of_f32(total, tiny));
+    return total;
+  }
+  v = warp_sum(v, kWarp);
+  const int warp = static_cast<int>(threadIdx.x) / kWarp;
+  const int per_row = tpr / kWarp;
+  float* buf = red + parity * (kMaxThreads / kWarp);
+  const bool leader = threadIdx.x % kWarp == 0;
+  const float a = fabsf(v);
+  if (leader) buf[warp] = v;
+  again = __syncthreads_or(leader && !(a <= 0x1.0p121f && a >= tiny)) != 0;
+  const int first = warp / per_row * per_row;
+  float total = 0.0f;
+  for (int i = 0; i < per_row; ++i) total += buf[first + i];
+  return total;
+}
+
+// v, as a value the compiler cannot prove equal to v. row_total's two passes read the same
+// accesses; without this the compiler keeps the first pass's f32 conversions (or weights) live
+// across the reduction for the second, where the packed 16-bit registers are live anyway: more
+// registers on every row for a pass that almost never runs. A terms() function passes what it
+// reads through opaque(). (HIP: as is; the registers are tuning, not results.)
+template <class T>
+OPREG_DEV T opaque(T v) {
+#if !defined(OPREG_USE_HIP)
+  if constexpr (sizeof(T) % 4 == 0) {
+    auto* w = reinterpret_cast<unsigned*>(&v);
+#pragma unroll
+    for (int i = 0; i < static_cast<int>(sizeof(T) / 4); ++i) asm volatile("" : "+r"(w[i]));
+  } else if constexpr (sizeof(T) == 2) {
+    asm volatile("" : "+h"(*reinterpret_cast<unsigned short*>(&v)));
+  }
+#endif
+  return v;
+}
+
+// A row's sum of terms(scale) (a thread's terms, each factor multiplied by scale, added in f32),
+// checked as above. `red` and `red2` are row_sum buffers (kRedSlots floats) for the two passes:
+// the second pass's writes must not meet the first's reads of another warp.
+struct RowTotal {
+  double value;
+  bool scaled;  // the second pass gave it
+};
+template <class Terms>
+OPREG_DEV RowTotal row_total(const Terms& terms, int tpr, float* red, float* red2, int parity, float tiny) {
+  bool again = false;
+  const float f = row_sum_checked(terms(1.0f), tpr, red, parity, tiny, again);
+  if (!again) return {f, false};
+  const bool out = out_of_f32(f, tiny);
+  const bool down = !(fabsf(f) < tiny);  // overflow, or not a number
+  const float scale = !out ? 1.0f : down ? 0x1.0p-88f : 0x1.0p88f;
+  const float g = row_sum(terms(scale), tpr, red2, parity);
+  if (!out) return {g, false};
+  return {static_cast<double>(g) * (down ? 0x1.0p176 : 0x1.0p-176), true};
+}
+
+// A column's dW over the rows one thread sees: the sum of dy * xhat. For f32 inputs the sum must
+// stay accurate to f32 rounding of the exact sum: a plain f32 running sum over a few hundred rows
+// drifts by ~1e-5 of its magnitude, past the f32 tolerance, and where the terms cancel (dy and x
+// near 2^60, 37 rows summing to 2^-12 of a term) even one rounding of each product is 10x past
+// it. So each product's rounding error is recovered exactly with an fma and carried in Kahan's
+// compensation together with the additions' errors: the sum is as good as one in twice the
+// precision. For 16-bit inputs the output's own rounding dwarfs all that, and the second
+// register per column would cost occupancy: a plain sum.
 struct PlainSum {
   float sum = 0.0f;
-  OPREG_DEV void add(float term) { sum += term; }
+  OPREG_DEV void add_product(float a, float b) { sum += a * b; }
   OPREG_DEV float value() const { return sum; }
 };
 struct Kahan {
   float sum = 0.0f;
-  float comp = 0.0f;
-  OPREG_DEV void add(float term) {
-    const float y = term - comp;
+  float comp = 0.0f;  // what sum holds beyond the exact total
+  OPREG_DEV void add_product(float a, float b) {
+    const float p = __fmul_rn(a, b);  // never contracted into the next addition
+    const float e = fmaf(a, b, -p);   // a * b == p + e exactly
+    const float y = p - comp;
     const float t = sum + y;
-    comp = (t - sum) - y;
+    comp = ((t - sum) - y) - e;
     sum = t;
   }
-  OPREG_DEV float value() const { return sum - comp; }
+  OPREG_DEV double value() const { return static_cast<double>(sum) - static_cast<double>(comp); }
 };
 
 template <class X>
 using DwSum = std::conditional_t<std::is_same_v<X, F32>, Kahan, PlainSum>;
+
+// A dW partial as written to memory (launch.h's partial_bytes): what DwSum<X>::value() gives.
+template <class X>
+using DwPartial = std::conditional_t<std::is_same_v<X, F32>, double, float>;
+
+// An access's VEC partials to `out` (16-byte stores where they fill them).
+template <class X, int VEC>
+OPREG_DEV void store_partials(DwPartial<X>* out, const DwSum<X> (&acc)[VEC]) {
+  if constexpr (std::is_same_v<DwPartial<X>, float>) {
+    Pack<F32, VEC> pv;
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) pv.v[e] = acc[e].value();
+    store_pack<F32, VEC>(out, pv);
+  } else if constexpr (VEC % 2 == 0) {
+#pragma unroll
+    for (int e = 0; e < VEC; e += 2) reinterpret_cast<double2*>(out)[e / 2] = make_double2(acc[e].value(), acc[e + 1].value());
+  } else {
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) out[e] = acc[e].value();
+  }
+}
 
 // ---- Asynchronous 16-byte copies into shared memory (cp.async, sm_80 and later), the staging
 // of the row kernels: a thread copies its own accesses of a row a few rows ahead into its own

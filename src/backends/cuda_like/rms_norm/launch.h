@@ -83,14 +83,18 @@ struct Launch {
   const char* call = "";      // the runtime call that failed
 };
 
+// Bytes of one dW partial: f64 for f32 inputs (a compensated sum's two parts, added exactly, so
+// partials that cancel keep f32 accuracy), f32 for 16-bit ones.
+inline std::size_t partial_bytes(Elem x_type) { return x_type == Elem::f32 ? sizeof(double) : sizeof(float); }
+
 // ---- The row in one block, or in a thread-block cluster (RowShape::cluster > 1; sm_90 and
 // later, CUDA only), staged in shared memory (rows.cu).
 bool cluster_kernels_built();
 gpuError_t plan_fwd_rows(const RowNormFwd& p, const RowShape& s, const GpuInfo& g, Launch& l);
 gpuError_t launch_fwd_rows(const RowNormFwd& p, const RowShape& s, const Launch& l, gpuStream_t stream);
 gpuError_t plan_bwd_rows(const RowNormBwd& p, const RowShape& s, const GpuInfo& g, Launch& l);
-// `partial`: l.partials x hidden floats (unused without dweight).
-gpuError_t launch_bwd_rows(const RowNormBwd& p, const RowShape& s, const Launch& l, float* partial,
+// `partial`: l.partials x hidden dW partials of partial_bytes(x type) each (unused without dweight).
+gpuError_t launch_bwd_rows(const RowNormBwd& p, const RowShape& s, const Launch& l, void* partial,
                            gpuStream_t stream);
 
 // ---- Any row length: two kernels over column chunks, the row sum between them through the
@@ -98,13 +102,14 @@ gpuError_t launch_bwd_rows(const RowNormBwd& p, const RowShape& s, const Launch&
 gpuError_t plan_fwd_split(const RowNormFwd& p, int vec, const GpuInfo& g, Launch& l);
 gpuError_t launch_fwd_split(const RowNormFwd& p, int vec, const Launch& l, void* workspace, gpuStream_t stream);
 gpuError_t plan_bwd_split(const RowNormBwd& p, int vec, const GpuInfo& g, Launch& l);
-// The workspace holds the per-chunk sums, then l.partials x hidden floats of dW partials;
-// `partial` is where those start.
-gpuError_t launch_bwd_split(const RowNormBwd& p, int vec, const Launch& l, void* workspace, float** partial,
+// The workspace holds the per-chunk sums, then l.partials x hidden dW partials; `partial` is
+// where those start.
+gpuError_t launch_bwd_split(const RowNormBwd& p, int vec, const Launch& l, void* workspace, void** partial,
                             gpuStream_t stream);
 
-// ---- dweight = the column sums of `partials` x hidden floats, in a fixed order (deterministic).
-gpuError_t launch_dw_finish(const float* partial, std::int64_t partials, std::int64_t hidden, void* dweight, Elem wt,
-                            gpuStream_t stream, Launch& l);
+// ---- dweight = the column sums of `partials` x hidden partials (of the backward of x type
+// `xt`), in a fixed order (deterministic).
+gpuError_t launch_dw_finish(const void* partial, Elem xt, std::int64_t partials, std::int64_t hidden, void* dweight,
+                            Elem wt, gpuStream_t stream, Launch& l);
 
 }  // namespace opreg::cuda_like

@@ -85,7 +85,7 @@ int stages_wanted(const RowProblem& p, bool backward) { return !backward && p.x_
 bool fit_smem(const RowProblem& p, bool backward, RowShape& s) {
   const int threads = s.tpr * s.slots;
   std::size_t reserved = 1024;  // the static reduction buffers, and slack
-  if (backward && s.slots > 1) reserved += static_cast<std::size_t>(p.hidden) * sizeof(float);
+  if (backward && s.slots > 1) reserved += static_cast<std::size_t>(p.hidden) * partial_bytes(p.x_type);
   const std::size_t hold = backward ? held_scale_bytes(s.nv, s.vec, threads) : 0;
   s.hold = backward && hold <= kHoldBytes;
   if (s.hold) reserved += hold;
@@ -255,10 +255,11 @@ struct Call {
   }
 
   // dweight from the partial rows every backward kernel leaves.
-  void finish_dw(const RowNormBwd& p, const float* partial, std::int64_t partials) const {
+  void finish_dw(const RowNormBwd& p, const void* partial, std::int64_t partials) const {
     if (p.dweight == nullptr) return;
     Launch l;
-    check(launch_dw_finish(partial, partials, p.hidden, p.dweight, p.w_type, stream(), l), "launching", l.kernel);
+    check(launch_dw_finish(partial, p.x_type, partials, p.hidden, p.dweight, p.w_type, stream(), l), "launching",
+          l.kernel);
   }
 };
 
@@ -332,7 +333,7 @@ void resident_run(const Args& a, const ResidentPlan& plan, const KernelContext& 
   const Launch& l = plan.launch;
   if constexpr (kBackward) {
     const Workspace::Lease ws = call.scratch(l.workspace);
-    auto* partial = static_cast<float*>(ws.data());
+    void* partial = ws.data();
     call.check(launch_bwd_rows(d, plan.shape, l, partial, call.stream()), "launching", l.kernel);
     call.finish_dw(d, partial, l.partials);
   } else {
@@ -363,7 +364,7 @@ void split_run(const Args& a, const SplitPlan& plan, const KernelContext& ctx) {
   if constexpr (kBackward) {
     if (bwd_trivial(call, d)) return;
     const Workspace::Lease ws = call.scratch(l.workspace);
-    float* partial = nullptr;
+    void* partial = nullptr;
     call.check(launch_bwd_split(d, plan.vec, l, ws.data(), &partial, call.stream()), "launching", l.kernel);
     call.finish_dw(d, partial, l.partials);
   } else {

@@ -82,14 +82,16 @@ struct Stages {
 // The row total of a per-block partial over a cluster: published in `slot` (two, alternating per
 // row, so one cluster barrier per row suffices: a block can only overwrite a slot after every
 // block passed the next row's barrier, i.e. finished reading it), read from every block in rank
-// order, so every block gets the same bits.
-OPREG_DEV float cluster_total(float block_part, float* slot, int csize) {
+// order, so every block gets the same bits. In f64: the blocks' totals as row_total gave them
+// (scaled back past f32's range where a block's own share was out of it) add up for any finite
+// input.
+OPREG_DEV double cluster_total(double block_part, double* slot, int csize) {
 #if OPREG_GPU_CLUSTERS && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900)
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
   if (threadIdx.x == 0) *slot = block_part;
   cluster.sync();
-  float total = 0.0f;
+  double total = 0.0;
   for (int r = 0; r < csize; ++r) total += *cluster.map_shared_rank(slot, r);
   return total;
 #else
@@ -225,8 +227,9 @@ __global__ void __launch_bounds__(max_threads_fwd(NV, VEC))
   constexpr bool kStaged = STAGE && VEC * sizeof(XT) == 16;
   constexpr bool kEarlyW = !kStaged && NV * VEC * sizeof(typename W::T) <= 64;
   extern __shared__ uint4 staged[];
-  __shared__ float red[kRedFloats];
-  __shared__ float totals[2];
+  __shared__ float red[kRedSlots];
+  __shared__ float red2[kRedSlots];
+  __shared__ double totals[2];
   const auto* __restrict__ x = static_cast<const XT*>(p.x);
   const RowWalk walk(p.rows, p.hidden, tpr, slots, CLUSTER ? csize : 1, static_cast<int>(p.hidden / VEC), NV);
   const Scales<W, VEC, NV> sc{static_cast<const typename W::T*>(p.weight), nullptr, static_cast<int>(blockDim.x),
@@ -275,22 +278,31 @@ __global__ void __launch_bounds__(max_threads_fwd(NV, VEC))
         return regs[k];
       }
     };
-    float ss = 0.0f;
+    const auto squares = [&](float scale) {
+      float ss = 0.0f;
 #pragma unroll
-    for (int k = 0; k < NV; ++k) {
-      if (k < count) {
-        const Pack<X, VEC> xv = xk(k);
+      for (int k = 0; k < NV; ++k) {
+        if (k < count) {
+          const Pack<X, VEC> xv = opaque(xk(k));
 #pragma unroll
-        for (int e = 0; e < VEC; ++e) {
-          const float f = X::load(xv.v[e]);
-          ss += f * f;
+          for (int e = 0; e < VEC; ++e) {
+            const float f = X::load(xv.v[e]) * scale;
+            ss += f * f;
+          }
         }
       }
+      return ss;
+    };
+    const RowTotal ss = row_total(squares, tpr, red, red2, parity, kTinySquares);
+    float rstd;
+    if constexpr (CLUSTER) {
+      rstd = rstd_of(cluster_total(ss.value, &totals[parity], csize), p.hidden, p.eps);
+    } else if (ss.scaled) {
+      rstd = rstd_of(ss.value, p.hidden, p.eps);
+    } else {
+      const float mean = p.hidden > 0 ? static_cast<float>(ss.value) / static_cast<float>(p.hidden) : 0.0f;
+      rstd = 1.0f / sqrtf(mean + static_cast<float>(p.eps));
     }
-    ss = row_sum(ss, tpr, red, parity);
-    if constexpr (CLUSTER) ss = cluster_total(ss, &totals[parity], csize);
-    const float mean = p.hidden > 0 ? ss / static_cast<float>(p.hidden) : 0.0f;
-    const float rstd = 1.0f / sqrtf(mean + static_cast<float>(p.eps));
     XT* y = static_cast<XT*>(p.y) + at;
     const auto sk = [&](int k, float(&s)[VEC], auto c) {
       if constexpr (kEarlyW) {
@@ -324,15 +336,17 @@ OPREG_DEV void bwd_row_out(const Scales<W, VEC, NV>& sc, typename X::T* dx, cons
 }
 
 template <class X, class W, int VEC, int NV, Mode C, class XAccess, class DyAccess>
-OPREG_DEV float bwd_row_dot(const Scales<W, VEC, NV>& sc, const RowWalk& walk, int count, const XAccess& xk,
-                            const DyAccess& dyk) {
+OPREG_DEV float bwd_row_dot(float scale, const Scales<W, VEC, NV>& sc, const RowWalk& walk, int count,
+                            const XAccess& xk, const DyAccess& dyk) {
   float dot = 0.0f;
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
     if (k < count) {
       float s[VEC];
       sc.template get<C>(walk, k, s);
-      dot = dot_pack<X, VEC>(dot, dyk(k), s, xk(k));
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) s[e] = opaque(s[e]);
+      dot = dot_pack<X, VEC>(dot, scale, opaque(dyk(k)), s, opaque(xk(k)));
     }
   }
   return dot;
@@ -343,12 +357,13 @@ OPREG_DEV float bwd_row_dot(const Scales<W, VEC, NV>& sc, const RowWalk& walk, i
 // per cluster.
 template <class X, class W, int VEC, int NV, bool CLUSTER, bool STAGE>
 __global__ void __launch_bounds__(max_threads_bwd(NV, VEC))
-    bwd_rows_kernel(RowNormBwd p, int tpr, int slots, int stages, int csize, int hold, float* partial) {
+    bwd_rows_kernel(RowNormBwd p, int tpr, int slots, int stages, int csize, int hold, void* partial_out) {
   using XT = typename X::T;
   constexpr bool kStaged = STAGE && VEC * sizeof(XT) == 16;
   extern __shared__ uint4 staged_all[];
-  __shared__ float red[kRedFloats];
-  __shared__ float totals[2];
+  __shared__ float red[kRedSlots];
+  __shared__ float red2[kRedSlots];
+  __shared__ double totals[2];
   const auto* __restrict__ x = static_cast<const XT*>(p.x);
   const auto* dy = static_cast<const XT*>(p.dy);  // may be dx: no __restrict__
   const RowWalk walk(p.rows, p.hidden, tpr, slots, CLUSTER ? csize : 1, static_cast<int>(p.hidden / VEC), NV);
@@ -359,8 +374,9 @@ __global__ void __launch_bounds__(max_threads_bwd(NV, VEC))
                               held ? reinterpret_cast<float4*>(staged_all) : nullptr, threads, static_cast<float>(p.offset)};
   if (held) by_casting(p.mode, [&](auto c) { sc.template hold<decltype(c)::value>(walk); });
   const Stages<2, NV> st{staged, threads};
+  auto* partial = static_cast<DwPartial<X>*>(partial_out);
   const bool want_dw = partial != nullptr;
-  const float inv_h = p.hidden > 0 ? 1.0f / static_cast<float>(p.hidden) : 0.0f;
+  const double inv_h = p.hidden > 0 ? 1.0 / static_cast<double>(p.hidden) : 0.0;
   const auto fetch = [&](std::int64_t g, int stage) {
     if constexpr (kStaged) {
       const int count = walk.count(g);
@@ -410,11 +426,13 @@ __global__ void __launch_bounds__(max_threads_bwd(NV, VEC))
         return dyregs[k];
       }
     };
-    float dot = p.mode == Mode::none ? bwd_row_dot<X, W, VEC, NV, Mode::none>(sc, walk, count, xk, dyk)
-                                        : bwd_row_dot<X, W, VEC, NV, Mode::llama>(sc, walk, count, xk, dyk);
-    dot = row_sum(dot, tpr, red, parity);
+    const auto terms = [&](float scale) {
+      return p.mode == Mode::none ? bwd_row_dot<X, W, VEC, NV, Mode::none>(scale, sc, walk, count, xk, dyk)
+                                  : bwd_row_dot<X, W, VEC, NV, Mode::llama>(scale, sc, walk, count, xk, dyk);
+    };
+    double dot = row_total(terms, tpr, red, red2, parity, 0.0f).value;
     if constexpr (CLUSTER) dot = cluster_total(dot, &totals[parity], csize);
-    const float coeff = rstd * rstd * rstd * dot * inv_h;
+    const float coeff = coeff_of(rstd, dot, inv_h);
     XT* dx = static_cast<XT*>(p.dx) + at;
     by_casting(p.mode, [&](auto c) {
       bwd_row_out<X, W, VEC, NV, decltype(c)::value>(sc, dx, walk, count, rstd, coeff, want_dw, xk, dyk, acc);
@@ -424,20 +442,15 @@ __global__ void __launch_bounds__(max_threads_bwd(NV, VEC))
   async_wait(0);
   if (want_dw) {
     let_next_kernel_launch();
-    float* out = partial + walk.first * p.hidden;
+    DwPartial<X>* out = partial + walk.first * p.hidden;
     if (slots == 1) {
 #pragma unroll
       for (int k = 0; k < NV; ++k) {
-        if (k < walk.mine) {
-          Pack<F32, VEC> pv;
-#pragma unroll
-          for (int e = 0; e < VEC; ++e) pv.v[e] = acc[k][e].value();
-          store_pack<F32, VEC>(out + walk.column<VEC>(k), pv);
-        }
+        if (k < walk.mine) store_partials<X, VEC>(out + walk.column<VEC>(k), acc[k]);
       }
     } else {
       // Several rows per block: their columns coincide; add the slots in order.
-      float* combine = reinterpret_cast<float*>(staged + (kStaged ? stages * 2 * NV * threads : 0));
+      auto* combine = reinterpret_cast<DwPartial<X>*>(staged + (kStaged ? stages * 2 * NV * threads : 0));
       for (int s = 0; s < slots; ++s) {
         if (walk.slot == s) {
 #pragma unroll
@@ -446,7 +459,7 @@ __global__ void __launch_bounds__(max_threads_bwd(NV, VEC))
 #pragma unroll
               for (int e = 0; e < VEC; ++e) {
                 const int c = walk.column<VEC>(k) + e;
-                combine[c] = (s == 0 ? 0.0f : combine[c]) + acc[k][e].value();
+                combine[c] = (s == 0 ? 0 : combine[c]) + acc[k][e].value();
               }
             }
           }
@@ -507,11 +520,11 @@ int kernel_stages(const RowShape& s) { return s.vec == 1 || s.stages < 1 ? 1 : s
 
 // Shared memory of a row kernel's block: its stages (16-byte path), and backward with several
 // rows a block, the slots' dW sums.
-std::size_t rows_smem(bool backward, const RowShape& s, std::int64_t hidden) {
+std::size_t rows_smem(bool backward, const RowShape& s, std::int64_t hidden, Elem x_type) {
   const int threads = s.tpr * s.slots;
   std::size_t bytes = s.vec == 1 ? 0 : static_cast<std::size_t>(s.stages) * stage_bytes(backward, s.nv, threads);
   if (backward && holds_scales(s)) bytes += held_scale_bytes(s.nv, s.vec, threads);
-  if (backward && s.slots > 1) bytes += static_cast<std::size_t>(hidden) * sizeof(float);
+  if (backward && s.slots > 1) bytes += static_cast<std::size_t>(hidden) * partial_bytes(x_type);
   return bytes;
 }
 
@@ -590,7 +603,7 @@ gpuError_t launch_rows(Kernel kernel, const RowShape& s, const Launch& l, gpuStr
 gpuError_t plan_fwd_rows(const RowNormFwd& p, const RowShape& s, const GpuInfo& g, Launch& l) {
   l.kernel = s.cluster > 1 ? "rms_norm_fwd_rows (cluster)" : "rms_norm_fwd_rows";
   return with_kernel<false>(
-      p.x_type, p.w_type, s, [&](auto kernel) { return plan_rows(kernel, p.rows, s, g, rows_smem(false, s, p.hidden), l); });
+      p.x_type, p.w_type, s, [&](auto kernel) { return plan_rows(kernel, p.rows, s, g, rows_smem(false, s, p.hidden, p.x_type), l); });
 }
 
 gpuError_t launch_fwd_rows(const RowNormFwd& p, const RowShape& s, const Launch& l, gpuStream_t stream) {
@@ -602,16 +615,16 @@ gpuError_t launch_fwd_rows(const RowNormFwd& p, const RowShape& s, const Launch&
 gpuError_t plan_bwd_rows(const RowNormBwd& p, const RowShape& s, const GpuInfo& g, Launch& l) {
   l.kernel = s.cluster > 1 ? "rms_norm_bwd_rows (cluster)" : "rms_norm_bwd_rows";
   return with_kernel<true>(p.x_type, p.w_type, s, [&](auto kernel) -> gpuError_t {
-    if (gpuError_t err = plan_rows(kernel, p.rows, s, g, rows_smem(true, s, p.hidden), l); err != gpuSuccess) {
+    if (gpuError_t err = plan_rows(kernel, p.rows, s, g, rows_smem(true, s, p.hidden, p.x_type), l); err != gpuSuccess) {
       return err;
     }
     if (p.dweight == nullptr) l.partials = 0;
-    l.workspace = static_cast<std::size_t>(l.partials) * static_cast<std::size_t>(p.hidden) * sizeof(float);
+    l.workspace = static_cast<std::size_t>(l.partials) * static_cast<std::size_t>(p.hidden) * partial_bytes(p.x_type);
     return gpuSuccess;
   });
 }
 
-gpuError_t launch_bwd_rows(const RowNormBwd& p, const RowShape& s, const Launch& l, float* partial,
+gpuError_t launch_bwd_rows(const RowNormBwd& p, const RowShape& s, const Launch& l, void* partial,
                            gpuStream_t stream) {
   return with_kernel<true>(p.x_type, p.w_type, s, [&](auto kernel) {
     return launch_rows(kernel, s, l, stream, p, s.tpr, s.slots, kernel_stages(s), s.cluster, holds_scales(s) ? 1 : 0,

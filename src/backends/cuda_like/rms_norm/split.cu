@@ -42,41 +42,50 @@ OPREG_DEV ChunkSpan chunk_span(std::int64_t chunk, std::int64_t nvec) {
   return {first, static_cast<int>(n < NV ? n : NV)};
 }
 
-// Sum over the block, every thread gets it.
-OPREG_DEV float block_sum(float v, float* red, int& parity) {
-  const float total = row_sum(v, kThreads, red, parity);
+// The block's sum of terms(scale) (row_total's), every thread gets it.
+template <class Terms>
+OPREG_DEV double block_sum(const Terms& terms, float tiny, float* red, float* red2, int& parity) {
+  const double total = row_total(terms, kThreads, red, red2, parity, tiny).value;
   parity ^= 1;
   return total;
 }
 
 template <class X, int VEC>
-__global__ void __launch_bounds__(kThreads) fwd_sum_kernel(RowNormFwd p, SplitGrid sg, float* sums) {
+__global__ void __launch_bounds__(kThreads) fwd_sum_kernel(RowNormFwd p, SplitGrid sg, double* sums) {
   using XT = typename X::T;
-  __shared__ float red[kRedFloats];
+  __shared__ float red[kRedSlots];
+  __shared__ float red2[kRedSlots];
   const std::int64_t nvec = p.hidden / VEC;
   const ChunkSpan span = chunk_span<kFwdNv>(sg.chunk(), nvec);
   int parity = 0;
   for (std::int64_t row = sg.group(); row < p.rows; row += sg.groups) {
     const XT* x = static_cast<const XT*>(p.x) + row * p.hidden + span.first * VEC;
-    float ss = 0.0f;
+    Pack<X, VEC> xv[kFwdNv];
 #pragma unroll
     for (int k = 0; k < kFwdNv; ++k) {
-      if (k < span.count) {
-        const Pack<X, VEC> xv = load_pack<X, VEC>(x + static_cast<std::int64_t>(k) * kThreads * VEC);
+      if (k < span.count) xv[k] = load_pack<X, VEC>(x + static_cast<std::int64_t>(k) * kThreads * VEC);
+    }
+    const auto squares = [&](float scale) {
+      float ss = 0.0f;
 #pragma unroll
-        for (int e = 0; e < VEC; ++e) {
-          const float f = X::load(xv.v[e]);
-          ss += f * f;
+      for (int k = 0; k < kFwdNv; ++k) {
+        if (k < span.count) {
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) {
+            const float f = X::load(xv[k].v[e]) * scale;
+            ss += f * f;
+          }
         }
       }
-    }
-    ss = block_sum(ss, red, parity);
+      return ss;
+    };
+    const double ss = block_sum(squares, kTinySquares, red, red2, parity);
     if (threadIdx.x == 0) sums[row * sg.chunks + sg.chunk()] = ss;
   }
 }
 
 template <class X, class W, int VEC>
-__global__ void __launch_bounds__(kThreads) fwd_norm_kernel(RowNormFwd p, SplitGrid sg, const float* sums) {
+__global__ void __launch_bounds__(kThreads) fwd_norm_kernel(RowNormFwd p, SplitGrid sg, const double* sums) {
   using XT = typename X::T;
   using WT = typename W::T;
   const auto* __restrict__ w = static_cast<const WT*>(p.weight);
@@ -85,10 +94,9 @@ __global__ void __launch_bounds__(kThreads) fwd_norm_kernel(RowNormFwd p, SplitG
   const bool gemma = p.mode == Mode::gemma;
   const bool round_w = p.mode == Mode::none;
   for (std::int64_t row = sg.group(); row < p.rows; row += sg.groups) {
-    float ss = 0.0f;
+    double ss = 0.0;
     for (std::int64_t c = 0; c < sg.chunks; ++c) ss += sums[row * sg.chunks + c];
-    const float mean = p.hidden > 0 ? ss / static_cast<float>(p.hidden) : 0.0f;
-    const float rstd = 1.0f / sqrtf(mean + static_cast<float>(p.eps));
+    const float rstd = rstd_of(ss, p.hidden, p.eps);
     const std::int64_t at = row * p.hidden + span.first * VEC;
     const XT* x = static_cast<const XT*>(p.x) + at;
     XT* y = static_cast<XT*>(p.y) + at;
@@ -110,10 +118,11 @@ __global__ void __launch_bounds__(kThreads) fwd_norm_kernel(RowNormFwd p, SplitG
 }
 
 template <class X, class W, int VEC>
-__global__ void __launch_bounds__(kThreads) bwd_dot_kernel(RowNormBwd p, SplitGrid sg, float* sums) {
+__global__ void __launch_bounds__(kThreads) bwd_dot_kernel(RowNormBwd p, SplitGrid sg, double* sums) {
   using XT = typename X::T;
   using WT = typename W::T;
-  __shared__ float red[kRedFloats];
+  __shared__ float red[kRedSlots];
+  __shared__ float red2[kRedSlots];
   const auto* __restrict__ w = static_cast<const WT*>(p.weight);
   const std::int64_t nvec = p.hidden / VEC;
   const ChunkSpan span = chunk_span<kBwdNv>(sg.chunk(), nvec);
@@ -123,26 +132,34 @@ __global__ void __launch_bounds__(kThreads) bwd_dot_kernel(RowNormBwd p, SplitGr
     const std::int64_t at = row * p.hidden + span.first * VEC;
     const XT* x = static_cast<const XT*>(p.x) + at;
     const XT* dy = static_cast<const XT*>(p.dy) + at;
-    float dot = 0.0f;
+    Pack<X, VEC> xv[kBwdNv];
+    Pack<X, VEC> dyv[kBwdNv];
+    float s[kBwdNv][VEC];
 #pragma unroll
     for (int k = 0; k < kBwdNv; ++k) {
       if (k < span.count) {
         const std::int64_t off = static_cast<std::int64_t>(k) * kThreads * VEC;
-        const Pack<X, VEC> xv = load_pack<X, VEC>(x + off);
-        const Pack<X, VEC> dyv = load_pack<X, VEC>(dy + off);
-        float s[VEC];
-        load_scale<W, VEC>(w, span.first * VEC + off, static_cast<float>(p.offset), round_w, s);
-        dot = dot_pack<X, VEC>(dot, dyv, s, xv);
+        xv[k] = load_pack<X, VEC>(x + off);
+        dyv[k] = load_pack<X, VEC>(dy + off);
+        load_scale<W, VEC>(w, span.first * VEC + off, static_cast<float>(p.offset), round_w, s[k]);
       }
     }
-    dot = block_sum(dot, red, parity);
+    const auto terms = [&](float scale) {
+      float dot = 0.0f;
+#pragma unroll
+      for (int k = 0; k < kBwdNv; ++k) {
+        if (k < span.count) dot = dot_pack<X, VEC>(dot, scale, dyv[k], s[k], xv[k]);
+      }
+      return dot;
+    };
+    const double dot = block_sum(terms, 0.0f, red, red2, parity);
     if (threadIdx.x == 0) sums[row * sg.chunks + sg.chunk()] = dot;
   }
 }
 
 template <class X, class W, int VEC>
 __global__ void __launch_bounds__(kThreads)
-    bwd_dx_kernel(RowNormBwd p, SplitGrid sg, const float* sums, float* partial) {
+    bwd_dx_kernel(RowNormBwd p, SplitGrid sg, const double* sums, DwPartial<X>* partial) {
   using XT = typename X::T;
   using WT = typename W::T;
   const auto* __restrict__ w = static_cast<const WT*>(p.weight);
@@ -150,13 +167,13 @@ __global__ void __launch_bounds__(kThreads)
   const ChunkSpan span = chunk_span<kBwdNv>(sg.chunk(), nvec);
   const bool gemma = p.mode == Mode::gemma;
   const bool round_w = p.mode == Mode::none;
-  const float inv_h = p.hidden > 0 ? 1.0f / static_cast<float>(p.hidden) : 0.0f;
+  const double inv_h = p.hidden > 0 ? 1.0 / static_cast<double>(p.hidden) : 0.0;
   DwSum<X> acc[kBwdNv][VEC];
   for (std::int64_t row = sg.group(); row < p.rows; row += sg.groups) {
-    float dot = 0.0f;
+    double dot = 0.0;
     for (std::int64_t c = 0; c < sg.chunks; ++c) dot += sums[row * sg.chunks + c];
     const float rstd = p.rstd[row];
-    const float coeff = rstd * rstd * rstd * dot * inv_h;
+    const float coeff = coeff_of(rstd, dot, inv_h);
     const std::int64_t at = row * p.hidden + span.first * VEC;
     const XT* x = static_cast<const XT*>(p.x) + at;
     const XT* dy = static_cast<const XT*>(p.dy) + at;
@@ -177,15 +194,10 @@ __global__ void __launch_bounds__(kThreads)
   }
   if (partial == nullptr) return;
   let_next_kernel_launch();
-  float* out = partial + sg.group() * p.hidden + span.first * VEC;
+  DwPartial<X>* out = partial + sg.group() * p.hidden + span.first * VEC;
 #pragma unroll
   for (int k = 0; k < kBwdNv; ++k) {
-    if (k < span.count) {
-      Pack<F32, VEC> pv;
-#pragma unroll
-      for (int e = 0; e < VEC; ++e) pv.v[e] = acc[k][e].value();
-      store_pack<F32, VEC>(out + static_cast<std::int64_t>(k) * kThreads * VEC, pv);
-    }
+    if (k < span.count) store_partials<X, VEC>(out + static_cast<std::int64_t>(k) * kThreads * VEC, acc[k]);
   }
 }
 
@@ -198,9 +210,9 @@ __global__ void __launch_bounds__(kThreads)
 // put that finisher at 5.6 us against 6.1 at 1024 columns, and 10.0 against 7.2 at 4096.)
 constexpr int kFinishParts = 32;
 
-template <class W>
+template <class W, class P>
 __global__ void __launch_bounds__(32 * kFinishParts)
-    dw_finish_kernel(const float* partial, std::int64_t partials, std::int64_t hidden, typename W::T* dweight) {
+    dw_finish_kernel(const P* partial, std::int64_t partials, std::int64_t hidden, typename W::T* dweight) {
   __shared__ double sums[kFinishParts][33];
   wait_for_previous_kernel();
   const int lane = static_cast<int>(threadIdx.x) % 32;
@@ -210,10 +222,10 @@ __global__ void __launch_bounds__(32 * kFinishParts)
   if (c < hidden) {
     std::int64_t q = part;
     for (; q + 3 * kFinishParts < partials; q += 4 * kFinishParts) {
-      const float a = partial[q * hidden + c];
-      const float b = partial[(q + kFinishParts) * hidden + c];
-      const float d = partial[(q + 2 * kFinishParts) * hidden + c];
-      const float e = partial[(q + 3 * kFinishParts) * hidden + c];
+      const P a = partial[q * hidden + c];
+      const P b = partial[(q + kFinishParts) * hidden + c];
+      const P d = partial[(q + 2 * kFinishParts) * hidden + c];
+      const P e = partial[(q + 3 * kFinishParts) * hidden + c];
       s += static_cast<double>(a);
       s += static_cast<double>(b);
       s += static_cast<double>(d);
@@ -260,7 +272,7 @@ gpuError_t plan_split(Kernel kernel, std::int64_t rows, std::int64_t hidden, int
   l.chunks = static_cast<int>(chunks);
   l.grid = static_cast<int>(chunks * groups);
   l.partials = groups;
-  l.workspace = static_cast<std::size_t>(rows * chunks) * sizeof(float);
+  l.workspace = static_cast<std::size_t>(rows * chunks) * sizeof(double);
   return gpuSuccess;
 }
 
@@ -268,7 +280,7 @@ SplitGrid split_grid(const Launch& l) { return {l.chunks, l.grid / l.chunks}; }
 
 // Partials start after the per-row sums, on a 256-byte boundary.
 std::size_t sums_bytes(std::int64_t rows, int chunks) {
-  return (static_cast<std::size_t>(rows) * static_cast<std::size_t>(chunks) * sizeof(float) + 255) / 256 * 256;
+  return (static_cast<std::size_t>(rows) * static_cast<std::size_t>(chunks) * sizeof(double) + 255) / 256 * 256;
 }
 
 }  // namespace
@@ -282,7 +294,7 @@ gpuError_t plan_fwd_split(const RowNormFwd& p, int vec, const GpuInfo& g, Launch
 }
 
 gpuError_t launch_fwd_split(const RowNormFwd& p, int vec, const Launch& l, void* workspace, gpuStream_t stream) {
-  auto* sums = static_cast<float*>(workspace);
+  auto* sums = static_cast<double*>(workspace);
   return with_split_types(p.x_type, p.w_type, vec, [&](auto xe, auto we, auto ve) -> gpuError_t {
     using X = decltype(xe);
     constexpr int kVec = decltype(ve)::value;
@@ -301,17 +313,15 @@ gpuError_t plan_bwd_split(const RowNormBwd& p, int vec, const GpuInfo& g, Launch
     if (err != gpuSuccess) return err;
     if (p.dweight == nullptr) l.partials = 0;
     l.workspace = sums_bytes(p.rows, l.chunks) +
-                  static_cast<std::size_t>(l.partials) * static_cast<std::size_t>(p.hidden) * sizeof(float);
+                  static_cast<std::size_t>(l.partials) * static_cast<std::size_t>(p.hidden) * partial_bytes(p.x_type);
     return gpuSuccess;
   });
 }
 
-gpuError_t launch_bwd_split(const RowNormBwd& p, int vec, const Launch& l, void* workspace, float** partial,
+gpuError_t launch_bwd_split(const RowNormBwd& p, int vec, const Launch& l, void* workspace, void** partial,
                             gpuStream_t stream) {
-  auto* sums = static_cast<float*>(workspace);
-  float* dw = p.dweight != nullptr
-                  ? reinterpret_cast<float*>(static_cast<unsigned char*>(workspace) + sums_bytes(p.rows, l.chunks))
-                  : nullptr;
+  auto* sums = static_cast<double*>(workspace);
+  void* dw = p.dweight != nullptr ? static_cast<unsigned char*>(workspace) + sums_bytes(p.rows, l.chunks) : nullptr;
   *partial = dw;
   return with_split_types(p.x_type, p.w_type, vec, [&](auto xe, auto we, auto ve) -> gpuError_t {
     using X = decltype(xe);
@@ -319,16 +329,16 @@ gpuError_t launch_bwd_split(const RowNormBwd& p, int vec, const Launch& l, void*
     constexpr int kVec = decltype(ve)::value;
     bwd_dot_kernel<X, W, kVec><<<l.grid, kThreads, 0, stream>>>(p, split_grid(l), sums);
     if (gpuError_t err = gpuGetLastError(); err != gpuSuccess) return err;
-    bwd_dx_kernel<X, W, kVec><<<l.grid, kThreads, 0, stream>>>(p, split_grid(l), sums, dw);
+    bwd_dx_kernel<X, W, kVec><<<l.grid, kThreads, 0, stream>>>(p, split_grid(l), sums, static_cast<DwPartial<X>*>(dw));
     return gpuGetLastError();
   });
 }
 
-gpuError_t launch_dw_finish(const float* partial, std::int64_t partials, std::int64_t hidden, void* dweight, Elem wt,
-                            gpuStream_t stream, Launch& l) {
+gpuError_t launch_dw_finish(const void* partial_in, Elem xt, std::int64_t partials, std::int64_t hidden, void* dweight,
+                            Elem wt, gpuStream_t stream, Launch& l) {
   l.kernel = "rms_norm_dw_finish";
   const auto blocks = static_cast<unsigned>((hidden + 31) / 32);
-  const auto launch = [&](auto kernel, auto* out) -> gpuError_t {
+  const auto launch = [&](auto kernel, auto* partial, auto* out) -> gpuError_t {
 #if OPREG_GPU_CLUSTERS
     // Launched while the backward kernel drains (it waits for it at its start). A runtime that
     // refuses the attribute gets a plain launch, from then on.
@@ -361,13 +371,19 @@ gpuError_t launch_dw_finish(const float* partial, std::int64_t partials, std::in
     return gpuGetLastError();
 #endif
   };
+  // The partials' type follows x's (DwPartial), the output's the weight's.
+  const auto by_partial = [&](auto we, auto* out) -> gpuError_t {
+    using W = decltype(we);
+    if (xt == Elem::f32) return launch(dw_finish_kernel<W, double>, static_cast<const double*>(partial_in), out);
+    return launch(dw_finish_kernel<W, float>, static_cast<const float*>(partial_in), out);
+  };
   switch (wt) {
     case Elem::f32:
-      return launch(dw_finish_kernel<F32>, static_cast<float*>(dweight));
+      return by_partial(F32{}, static_cast<float*>(dweight));
     case Elem::f16:
-      return launch(dw_finish_kernel<F16>, static_cast<__half*>(dweight));
+      return by_partial(F16{}, static_cast<__half*>(dweight));
     case Elem::bf16:
-      return launch(dw_finish_kernel<BF16>, static_cast<gpu_bf16*>(dweight));
+      return by_partial(BF16{}, static_cast<gpu_bf16*>(dweight));
   }
   return gpuSuccess;
 }
