@@ -61,6 +61,8 @@ namespace opreg {
 void register_npu(Registry& registry) {
   registry.add_backend(std::make_shared<npu::NpuBackend>()).release();
   npu::register_rms_norm(registry);
+  npu::register_norm(registry);
+  npu::register_glu(registry);
 }
 
 }  // namespace opreg

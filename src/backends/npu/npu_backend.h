@@ -44,6 +44,8 @@ Emulator* emulator_of(Registry& registry);
 
 // The op families' lists (each family folder's list.cpp), registered on `registry` for the npu
 // backend registered there. The backend's device facts (DeviceProps::facts) are its DeviceModel.
-void register_rms_norm(Registry& registry);
+void register_rms_norm(Registry& registry);  // rms_norm and fused_add_rms_norm (rms_norm/)
+void register_norm(Registry& registry);      // layer_norm and group_norm (norm/)
+void register_glu(Registry& registry);       // geglu and swiglu (glu/)
 
 }  // namespace opreg::npu

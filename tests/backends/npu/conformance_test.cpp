@@ -20,11 +20,23 @@ const std::vector<std::pair<DType, DType>> kAllPairs{{DType::f32, DType::f32},
 const std::vector<std::pair<Casting, double>> kModes{
     {Casting::llama, 0.0}, {Casting::gemma, 1.0}, {Casting::none, 0.5}};
 
-const std::vector<std::string> kVariants{"npu.rms_norm.fwd.single_pass", "npu.rms_norm.fwd.chunked",
-                                         "npu.rms_norm.bwd.single_pass", "npu.rms_norm.bwd.chunked",
-                                         "npu.rms_norm.bwd.atomic"};
-// For the registry's choice: the op comes from the name, the impl part is a label.
-const std::vector<std::string> kChosen{"npu.rms_norm.fwd.chosen", "npu.rms_norm.bwd.chosen"};
+// Every npu variant of every op, as registered (a new op's variants join the grids by being
+// registered; a variant that refuses a case, e.g. a forced-only gpu_port, skips it with its reason).
+std::vector<std::string> npu_variants() { return variants_of("npu"); }
+// For the registry's choice: one name per op the npu has variants for; the op comes from the
+// name, the impl part is a label.
+std::vector<std::string> npu_chosen() {
+  std::vector<std::string> out;
+  for (const auto& op : problem_ops()) {
+    for (const auto& v : default_registry().variants(op)) {
+      if (v.backend == "npu") {
+        out.push_back("npu." + op + ".chosen");
+        break;
+      }
+    }
+  }
+  return out;
+}
 
 // Short rows of 1..7 columns and unaligned pitches (123 f32 is 492 B a row), every dtype pair,
 // casting mode, weight or none, in place.
@@ -34,6 +46,9 @@ Grid api_grid(const std::vector<std::string>& variants) {
   g.dtypes = kAllPairs;
   g.shapes = {Shape{9, 1}, Shape{5, 2},  Shape{3, 3},    Shape{47, 4},  Shape{2, 5}, Shape{45, 6},
               Shape{3, 7}, Shape{3, 41}, Shape{64, 123}, Shape{5, 341}, Shape{0, 7}, Shape{4, 0}};
+  // group_norm: spatial sizes of 1, 3 and 7, one channel a group, one group, empty.
+  g.group_shapes = {{Shape{5, 8, 1}, 4},  {Shape{3, 6, 3}, 3}, {Shape{4, 12, 7}, 4}, {Shape{2, 6, 5}, 6},
+                    {Shape{2, 6, 5}, 1},  {Shape{9, 4, 123}, 2}, {Shape{0, 6, 5}, 3}, {Shape{2, 6, 0}, 2}};
   g.rms_modes = kModes;
   g.affine = {{true, false}, {false, false}};
   g.in_place_too = true;
@@ -51,10 +66,14 @@ Grid boundary_grid(const std::vector<std::string>& variants, bool f32) {
     g.dtypes = {{DType::f32, DType::f32}};
     g.shapes = {Shape{3, 2000},   Shape{43, 2001}, Shape{41, 2048}, Shape{5, 10240}, Shape{3, 10241},
                 Shape{2, 200000}, Shape{70000, 7}, Shape{7, 4099},  Shape{81, 341},  Shape{2, 3, 5, 7}};
+    // group_norm: N x groups above 65535, a group larger than UB, channels a tile crosses.
+    g.group_shapes = {{Shape{33000, 4, 3}, 2}, {Shape{2, 16, 12289}, 1}, {Shape{3, 64, 4099}, 32},
+                      {Shape{41, 32, 2001}, 8}};
     g.rms_modes = {{Casting::llama, 0.0}};
   } else {
     g.dtypes = {{DType::bf16, DType::bf16}, {DType::f16, DType::f32}};
     g.shapes = {Shape{5, 12288}, Shape{3, 12289}, Shape{2, 200003}, Shape{41, 4096}, Shape{3000, 33}};
+    g.group_shapes = {{Shape{3, 8, 24577}, 2}, {Shape{67000, 2, 3}, 1}, {Shape{5, 32, 4096}, 32}};
     g.rms_modes = {{Casting::gemma, 1.0}};
   }
   g.in_place_too = true;
@@ -70,6 +89,7 @@ Grid ub_950_grid(const std::vector<std::string>& variants) {
   g.dtypes = {{DType::f32, DType::f32}, {DType::bf16, DType::f32}};
   g.shapes = {Shape{43, 2001}, Shape{5, 10241}, Shape{3, 12289}, Shape{2, 16383},
               Shape{2, 16384}, Shape{81, 341},  Shape{65, 4099}};
+  g.group_shapes = {{Shape{3, 4, 16383}, 1}, {Shape{2, 8, 16384}, 4}, {Shape{5, 6, 341}, 3}};
   g.in_place_too = true;
   g.seed = 6;
   return g;
@@ -83,6 +103,7 @@ std::vector<Grid> edge_grids(const std::vector<std::string>& variants) {
   Grid g;
   g.dtypes = {{DType::f32, DType::f32}, {DType::f16, DType::f16}, {DType::bf16, DType::f32}};
   g.shapes = {Shape{3, 5}, Shape{4, 1}, Shape{5, 4099}, Shape{2, 20011}};
+  g.group_shapes = {{Shape{3, 6, 5}, 3}, {Shape{2, 4, 1}, 4}, {Shape{2, 4, 20011}, 2}};
   g.values = {Values::large, Values::equal, Values::special};
   g.seed = 13;
   Grid fwd = g;
@@ -102,6 +123,7 @@ Grid small_ub_grid(const std::vector<std::string>& variants) {
   g.variants = variants;
   g.dtypes = {{DType::f32, DType::f32}, {DType::bf16, DType::f32}, {DType::f16, DType::f16}};
   g.shapes = {Shape{3, 7}, Shape{64, 123}, Shape{41, 600}, Shape{5, 1000}, Shape{3, 2001}, Shape{2, 20011}};
+  g.group_shapes = {{Shape{3, 6, 7}, 3}, {Shape{2, 8, 1000}, 2}, {Shape{2, 4, 5000}, 1}};
   g.rms_modes = kModes;
   g.in_place_too = true;
   g.seed = 9;
@@ -109,7 +131,7 @@ Grid small_ub_grid(const std::vector<std::string>& variants) {
 }
 
 std::vector<Case> cases(bool chosen) {
-  const auto& v = chosen ? kChosen : kVariants;
+  const std::vector<std::string> v = chosen ? npu_chosen() : npu_variants();
   std::vector<Case> out;
   auto add = [&](const Grid& g) {
     auto more = expand(g, "npu:0");

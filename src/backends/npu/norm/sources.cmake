@@ -1,0 +1,3 @@
+# The npu affine and grouped norms: layer_norm and group_norm.
+set(OPREG_NPU_NORM_SOURCES
+  norm/list.cpp)

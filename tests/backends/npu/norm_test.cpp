@@ -1,0 +1,1 @@
+// The npu norm kernels' own tests (issue 19) beside the shared conformance grids.
