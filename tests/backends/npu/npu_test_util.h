@@ -35,6 +35,8 @@ inline std::unique_ptr<Registry> npu_registry(const DeviceModel& m) {
   register_cpu(*reg);
   reg->add_backend(std::make_shared<NpuBackend>(m)).release();
   register_rms_norm(*reg);
+  register_norm(*reg);
+  register_glu(*reg);
   return reg;
 }
 

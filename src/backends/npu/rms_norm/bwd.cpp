@@ -10,6 +10,8 @@
 // in BLOCK_SIZE_SUB chunks, columns outside and rows inside, so that a chunk's partial stays in UB
 // while the core's rows pass. The atomic variant instead adds each partial into GM with MTE3's
 // atomic-add mode (CANN's default): its float bits depend on the order the cores arrive.
+// fused_add_rms_norm's backward is this one on s, with ds_out (the gradient into the new
+// residual) added to dx before it is rounded, as the reference does.
 #include <algorithm>
 #include <type_traits>
 #include <vector>
@@ -37,6 +39,7 @@ struct BwdParams {
   float offset = 0;
   Casting casting = Casting::llama;
   bool has_weight = true;
+  bool fused = false;  // ds_out is added to dx
   DType scale_round = DType::f32;
   std::int64_t ws_acc = 0;    // floats into the workspace: the atomic accumulator [cols]
   std::int64_t ws_coeff = 0;  // the coefficients of split rows in several groups [rows]
@@ -50,7 +53,8 @@ class KernelRmsNormGrad {
  public:
   explicit KernelRmsNormGrad(const BwdParams& p) : p_(p), shape_(p.plan.shape()) {}
 
-  void Init(GM_ADDR dy, GM_ADDR x, GM_ADDR weight, GM_ADDR rstd, GM_ADDR dx, GM_ADDR dweight, GM_ADDR workspace) {
+  void Init(GM_ADDR dy, GM_ADDR ds, GM_ADDR x, GM_ADDR weight, GM_ADDR rstd, GM_ADDR dx, GM_ADDR dweight,
+            GM_ADDR workspace) {
     const Tiles& plan = p_.plan;
     block_ = GetBlockIdx();
     range_ = rows_of_block(plan, block_);
@@ -59,6 +63,7 @@ class KernelRmsNormGrad {
     dyGm_.SetGlobalBuffer(reinterpret_cast<__gm__ X*>(dy), elems);
     xGm_.SetGlobalBuffer(reinterpret_cast<__gm__ X*>(x), elems);
     dxGm_.SetGlobalBuffer(reinterpret_cast<__gm__ X*>(dx), elems);
+    if (p_.fused) dsGm_.SetGlobalBuffer(reinterpret_cast<__gm__ X*>(ds), elems);
     rstdGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(rstd), static_cast<std::uint64_t>(plan.rows));
     if (p_.has_weight) {
       wGm_.SetGlobalBuffer(reinterpret_cast<__gm__ W*>(weight), static_cast<std::uint64_t>(cols_));
@@ -67,9 +72,10 @@ class KernelRmsNormGrad {
     if (p_.ws_floats > 0) {
       wsGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(workspace), static_cast<std::uint64_t>(p_.ws_floats));
     }
-    const BwdLayout l = bwd_layout(kernel::dtype_of<X>(), p_.has_weight);
+    const BwdLayout l = bwd_layout(kernel::dtype_of<X>(), p_.has_weight, p_.fused);
     const auto depth = static_cast<std::uint8_t>(plan.depth);
     pipe_.InitBuffer(inDy_, depth, bytes(l.dy));
+    if (p_.fused) pipe_.InitBuffer(inDs_, depth, bytes(l.ds));
     pipe_.InitBuffer(inX_, depth, bytes(l.x));
     pipe_.InitBuffer(outDx_, depth, bytes(l.dx));
     if (l.dyf.size != 0) pipe_.InitBuffer(dyfBuf_, bytes(l.dyf));
@@ -131,7 +137,7 @@ class KernelRmsNormGrad {
     StartPartial(0, cols_);
     kernel::RowTiles(
         range_.first, range_.count, p_.plan.rows_per_tile, p_.plan.depth,
-        [&](std::int64_t row0, std::int64_t n) { CopyIn(row0, n, 0, cols_); },
+        [&](std::int64_t row0, std::int64_t n) { CopyIn(row0, n, 0, cols_, true); },
         [&](std::int64_t row0, std::int64_t n) {
           CopyRowsIn(rstdBuf_.Get<float>(), rstdGm_[static_cast<std::uint64_t>(row0)], 1, n, n);
           stat0_ = 0;
@@ -150,7 +156,9 @@ class KernelRmsNormGrad {
     const LocalTensor<float> rstd = rstdBuf_.Get<float>();
     const LocalTensor<float> coeff = coeffBuf_.Get<float>();
     const bool spill = walk.groups() > 1;  // coefficients of several groups go through GM
-    auto in = [&](std::int64_t row, std::int64_t c) { CopyIn(row, 1, walk.start(c), walk.width(c)); };
+    // Pass 1 needs no ds_out (it only forms the coefficients); pass 2 adds it to dx.
+    auto in = [&](std::int64_t row, std::int64_t c) { CopyIn(row, 1, walk.start(c), walk.width(c), false); };
+    auto in2 = [&](std::int64_t row, std::int64_t c) { CopyIn(row, 1, walk.start(c), walk.width(c), true); };
     walk.pass1(
         [&](std::int64_t g0, std::int64_t gn) {
           Duplicate(dot, 0.0f, u32(gn));
@@ -172,7 +180,7 @@ class KernelRmsNormGrad {
                  CopyRowsIn(rstd, rstdGm_[static_cast<std::uint64_t>(row)], 1, gn, gn);
                  CopyRowsIn(coeff, wsGm_[static_cast<std::uint64_t>(p_.ws_coeff + row)], 1, gn, gn);
                },
-               in,
+               in2,
                [&](std::int64_t j, std::int64_t c) {
                  stat0_ = j % walk.group;
                  Grad(1, walk.width(c), walk.width(c), false);
@@ -181,13 +189,19 @@ class KernelRmsNormGrad {
                [&](std::int64_t c) { FlushPartial(walk.start(c), walk.width(c)); });
   }
 
-  void CopyIn(std::int64_t row0, std::int64_t n, std::int64_t col0, std::int64_t width) {
+  // dy and x, and ds_out where dx is formed (`with_ds`) for the fused op.
+  void CopyIn(std::int64_t row0, std::int64_t n, std::int64_t col0, std::int64_t width, bool with_ds) {
     LocalTensor<X> dy = inDy_.AllocTensor<X>();
     LocalTensor<X> x = inX_.AllocTensor<X>();
     CopyRowsIn(dy, dyGm_[at(row0, col0)], n, width, cols_);
     CopyRowsIn(x, xGm_[at(row0, col0)], n, width, cols_);
     inDy_.EnQue(dy);
     inX_.EnQue(x);
+    if (p_.fused && with_ds) {
+      LocalTensor<X> ds = inDs_.AllocTensor<X>();
+      CopyRowsIn(ds, dsGm_[at(row0, col0)], n, width, cols_);
+      inDs_.EnQue(ds);
+    }
   }
 
   void CopyOut(std::int64_t row0, std::int64_t n, std::int64_t col0, std::int64_t width) {
@@ -266,6 +280,11 @@ class KernelRmsNormGrad {
       Muls(row(t, r), row(xf, r), coeff.GetValue(u32(s0 + r)), u32(width));
       Sub(row(dxf, r), row(dyf, r), row(t, r), u32(width));
       Muls(row(dxf, r), row(dxf, r), rstd.GetValue(u32(s0 + r)), u32(width));
+    }
+    if (p_.fused) {  // + ds_out, before dx is rounded (its float copy goes through t, free now)
+      LocalTensor<X> ds = inDs_.DeQue<X>();
+      Add(dxf, dxf, AsFloat(ds, t, span), u32(span));
+      inDs_.FreeTensor(ds);
     }
     StoreFloat(dx, dxf, span);
     outDx_.EnQue(dx);
@@ -359,18 +378,19 @@ class KernelRmsNormGrad {
   std::int64_t stat0_ = 0;
   std::int64_t block_rows_ = 0;
   TPipe pipe_;
-  TQue<TPosition::VECIN, 2> inDy_, inX_, inPart_;
+  TQue<TPosition::VECIN, 2> inDy_, inDs_, inX_, inPart_;
   TQue<TPosition::VECOUT, 2> outDx_, outDw_;
   TBuf<TPosition::VECCALC> dyfBuf_, xfBuf_, tBuf_, wfBuf_, dwpBuf_, blkBuf_, rstdBuf_, dotBuf_, coeffBuf_, accBuf_,
       workBuf_, sumBuf_;
-  GlobalTensor<X> dyGm_, xGm_, dxGm_;
+  GlobalTensor<X> dyGm_, dsGm_, xGm_, dxGm_;
   GlobalTensor<W> wGm_, dwGm_;
   GlobalTensor<float> rstdGm_, wsGm_;
 };
 
 }  // namespace
 
-void run_bwd(const RmsNormBwdArgs& a, const BwdPlan& plan, Emulator& emulator, const KernelContext& ctx) {
+template <class Args>
+void run_bwd(const Args& a, const BwdPlan& plan, Emulator& emulator, const KernelContext& ctx) {
   const family::RowNormBwd d = family::describe(a);
   const Problem s = problem_of(d);
   const Impl impl = plan.impl;
@@ -380,8 +400,10 @@ void run_bwd(const RmsNormBwdArgs& a, const BwdPlan& plan, Emulator& emulator, c
   p.offset = static_cast<float>(a.offset);
   p.casting = a.casting;
   p.has_weight = s.has_weight;
+  p.fused = s.fused;
   p.scale_round = a.casting == Casting::none ? none_scale_dtype(s.x, s.w) : DType::f32;
-  const std::string name = "rms_norm_bwd_" + std::string(to_string(impl));
+  const std::string name =
+      std::string(s.fused ? "fused_add_rms_norm" : "rms_norm") + "_bwd_" + std::string(to_string(impl));
   // Nothing to compute: no columns, or no rows and no dweight to clear.
   if (s.cols == 0 || (s.rows == 0 && !s.has_weight)) {
     emulator.record(empty_launch(name, emulator));
@@ -402,8 +424,17 @@ void run_bwd(const RmsNormBwdArgs& a, const BwdPlan& plan, Emulator& emulator, c
   if (p.ws_floats > 0) {
     lease = ctx.backend->workspace(ctx.device.index).acquire(static_cast<std::size_t>(p.ws_floats) * 4, ctx.stream);
   }
+  // The fused op's forward input is s; the kernel calls it x.
+  const Tensor* x_in = nullptr;
+  const Tensor* ds = nullptr;
+  if constexpr (std::is_same_v<Args, FusedAddRmsNormBwdArgs>) {
+    x_in = &a.s;
+    ds = &a.ds_out;
+  } else {
+    x_in = &a.x;
+  }
   std::vector<GmArg> args{{"dy", a.dy.data(), a.dy.nbytes()},
-                          {"x", a.x.data(), a.x.nbytes()},
+                          {"x", x_in->data(), x_in->nbytes()},
                           {"rstd", a.rstd.data(), a.rstd.nbytes()},
                           {"dx", a.dx.data(), a.dx.nbytes()},
                           {"workspace", lease.data(), lease.bytes()}};
@@ -411,15 +442,20 @@ void run_bwd(const RmsNormBwdArgs& a, const BwdPlan& plan, Emulator& emulator, c
     args.push_back({"weight", a.weight.data(), a.weight.nbytes()});
     args.push_back({"dweight", a.dweight.data(), a.dweight.nbytes()});
   }
+  if (ds != nullptr) args.push_back({"ds_out", ds->data(), ds->nbytes()});
   auto gm = [](const Tensor& t) { return static_cast<GM_ADDR>(t.data()); };
   auto* workspace = static_cast<GM_ADDR>(lease.data());
   emulator.launch(name, cores, args, [&] {
     kernel::with_types(s.x, s.w, [&](auto xt, auto wt) {
       KernelRmsNormGrad<typename decltype(xt)::type, typename decltype(wt)::type> op(p);
-      op.Init(gm(a.dy), gm(a.x), gm(a.weight), gm(a.rstd), gm(a.dx), gm(a.dweight), workspace);
+      op.Init(gm(a.dy), ds != nullptr ? gm(*ds) : nullptr, gm(*x_in), gm(a.weight), gm(a.rstd), gm(a.dx),
+              gm(a.dweight), workspace);
       op.Process();
     });
   });
 }
+
+template void run_bwd(const RmsNormBwdArgs&, const BwdPlan&, Emulator&, const KernelContext&);
+template void run_bwd(const FusedAddRmsNormBwdArgs&, const BwdPlan&, Emulator&, const KernelContext&);
 
 }  // namespace opreg::npu::rms

@@ -6,9 +6,15 @@
 // chunked (CANN's SPLIT_D): a row that does not fit UB is walked in BLOCK_SIZE_SUB chunks twice,
 // a sum-of-squares pass for a group of rows and then, chunk by chunk, the normalise pass over the
 // group, so that each chunk of the weight is read once per core and x at most twice.
+//
+// fused_add_rms_norm (the same kernel with a residual): s = x + residual, rounded to x's dtype,
+// is formed in UB, written once and normalised from UB (gm_read = X + R + W a core). Split rows
+// write s in pass 1 and read it back in pass 2 (one tensor, where re-reading x and the residual
+// would be two).
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "backends/npu/kernel_util.h"
@@ -29,6 +35,7 @@ struct FwdParams {
   float offset = 0;
   Casting casting = Casting::llama;
   bool has_weight = true;
+  bool fused = false;              // fused_add_rms_norm: residual in, s out
   DType scale_round = DType::f32;  // what (offset + w) is rounded to (casting none)
 };
 
@@ -37,19 +44,25 @@ class KernelRmsNorm {
  public:
   explicit KernelRmsNorm(const FwdParams& p) : p_(p), shape_(p.plan.shape()) {}
 
-  void Init(GM_ADDR x, GM_ADDR weight, GM_ADDR y, GM_ADDR rstd) {
+  void Init(GM_ADDR x, GM_ADDR residual, GM_ADDR weight, GM_ADDR y, GM_ADDR s, GM_ADDR rstd) {
     const Tiles& plan = p_.plan;
     range_ = rows_of_block(plan, GetBlockIdx());
     cols_ = plan.cols;
     const auto elems = static_cast<std::uint64_t>(plan.rows * cols_);
     xGm_.SetGlobalBuffer(reinterpret_cast<__gm__ X*>(x), elems);
     yGm_.SetGlobalBuffer(reinterpret_cast<__gm__ X*>(y), elems);
+    if (p_.fused) {
+      rGm_.SetGlobalBuffer(reinterpret_cast<__gm__ X*>(residual), elems);
+      sGm_.SetGlobalBuffer(reinterpret_cast<__gm__ X*>(s), elems);
+    }
     rstdGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(rstd), static_cast<std::uint64_t>(plan.rows));
     if (p_.has_weight) wGm_.SetGlobalBuffer(reinterpret_cast<__gm__ W*>(weight), static_cast<std::uint64_t>(cols_));
-    const FwdLayout l = fwd_layout(kernel::dtype_of<X>(), p_.has_weight);
+    const FwdLayout l = fwd_layout(kernel::dtype_of<X>(), p_.has_weight, p_.fused);
     const auto depth = static_cast<std::uint8_t>(plan.depth);
     pipe_.InitBuffer(inX_, depth, bytes(l.x));
+    if (p_.fused) pipe_.InitBuffer(inR_, depth, bytes(l.res));
     pipe_.InitBuffer(outY_, depth, bytes(l.y));
+    if (p_.fused) pipe_.InitBuffer(outS_, depth, bytes(l.s));
     if (l.xf.size != 0) pipe_.InitBuffer(xfBuf_, bytes(l.xf));
     if (l.sq.size != 0) pipe_.InitBuffer(sqBuf_, bytes(l.sq));
     if (l.wf.size != 0) pipe_.InitBuffer(wfBuf_, bytes(l.wf));
@@ -86,13 +99,52 @@ class KernelRmsNorm {
         });
   }
 
-  void CopyIn(std::int64_t row0, std::int64_t n, std::int64_t col0, std::int64_t width) {
+  // x (with the residual, for the fused op), or s already written (`stored`: split rows' second
+  // reads), into the x queue.
+  void CopyIn(std::int64_t row0, std::int64_t n, std::int64_t col0, std::int64_t width, bool stored = false) {
     LocalTensor<X> x = inX_.AllocTensor<X>();
-    CopyRowsIn(x, xGm_[at(row0, col0)], n, width, cols_);
+    CopyRowsIn(x, (stored ? sGm_ : xGm_)[at(row0, col0)], n, width, cols_);
     inX_.EnQue(x);
+    if (p_.fused && !stored) {
+      LocalTensor<X> r = inR_.AllocTensor<X>();
+      CopyRowsIn(r, rGm_[at(row0, col0)], n, width, cols_);
+      inR_.EnQue(r);
+    }
+  }
+
+  // The fused op's s = X(x + residual) for `span` elements of the x tile: returned as float
+  // (16-bit x: in xf; float x: the s tile itself), the s tile queued for CopyOutS. `sq` is free
+  // scratch of the span (the residual's float copy).
+  LocalTensor<float> AddResidual(const LocalTensor<X>& x, const LocalTensor<float>& xf, const LocalTensor<float>& sq,
+                                 std::int64_t span) {
+    LocalTensor<X> r = inR_.DeQue<X>();
+    LocalTensor<X> s = outS_.AllocTensor<X>();
+    LocalTensor<float> sf;
+    if constexpr (std::is_same_v<X, float>) {
+      static_cast<void>(xf);
+      static_cast<void>(sq);
+      Add(s, x, r, static_cast<std::uint32_t>(span));
+      sf = s;
+    } else {
+      Add(xf, xf, AsFloat(r, sq, span), static_cast<std::uint32_t>(span));
+      Cast(s, xf, RoundMode::CAST_RINT, static_cast<std::uint32_t>(span));
+      Cast(xf, s, RoundMode::CAST_NONE, static_cast<std::uint32_t>(span));
+      sf = xf;
+    }
+    inR_.FreeTensor(r);
+    pendingS_ = s;
+    return sf;
+  }
+
+  void CopyOutS(std::int64_t row0, std::int64_t n, std::int64_t col0, std::int64_t width) {
+    outS_.EnQue(pendingS_);
+    LocalTensor<X> s = outS_.DeQue<X>();
+    CopyRowsOut(sGm_[at(row0, col0)], s, n, width, cols_);
+    outS_.FreeTensor(s);
   }
 
   void CopyOut(std::int64_t row0, std::int64_t n, std::int64_t col0, std::int64_t width) {
+    if (p_.fused && p_.plan.mode != TileMode::split_row) CopyOutS(row0, n, col0, width);
     LocalTensor<X> y = outY_.DeQue<X>();
     CopyRowsOut(yGm_[at(row0, col0)], y, n, width, cols_);
     outY_.FreeTensor(y);
@@ -106,10 +158,11 @@ class KernelRmsNorm {
     LocalTensor<X> y = outY_.AllocTensor<X>();
     const std::int64_t pitch = shape_.pitch();
     const std::int64_t span = n * pitch;
-    const LocalTensor<float> xf = AsFloat(x, kernel::FloatScratch<X>(xfBuf_), span);
+    LocalTensor<float> xf = AsFloat(x, kernel::FloatScratch<X>(xfBuf_), span);
     // x^2 goes where y is computed next: y's own tile for float x.
     const LocalTensor<float> yf = kernel::FloatTile(y, kernel::FloatScratch<X>(sqBuf_));
     const LocalTensor<float> sq = yf;
+    if (p_.fused) xf = AddResidual(x, xf, sq, span);  // normalise s
     const LocalTensor<float> sums = sumsBuf_.Get<float>();
     const LocalTensor<float> rstd = rstdBuf_.Get<float>();
     Mul(sq, xf, xf, static_cast<std::uint32_t>(span));
@@ -145,8 +198,15 @@ class KernelRmsNorm {
     const LocalTensor<float> rstd = rstdBuf_.Get<float>();
     auto in = [&](std::int64_t row, std::int64_t c) { CopyIn(row, 1, walk.start(c), walk.width(c)); };
     // Pass 1: the sum of squares of each row of a group, chunk by chunk, then the group's rstd.
-    walk.pass1([&](std::int64_t, std::int64_t gn) { Duplicate(sums, 0.0f, static_cast<std::uint32_t>(gn)); }, in,
-               [&](std::int64_t r, std::int64_t c) { SumChunk(sums[static_cast<std::uint32_t>(r)], walk.width(c)); },
+    walk.pass1(
+        [&](std::int64_t g0, std::int64_t gn) {
+          groupStart_ = g0;
+          Duplicate(sums, 0.0f, static_cast<std::uint32_t>(gn));
+        },
+        in,
+               [&](std::int64_t r, std::int64_t c) {
+                 SumChunk(sums[static_cast<std::uint32_t>(r)], groupStart_ + r, walk.start(c), walk.width(c));
+               },
                [&](std::int64_t g0, std::int64_t gn) {
                  Duplicate(scaleBuf_.Get<float>(), 1.0f, static_cast<std::uint32_t>(gn));
                  for (std::int64_t r = 0; r < gn; ++r) {
@@ -157,12 +217,14 @@ class KernelRmsNorm {
                });
     // Pass 2: chunk by chunk (its weight loaded once), normalise every row of the core; with
     // several groups their rstd comes back from GM (MTE3 -> MTE2: a barrier first).
-    if (walk.groups() > 1) PipeBarrier<PIPE_ALL>();
+    // The fused op's pass 2 reads s back from GM (MTE3 -> MTE2 as well).
+    if (walk.groups() > 1 || p_.fused) PipeBarrier<PIPE_ALL>();
+    auto in2 = [&](std::int64_t row, std::int64_t c) { CopyIn(row, 1, walk.start(c), walk.width(c), p_.fused); };
     walk.pass2([&](std::int64_t c) { PrepareWeight(walk.start(c), walk.width(c)); },
                [&](std::int64_t row, std::int64_t gn) {
                  if (walk.groups() > 1) CopyRowsIn(rstd, rstdGm_[static_cast<std::uint64_t>(row)], 1, gn, gn);
                },
-               in,
+               in2,
                [&](std::int64_t j, std::int64_t c) {
                  NormaliseChunk(rstd.GetValue(static_cast<std::uint32_t>(j % walk.group)), walk.width(c));
                  CopyOut(range_.first + j, 1, walk.start(c), walk.width(c));
@@ -170,12 +232,25 @@ class KernelRmsNorm {
                [](std::int64_t) {});
   }
 
-  void SumChunk(const LocalTensor<float>& sum, std::int64_t width) {
+  // `row`, `col0`: where the chunk is (the fused op writes its s there).
+  void SumChunk(const LocalTensor<float>& sum, std::int64_t row, std::int64_t col0, std::int64_t width) {
     LocalTensor<X> x = inX_.DeQue<X>();
-    const LocalTensor<float> xf = AsFloat(x, kernel::FloatScratch<X>(xfBuf_), width);
+    LocalTensor<float> xf = AsFloat(x, kernel::FloatScratch<X>(xfBuf_), width);
     const LocalTensor<float> acc = accBuf_.Get<float>();
-    Mul(xf, xf, xf, static_cast<std::uint32_t>(width));  // x is not needed after its squares
-    ReduceSum(acc, xf, workBuf_.Get<float>(), static_cast<std::uint32_t>(width));
+    LocalTensor<float> sq = xf;  // x is not needed after its squares
+    if (p_.fused) {
+      const LocalTensor<float> sf = AddResidual(x, xf, kernel::FloatScratch<X>(sqBuf_), width);
+      if constexpr (std::is_same_v<X, float>) {
+        Mul(x, sf, sf, static_cast<std::uint32_t>(width));  // s's tile leaves as it is: x takes the squares
+        sq = x;
+      } else {
+        Mul(xf, sf, sf, static_cast<std::uint32_t>(width));
+      }
+      CopyOutS(row, 1, col0, width);
+    } else {
+      Mul(xf, xf, xf, static_cast<std::uint32_t>(width));
+    }
+    ReduceSum(acc, sq, workBuf_.Get<float>(), static_cast<std::uint32_t>(width));
     Add(sum, sum, acc, 1);
     inX_.FreeTensor(x);
   }
@@ -232,12 +307,13 @@ class KernelRmsNorm {
     const kernel::SplitRows walk = Walk();
     auto each_chunk = [&](auto&& f) {
       for (std::int64_t c = 0; c < walk.chunks; ++c) {
-        CopyIn(row, 1, walk.start(c), walk.width(c));
+        CopyIn(row, 1, walk.start(c), walk.width(c), p_.fused);
         LocalTensor<X> x = inX_.DeQue<X>();
         f(AsFloat(x, kernel::FloatScratch<X>(xfBuf_), walk.width(c)), static_cast<std::uint32_t>(walk.width(c)));
         inX_.FreeTensor(x);
       }
     };
+    if (p_.fused) PipeBarrier<PIPE_ALL>();  // s was written in this pass: MTE3 -> MTE2
     float largest = 0.0f;
     each_chunk([&](const LocalTensor<float>& xf, std::uint32_t width) {
       Abs(xf, xf, width);
@@ -293,18 +369,21 @@ class KernelRmsNorm {
   TileShape shape_;
   RowRange range_;
   std::int64_t cols_ = 0;
+  std::int64_t groupStart_ = 0;  // split rows: the first row of the statistics group in pass 1
   TPipe pipe_;
-  TQue<TPosition::VECIN, 2> inX_;
-  TQue<TPosition::VECOUT, 2> outY_;
+  TQue<TPosition::VECIN, 2> inX_, inR_;
+  TQue<TPosition::VECOUT, 2> outY_, outS_;
+  LocalTensor<X> pendingS_;  // the fused op's s tile between AddResidual and CopyOutS
   TBuf<TPosition::VECCALC> xfBuf_, sqBuf_, wfBuf_, sumsBuf_, scaleBuf_, rstdBuf_, accBuf_, workBuf_;
-  GlobalTensor<X> xGm_, yGm_;
+  GlobalTensor<X> xGm_, yGm_, rGm_, sGm_;
   GlobalTensor<W> wGm_;
   GlobalTensor<float> rstdGm_;
 };
 
 }  // namespace
 
-void run_fwd(const RmsNormFwdArgs& a, const FwdPlan& plan, Emulator& emulator) {
+template <class Args>
+void run_fwd(const Args& a, const FwdPlan& plan, Emulator& emulator) {
   const family::RowNormFwd d = family::describe(a);
   const Problem s = problem_of(d);
   FwdParams p;
@@ -313,8 +392,10 @@ void run_fwd(const RmsNormFwdArgs& a, const FwdPlan& plan, Emulator& emulator) {
   p.offset = static_cast<float>(a.offset);
   p.casting = a.casting;
   p.has_weight = s.has_weight;
+  p.fused = s.fused;
   p.scale_round = a.casting == Casting::none ? none_scale_dtype(s.x, s.w) : DType::f32;
-  const std::string name = "rms_norm_fwd_" + std::string(to_string(plan.impl));
+  const std::string name = std::string(s.fused ? "fused_add_rms_norm" : "rms_norm") + "_fwd_" +
+                           std::string(to_string(plan.impl));
   if (p.plan.block_dim == 0) {
     emulator.record(empty_launch(name, emulator));
     return;
@@ -322,6 +403,14 @@ void run_fwd(const RmsNormFwdArgs& a, const FwdPlan& plan, Emulator& emulator) {
   std::vector<GmArg> args{
       {"x", a.x.data(), a.x.nbytes()}, {"y", a.y.data(), a.y.nbytes()}, {"rstd", a.rstd.data(), a.rstd.nbytes()}};
   if (s.has_weight) args.push_back({"weight", a.weight.data(), a.weight.nbytes()});
+  GM_ADDR residual = nullptr;
+  GM_ADDR sum = nullptr;
+  if constexpr (std::is_same_v<Args, FusedAddRmsNormFwdArgs>) {
+    args.push_back({"residual", a.residual.data(), a.residual.nbytes()});
+    args.push_back({"s", a.s.data(), a.s.nbytes()});
+    residual = static_cast<GM_ADDR>(a.residual.data());
+    sum = static_cast<GM_ADDR>(a.s.data());
+  }
   auto* x = static_cast<GM_ADDR>(a.x.data());
   auto* w = static_cast<GM_ADDR>(a.weight.data());
   auto* y = static_cast<GM_ADDR>(a.y.data());
@@ -329,10 +418,13 @@ void run_fwd(const RmsNormFwdArgs& a, const FwdPlan& plan, Emulator& emulator) {
   emulator.launch(name, p.plan.block_dim, args, [&] {
     kernel::with_types(s.x, s.w, [&](auto xt, auto wt) {
       KernelRmsNorm<typename decltype(xt)::type, typename decltype(wt)::type> op(p);
-      op.Init(x, w, y, rstd);
+      op.Init(x, residual, w, y, sum, rstd);
       op.Process();
     });
   });
 }
+
+template void run_fwd(const RmsNormFwdArgs&, const FwdPlan&, Emulator&);
+template void run_fwd(const FusedAddRmsNormFwdArgs&, const FwdPlan&, Emulator&);
 
 }  // namespace opreg::npu::rms

@@ -14,9 +14,13 @@
 
 namespace opreg::npu::rms {
 
-void run_fwd(const RmsNormFwdArgs& args, const FwdPlan& plan, Emulator& emulator);
+// Args: RmsNormFwdArgs / RmsNormBwdArgs, or fused_add_rms_norm's (the same kernels with the
+// residual's and ds_out's tiles).
+template <class Args>
+void run_fwd(const Args& args, const FwdPlan& plan, Emulator& emulator);
 // Scratch (the [cores x hidden] dW partials, ...) comes from the backend's workspace in `ctx`.
-void run_bwd(const RmsNormBwdArgs& args, const BwdPlan& plan, Emulator& emulator, const KernelContext& ctx);
+template <class Args>
+void run_bwd(const Args& args, const BwdPlan& plan, Emulator& emulator, const KernelContext& ctx);
 
 // The counters of a call that had nothing to launch (an empty problem).
 LaunchCounters empty_launch(const std::string& kernel, const Emulator& emulator);

@@ -48,14 +48,24 @@ Problem problem_from(const Desc& d) {
 
 }  // namespace
 
-Problem problem_of(const family::RowNormFwd& d) { return problem_from(d); }
-Problem problem_of(const family::RowNormBwd& d) { return problem_from(d); }
+Problem problem_of(const family::RowNormFwd& d) {
+  Problem p = problem_from(d);
+  p.fused = d.residual != nullptr;
+  return p;
+}
+Problem problem_of(const family::RowNormBwd& d) {
+  Problem p = problem_from(d);
+  p.fused = d.ds_out != nullptr;
+  return p;
+}
 
-FwdLayout fwd_layout(DType x, bool has_weight) {
+FwdLayout fwd_layout(DType x, bool has_weight, bool fused) {
   const std::uint32_t xs = bytes_of(x);
   FwdLayout l;
   l.x = {"x", Extent::tile, xs, true};
+  l.res = {"residual", Extent::tile, fused ? xs : 0U, true};
   l.y = {"y", Extent::tile, xs, true};
+  l.s = {"s", Extent::tile, fused ? xs : 0U, true};
   l.xf = {"x_f32", Extent::tile, widened(x), false};
   l.sq = {"sq_f32", Extent::tile, widened(x), false};  // float x squares into y's tile
   l.wf = {"w_f32", Extent::row, has_weight ? 4U : 0U, false};
@@ -67,11 +77,12 @@ FwdLayout fwd_layout(DType x, bool has_weight) {
   return l;
 }
 
-BwdLayout bwd_layout(DType x, bool has_weight) {
+BwdLayout bwd_layout(DType x, bool has_weight, bool fused) {
   const std::uint32_t xs = bytes_of(x);
   const std::uint32_t w = has_weight ? 4 : 0;
   BwdLayout l;
   l.dy = {"dy", Extent::tile, xs, true};
+  l.ds = {"ds_out", Extent::tile, fused ? xs : 0U, true};
   l.x = {"x", Extent::tile, xs, true};
   l.dx = {"dx", Extent::tile, xs, true};
   l.dyf = {"dy_f32", Extent::tile, widened(x), false};
@@ -97,21 +108,21 @@ ReduceLayout reduce_layout(DType w) {
 }
 
 FwdPlan plan_fwd(Impl impl, const Problem& s, const DeviceModel& device, std::string* why) {
-  const auto items = fwd_layout(s.x, s.has_weight).items();
+  const auto items = fwd_layout(s.x, s.has_weight, s.fused).items();
   PlanRequest r = request(s, device, items, impl);
-  r.kernel = "rms_norm_fwd";
+  r.kernel = s.fused ? "fused_add_rms_norm_fwd" : "rms_norm_fwd";
   Plan p = plan_tiles(r);
   if (why != nullptr) *why = std::move(p.why);
   return {impl, p};
 }
 
 BwdPlan plan_bwd(Impl impl, const Problem& s, const DeviceModel& device, std::string* why) {
-  const auto items = bwd_layout(s.x, s.has_weight).items();
+  const auto items = bwd_layout(s.x, s.has_weight, s.fused).items();
   // No rows still leaves dweight to clear: one core, planned as for one row, takes none.
   Problem planned = s;
   planned.rows = s.rows == 0 ? 1 : s.rows;
   PlanRequest r = request(planned, device, items, impl);
-  r.kernel = "rms_norm_bwd";
+  r.kernel = s.fused ? "fused_add_rms_norm_bwd" : "rms_norm_bwd";
   Plan tiles = plan_tiles(r);
   if (s.rows == 0) {
     tiles.rows = 0;

@@ -27,6 +27,7 @@ struct Problem {
   bool has_weight = true;
   std::int64_t rows = 0;
   std::int64_t cols = 0;
+  bool fused = false;  // fused_add_rms_norm: a residual in and s out (fwd), ds_out in (bwd)
 };
 Problem problem_of(const family::RowNormFwd& d);
 Problem problem_of(const family::RowNormBwd& d);
@@ -34,20 +35,25 @@ Problem problem_of(const family::RowNormBwd& d);
 // The forward's UB: x in and y out (queues), x as float and x^2 then y as float (16-bit x: float
 // x uses its own tiles), the weight as (offset + w) in float, the row sums and rstd of the rows
 // in flight with the power of two that scaled a row whose squares overflow, ReduceSum's work.
+// fused_add_rms_norm adds the residual in and s out (queues): s = x + residual is formed in x's
+// float tile (the residual's float copy goes through the squares' tile) and normalised from UB.
 struct FwdLayout {
-  UbItem x, y, xf, sq, wf, sums, scale, rstd, acc, work;
-  std::array<UbItem, 10> items() const { return {x, y, xf, sq, wf, sums, scale, rstd, acc, work}; }
+  UbItem x, res, y, s, xf, sq, wf, sums, scale, rstd, acc, work;
+  std::array<UbItem, 12> items() const { return {x, res, y, s, xf, sq, wf, sums, scale, rstd, acc, work}; }
 };
-FwdLayout fwd_layout(DType x, bool has_weight);
+FwdLayout fwd_layout(DType x, bool has_weight, bool fused = false);
 
 // The backward's UB: dy, x in and dx out (queues), dy and x as float (16-bit x), a float
 // temporary, (offset + w), the core's dW partial and the partial of its current block of rows,
-// per-row rstd, dot and coefficient, ReduceSum's work.
+// per-row rstd, dot and coefficient, ReduceSum's work. fused_add_rms_norm adds ds_out in (a
+// queue; its float copy goes through the temporary once dx is formed).
 struct BwdLayout {
-  UbItem dy, x, dx, dyf, xf, t, wf, dwp, blk, rstd, dot, coeff, acc, work;
-  std::array<UbItem, 14> items() const { return {dy, x, dx, dyf, xf, t, wf, dwp, blk, rstd, dot, coeff, acc, work}; }
+  UbItem dy, ds, x, dx, dyf, xf, t, wf, dwp, blk, rstd, dot, coeff, acc, work;
+  std::array<UbItem, 15> items() const {
+    return {dy, ds, x, dx, dyf, xf, t, wf, dwp, blk, rstd, dot, coeff, acc, work};
+  }
 };
-BwdLayout bwd_layout(DType x, bool has_weight);
+BwdLayout bwd_layout(DType x, bool has_weight, bool fused = false);
 
 // After SyncAll, each core sums its columns of the [cores x hidden] partials in core order.
 struct ReduceLayout {

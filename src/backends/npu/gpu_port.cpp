@@ -1,0 +1,46 @@
+#include "backends/npu/gpu_port.h"
+
+#include <fmt/format.h>
+
+#include "backends/npu/ascend/kernel_operator.h"
+
+namespace opreg::npu::gpu_port {
+
+namespace {
+
+std::int64_t next_pow2(std::int64_t n) {
+  std::int64_t p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
+
+}  // namespace
+
+Port plan(std::int64_t programs, std::int64_t row, std::initializer_list<Tile> tiles, std::int64_t ub_bytes) {
+  Port p;
+  p.programs = programs;
+  p.block_size = next_pow2(row < 1 ? 1 : row);
+  for (const Tile& t : tiles) p.live_bits += p.block_size * t.bits * (kMultibuffer ? 2 : 1);
+  p.ub_bits = ub_bytes * 8;
+  return p;
+}
+
+Verdict refuse(const Port& port, std::string_view op_dir) {
+  return Verdict::reject(fmt::format(
+      "never chosen: the GPU kernel's shape on Ascend ({} programs, BLOCK_SIZE {}, live tiles {} bits of UB's {}{}); "
+      "forced, it fails where the device does; npu.{}'s other variants tile for UB",
+      port.programs, port.block_size, port.live_bits, port.ub_bits,
+      port.programs > 65535 ? ", a grid past 65535" : "", op_dir));
+}
+
+void launch(Emulator& emulator, const std::string& kernel, const Port& port, const std::vector<GmArg>& args) {
+  const std::int64_t live_bytes = (port.live_bits + 7) / 8;
+  emulator.launch(kernel, port.programs, args, [&] {
+    // The compiler plans every live tile of the program at once: one reservation of the set.
+    AscendC::TPipe pipe;
+    AscendC::TBuf<AscendC::TPosition::VECCALC> live;
+    pipe.InitBuffer(live, static_cast<std::uint32_t>(std::min<std::int64_t>(live_bytes, 0xFFFFFFFF)));
+  });
+}
+
+}  // namespace opreg::npu::gpu_port
