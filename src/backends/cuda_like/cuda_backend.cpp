@@ -8,6 +8,7 @@
 #include "backends/cuda_like/device_guard.h"
 #include "backends/cuda_like/gpu_vendor.h"
 #include "backends/cuda_like/facts.h"
+#include "backends/cuda_like/glu/glu.h"
 #include "backends/cuda_like/rms_norm/rms_norm.h"
 #include "opreg/registry.h"
 #include "registry/fail.h"
@@ -150,6 +151,7 @@ void register_cuda_like(Registry& registry) {
   registry.add_backend(std::make_shared<CudaBackend>()).release();
   // The op families' lists (each family folder's list.cpp).
   cuda_like::register_rms_norm(registry);
+  cuda_like::register_glu(registry);
 }
 
 }  // namespace opreg

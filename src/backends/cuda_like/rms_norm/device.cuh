@@ -1,4 +1,4 @@
-// Device building blocks of the rms_norm kernels: element types, packs of 16 bytes, the casting
+// Device building blocks of the rms_norm kernels (element types and packs: elem.cuh): the casting
 // modes' arithmetic, the row reductions, compensated sums, and the host helpers every launcher
 // shares (occupancy cache, type dispatch).
 //
@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <unordered_map>
 
+#include "backends/cuda_like/elem.cuh"
 #include "backends/cuda_like/gpu_vendor.h"
 #include "backends/cuda_like/rms_norm/launch.h"
 
@@ -25,93 +26,6 @@ static_assert(kWarp == kWarpSize, "the host plans and the kernels must agree on 
 constexpr int kMaxThreads = 1024;
 // Shared-memory slots of a row reduction: one per warp, double-buffered (see row_sum).
 constexpr int kRedSlots = 2 * kMaxThreads / kWarp;
-
-#define OPREG_DEV __device__ __forceinline__
-
-struct F32 {
-  using T = float;
-  static OPREG_DEV float load(T v) { return v; }
-  static OPREG_DEV T store(float v) { return v; }
-};
-struct BF16 {
-  using T = gpu_bf16;
-  // bf16 is the top half of an f32. Written as integer arithmetic rather than the header's
-  // inline-asm conversion, which the compiler cannot re-materialise: with it, every converted
-  // value of a row stays live and the bf16 kernels need ~60% more registers than the f16 ones.
-  static OPREG_DEV float load(T v) { return __uint_as_float(static_cast<unsigned>(__bfloat16_as_ushort(v)) << 16); }
-  static OPREG_DEV T store(float v) { return __float2bfloat16_rn(v); }
-};
-struct F16 {
-  using T = __half;
-  static OPREG_DEV float load(T v) { return __half2float(v); }
-  static OPREG_DEV T store(float v) { return __float2half_rn(v); }
-};
-
-// What storing v in E and reading it back gives.
-template <class E>
-OPREG_DEV float round_to(float v) {
-  if constexpr (std::is_same_v<E, F32>) {
-    return v;
-  } else {
-    return E::load(E::store(v));
-  }
-}
-
-// N elements accessed together: as 16-byte vectors when they fill whole vectors (the caller
-// guarantees the alignment), else one by one.
-template <class E, int N>
-struct alignas((N * sizeof(typename E::T)) % 16 == 0 ? 16 : alignof(typename E::T)) Pack {
-  typename E::T v[N];
-};
-
-template <class E, int N>
-OPREG_DEV Pack<E, N> load_pack(const typename E::T* p) {
-  Pack<E, N> out;
-  if constexpr ((N * sizeof(typename E::T)) % 16 == 0) {
-#pragma unroll
-    for (int i = 0; i < static_cast<int>(N * sizeof(typename E::T) / 16); ++i) {
-      reinterpret_cast<uint4*>(out.v)[i] = reinterpret_cast<const uint4*>(p)[i];
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < N; ++i) out.v[i] = p[i];
-  }
-  return out;
-}
-
-// load_pack for data no thread of the kernel writes, read once: 16-byte accesses through the
-// read-only path without allocating in L1 (CUDA), so the streamed rows leave L1 to the weight.
-template <class E, int N>
-OPREG_DEV Pack<E, N> load_pack_once(const typename E::T* p) {
-#if !defined(OPREG_USE_HIP)
-  if constexpr ((N * sizeof(typename E::T)) % 16 == 0) {
-    Pack<E, N> out;
-#pragma unroll
-    for (int i = 0; i < static_cast<int>(N * sizeof(typename E::T) / 16); ++i) {
-      uint4 v;
-      asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-          : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-          : "l"(reinterpret_cast<const uint4*>(p) + i));
-      reinterpret_cast<uint4*>(out.v)[i] = v;
-    }
-    return out;
-  }
-#endif
-  return load_pack<E, N>(p);
-}
-
-template <class E, int N>
-OPREG_DEV void store_pack(typename E::T* p, const Pack<E, N>& in) {
-  if constexpr ((N * sizeof(typename E::T)) % 16 == 0) {
-#pragma unroll
-    for (int i = 0; i < static_cast<int>(N * sizeof(typename E::T) / 16); ++i) {
-      reinterpret_cast<uint4*>(p)[i] = reinterpret_cast<const uint4*>(in.v)[i];
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < N; ++i) p[i] = in.v[i];
-  }
-}
 
 // The scales (offset + w) of N columns as the casting mode defines them; 1 without a weight.
 template <class W, int N>

@@ -1,0 +1,182 @@
+// geglu (c = gelu_tanh(a) * b) and swiglu (c = silu(a) * b) on the GPU, forward and backward:
+// streaming kernels, a grid-stride loop over 16-byte packs of every tensor (single elements when
+// a tensor is not 16-byte aligned), the activation in f32 and each result rounded once on store,
+// as the reference (src/ops/reference) rounds. Both activations go through the sigmoid with its
+// complement taken from whichever side does not cancel, the way the cpu kernels do
+// (src/backends/cpu/glu/kernels.inc): gelu_tanh(a) = a * sigmoid(2u), u = k (a + c a^3), so a
+// large negative a keeps its relative accuracy where 1 + tanh(u) would cancel.
+//   geglu  slope = s + 2 a s (1 - s) k (1 + 3 c a^2)
+//   swiglu slope = s (1 + a (1 - s))
+//   backward  da = dc * b * slope(a),  db = dc * act(a)   (da may be a, db may be b)
+#include "backends/cuda_like/elem.cuh"
+#include "backends/cuda_like/glu/launch.h"
+
+namespace opreg::cuda_like {
+namespace dev {
+namespace {
+
+struct Sigmoid {
+  float s;
+  float one_minus;
+};
+OPREG_DEV Sigmoid sigmoid(float x) {
+  const float e = expf(-x);
+  const float s = 1.0f / (1.0f + e);
+  return {s, x >= 0.0f ? e * s : 1.0f - s};
+}
+
+struct Gelu {
+  static constexpr float kK = 0.7978845608028654f;  // sqrt(2 / pi)
+  static constexpr float kC = 0.044715f;
+  static OPREG_DEV float value(float a) { return a * sigmoid(2.0f * kK * (a + kC * a * a * a)).s; }
+  // a^2 is capped in the polynomial only: where it would overflow s (1 - s) is 0 and 0 * inf
+  // would make a NaN the reference does not have (an infinite a still gives inf * 0 = NaN).
+  static OPREG_DEV void both(float a, float& value, float& slope) {
+    const Sigmoid sg = sigmoid(2.0f * kK * (a + kC * a * a * a));
+    const float a2 = a * a > 1e30f ? 1e30f : a * a;
+    value = a * sg.s;
+    slope = sg.s + 2.0f * a * sg.s * sg.one_minus * kK * (1.0f + 3.0f * kC * a2);
+  }
+};
+
+struct Silu {
+  static OPREG_DEV float value(float a) { return a * sigmoid(a).s; }
+  static OPREG_DEV void both(float a, float& value, float& slope) {
+    const Sigmoid sg = sigmoid(a);
+    value = a * sg.s;
+    slope = sg.s * (1.0f + a * sg.one_minus);
+  }
+};
+
+// Packs [0, n / N) by the grid, then the n % N last elements one each by the first threads.
+template <int N, class Body, class Tail>
+OPREG_DEV void grid_stride(std::int64_t n, Body&& body, Tail&& tail) {
+  const std::int64_t first = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  const std::int64_t packs = n / N;
+  for (std::int64_t i = first; i < packs; i += stride) body(i * N);
+  if (first < n - packs * N) tail(packs * N + first);
+}
+
+// c does not overlap a or b (the op's check): a and b are read once through the read-only path.
+template <class E, class Act, int N>
+__global__ void __launch_bounds__(kGluThreads) glu_fwd_kernel(const typename E::T* a, const typename E::T* b,
+                                                              typename E::T* c, std::int64_t n) {
+  grid_stride<N>(
+      n,
+      [&](std::int64_t at) {
+        const Pack<E, N> av = load_pack_once<E, N>(a + at);
+        const Pack<E, N> bv = load_pack_once<E, N>(b + at);
+        Pack<E, N> cv;
+#pragma unroll
+        for (int e = 0; e < N; ++e) cv.v[e] = E::store(Act::value(E::load(av.v[e])) * E::load(bv.v[e]));
+        store_pack<E, N>(c + at, cv);
+      },
+      [&](std::int64_t at) { c[at] = E::store(Act::value(E::load(a[at])) * E::load(b[at])); });
+}
+
+// da may be a and db may be b: each element is read before it is written, by the same thread.
+template <class E, class Act, int N>
+__global__ void __launch_bounds__(kGluThreads) glu_bwd_kernel(const typename E::T* dc, const typename E::T* a,
+                                                              const typename E::T* b, typename E::T* da,
+                                                              typename E::T* db, std::int64_t n) {
+  auto one = [](float g, float x, float y, float& dx, float& dy) {
+    float value = 0.0f;
+    float slope = 0.0f;
+    Act::both(x, value, slope);
+    dx = g * y * slope;
+    dy = g * value;
+  };
+  grid_stride<N>(
+      n,
+      [&](std::int64_t at) {
+        const Pack<E, N> gv = load_pack_once<E, N>(dc + at);
+        const Pack<E, N> av = load_pack<E, N>(a + at);
+        const Pack<E, N> bv = load_pack<E, N>(b + at);
+        Pack<E, N> dav;
+        Pack<E, N> dbv;
+#pragma unroll
+        for (int e = 0; e < N; ++e) {
+          float dx = 0.0f;
+          float dy = 0.0f;
+          one(E::load(gv.v[e]), E::load(av.v[e]), E::load(bv.v[e]), dx, dy);
+          dav.v[e] = E::store(dx);
+          dbv.v[e] = E::store(dy);
+        }
+        store_pack<E, N>(da + at, dav);
+        store_pack<E, N>(db + at, dbv);
+      },
+      [&](std::int64_t at) {
+        float dx = 0.0f;
+        float dy = 0.0f;
+        one(E::load(dc[at]), E::load(a[at]), E::load(b[at]), dx, dy);
+        da[at] = E::store(dx);
+        db[at] = E::store(dy);
+      });
+}
+
+template <class F>
+gpuError_t with_elem(family::Elem t, F&& f) {
+  switch (t) {
+    case family::Elem::f32:
+      return f(F32{});
+    case family::Elem::f16:
+      return f(F16{});
+    case family::Elem::bf16:
+      return f(BF16{});
+  }
+  return gpuErrorInvalidValue;
+}
+
+template <class F>
+gpuError_t with_act(GluAct act, F&& f) {
+  return act == GluAct::gelu_tanh ? f(Gelu{}) : f(Silu{});
+}
+
+}  // namespace
+}  // namespace dev
+
+gpuError_t launch_glu_fwd(const family::GluFwd& d, GluAct act, const GluLaunch& l, gpuStream_t stream) {
+  if (d.n == 0) return gpuSuccess;
+  return dev::with_elem(d.type, [&](auto e) {
+    using E = decltype(e);
+    using T = typename E::T;
+    return dev::with_act(act, [&](auto a) {
+      using A = decltype(a);
+      constexpr int kVec = static_cast<int>(16 / sizeof(T));
+      if (l.vec16) {
+        dev::glu_fwd_kernel<E, A, kVec><<<l.blocks, kGluThreads, 0, stream>>>(
+            static_cast<const T*>(d.a), static_cast<const T*>(d.b), static_cast<T*>(d.c), d.n);
+      } else {
+        dev::glu_fwd_kernel<E, A, 1><<<l.blocks, kGluThreads, 0, stream>>>(
+            static_cast<const T*>(d.a), static_cast<const T*>(d.b), static_cast<T*>(d.c), d.n);
+      }
+      return gpuGetLastError();
+    });
+  });
+}
+
+gpuError_t launch_glu_bwd(const family::GluBwd& d, GluAct act, const GluLaunch& l, gpuStream_t stream) {
+  if (d.n == 0) return gpuSuccess;
+  return dev::with_elem(d.type, [&](auto e) {
+    using E = decltype(e);
+    using T = typename E::T;
+    return dev::with_act(act, [&](auto a) {
+      using A = decltype(a);
+      constexpr int kVec = static_cast<int>(16 / sizeof(T));
+      auto* dc = static_cast<const T*>(d.dc);
+      auto* av = static_cast<const T*>(d.a);
+      auto* bv = static_cast<const T*>(d.b);
+      auto* da = static_cast<T*>(d.da);
+      auto* db = static_cast<T*>(d.db);
+      if (l.vec16) {
+        dev::glu_bwd_kernel<E, A, kVec><<<l.blocks, kGluThreads, 0, stream>>>(dc, av, bv, da, db, d.n);
+      } else {
+        dev::glu_bwd_kernel<E, A, 1><<<l.blocks, kGluThreads, 0, stream>>>(dc, av, bv, da, db, d.n);
+      }
+      return gpuGetLastError();
+    });
+  });
+}
+
+}  // namespace opreg::cuda_like
