@@ -4,9 +4,9 @@
 //
 // Both ops normalise `sets` contiguous sets (families.h's NormSets). The kernels copy a set as R
 // DMA rows of L elements, each row landing 32-byte padded in UB:
-//   row mode (spread 1: every layer_norm, group_norm with one spatial element): R = 1 and L = the
+//   row mode (spread 1 and one group: every layer_norm): R = 1 and L = the
 //     set's channels; the weight and bias are per element (a vector row in UB);
-//   channel mode (group_norm with spread != 1): R = the group's channels and L = the spatial size,
+//   channel mode (group_norm with spread != 1 or several groups): R = the group's channels and L = the spatial size,
 //     so every channel starts a UB row (32-byte aligned whatever HW is, 1, 3 or 7), and a tile
 //     that crosses channel boundaries takes gamma and beta per row from the resident [C] params.
 // Sets are split contiguously across min(cores, sets) blocks, never more than the vector cores
@@ -43,7 +43,9 @@ struct Problem {
   std::int64_t channels = 0;
   std::int64_t spread = 1;
 
-  bool channel_mode() const { return spread != 1; }
+  // Row mode needs one weight slice for every set: layer_norm, or group_norm of one group and
+  // one spatial element; everything else copies channels as DMA rows.
+  bool channel_mode() const { return spread != 1 || groups > 1; }
   std::int64_t dma_rows() const { return channel_mode() ? channels : 1; }  // R
   std::int64_t row_len() const { return channel_mode() ? spread : channels; }  // L
   std::int64_t size() const { return channels * spread; }
