@@ -1,0 +1,514 @@
+// layer_norm / group_norm backward on the npu, per set (mean and rstd from the forward):
+//   xhat = (x - mean) * rstd, g = w * dy, c1 = sum(xhat * g) / n, c2 = sum(g) / n,
+//   dx = (g - (xhat * c1 + c2)) * rstd, dw += dy * xhat, db += dy (per element in row mode, per
+//   channel in channel mode).
+// Each core keeps float dW / dB partials in UB across its sets (row mode: the slice of columns in
+// flight, sets summed 32 at a time into a block partial first; channel mode: all C channels),
+// writes them once to a GM workspace [cores x params], and after SyncAll each core sums its share
+// of the params over the partials in core order: no atomics, the same bits run to run. Sets too
+// large for UB: pass 1 (groups of sets, piece by piece) the two coefficients, pass 2 piece by piece
+// over all the core's sets dx and the partials, so a row-mode partial slice stays in UB while the
+// core's sets pass. dy and x are read twice then.
+#include <algorithm>
+#include <type_traits>
+#include <vector>
+
+#include "backends/npu/norm/kernels.h"
+
+namespace opreg::npu::norm {
+namespace {
+
+using namespace AscendC;
+using kernel::AsFloat;
+using kernel::CopyRowsIn;
+using kernel::CopyRowsOut;
+using kernel::StoreFloat;
+using namespace kernel_norm;
+
+constexpr std::int64_t kSetsPerBlockPartial = 32;
+constexpr std::int64_t kReduceUnit = 128;
+constexpr std::int64_t kPiece = 8192;  // floats a DataCopyPad of a resident [C] array moves
+
+struct BwdParams {
+  Plan plan;
+  Problem s;
+  bool grads_w = false;
+  bool grads_b = false;
+  std::int64_t ws_dw = 0;  // floats into the workspace: dW partials [cores x params]
+  std::int64_t ws_db = 0;  // dB partials [cores x params]
+  std::int64_t ws_c = 0;   // c1 [sets] then c2 [sets] (split sets in several groups)
+  std::int64_t ws_floats = 0;
+};
+
+template <class X, class P>
+class KernelNormGrad {
+ public:
+  explicit KernelNormGrad(const BwdParams& p) : p_(p), s_(p.s), shape_(p.plan.tiles.shape()) {}
+
+  void Init(GM_ADDR dy, GM_ADDR x, GM_ADDR weight, GM_ADDR mean, GM_ADDR rstd, GM_ADDR dx, GM_ADDR dweight,
+            GM_ADDR dbias, GM_ADDR workspace) {
+    const Tiles& t = p_.plan.tiles;
+    block_ = GetBlockIdx();
+    range_ = rows_of_block(t, block_);
+    size_ = s_.size();
+    params_ = s_.params();
+    const auto elems = static_cast<std::uint64_t>(s_.sets * size_);
+    dyGm_.SetGlobalBuffer(reinterpret_cast<__gm__ X*>(dy), elems);
+    xGm_.SetGlobalBuffer(reinterpret_cast<__gm__ X*>(x), elems);
+    dxGm_.SetGlobalBuffer(reinterpret_cast<__gm__ X*>(dx), elems);
+    meanGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(mean), static_cast<std::uint64_t>(s_.sets));
+    rstdGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(rstd), static_cast<std::uint64_t>(s_.sets));
+    if (s_.has_weight) {
+      wGm_.SetGlobalBuffer(reinterpret_cast<__gm__ P*>(weight), static_cast<std::uint64_t>(params_));
+      dwGm_.SetGlobalBuffer(reinterpret_cast<__gm__ P*>(dweight), static_cast<std::uint64_t>(params_));
+    }
+    if (s_.has_bias) dbGm_.SetGlobalBuffer(reinterpret_cast<__gm__ P*>(dbias), static_cast<std::uint64_t>(params_));
+    if (p_.ws_floats > 0) {
+      wsGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(workspace), static_cast<std::uint64_t>(p_.ws_floats));
+    }
+    const BwdLayout l = bwd_layout(s_);
+    const auto depth = static_cast<std::uint8_t>(t.depth);
+    pipe_.InitBuffer(inDy_, depth, bytes(l.dy));
+    pipe_.InitBuffer(inX_, depth, bytes(l.x));
+    pipe_.InitBuffer(outDx_, depth, bytes(l.dx));
+    if (l.dyf.size != 0) pipe_.InitBuffer(dyfBuf_, bytes(l.dyf));
+    if (l.xf.size != 0) pipe_.InitBuffer(xfBuf_, bytes(l.xf));
+    pipe_.InitBuffer(tBuf_, bytes(l.t));
+    if (l.wf.size != 0) {
+      pipe_.InitBuffer(wfBuf_, bytes(l.wf));
+      pipe_.InitBuffer(dwpBuf_, bytes(l.dwp));
+      pipe_.InitBuffer(dwbBuf_, bytes(l.dwb));
+    }
+    if (l.dbp.size != 0) {
+      pipe_.InitBuffer(dbpBuf_, bytes(l.dbp));
+      pipe_.InitBuffer(dbbBuf_, bytes(l.dbb));
+    }
+    if (l.wc.size != 0) pipe_.InitBuffer(wcBuf_, bytes(l.wc));
+    if (l.dwc.size != 0) pipe_.InitBuffer(dwcBuf_, bytes(l.dwc));
+    if (l.dbc.size != 0) pipe_.InitBuffer(dbcBuf_, bytes(l.dbc));
+    if (l.p_raw.size != 0) pipe_.InitBuffer(rawBuf_, bytes(l.p_raw));
+    pipe_.InitBuffer(meanBuf_, bytes(l.mean));
+    pipe_.InitBuffer(rstdBuf_, bytes(l.rstd));
+    pipe_.InitBuffer(c1Buf_, bytes(l.c1));
+    pipe_.InitBuffer(c2Buf_, bytes(l.c2));
+    pipe_.InitBuffer(accBuf_, bytes(l.acc));
+    pipe_.InitBuffer(workBuf_, bytes(l.work));
+  }
+
+  void Process() {
+    if (s_.channel_mode()) {
+      if (s_.has_weight) {
+        const LocalTensor<float> raw = bwd_layout(s_).p_raw.size != 0 ? rawBuf_.Get<float>() : LocalTensor<float>{};
+        LoadParams(wcBuf_.Get<float>(), wGm_, params_, raw);
+      }
+      if (p_.grads_w) Duplicate(dwcBuf_.Get<float>(), 0.0f, u32(params_));
+      if (p_.grads_b) Duplicate(dbcBuf_.Get<float>(), 0.0f, u32(params_));
+    }
+    if (p_.plan.tiles.mode == TileMode::split_row) {
+      ProcessPieces();
+    } else {
+      ProcessSets();
+    }
+    if (s_.channel_mode()) {
+      if (p_.grads_w) FlushResident(dwcBuf_.Get<float>(), p_.ws_dw);
+      if (p_.grads_b) FlushResident(dbcBuf_.Get<float>(), p_.ws_db);
+    }
+    if (!p_.grads_w && !p_.grads_b) return;
+    SyncAll();
+    ReduceParams();
+  }
+
+ private:
+  std::uint32_t bytes(const UbItem& item) const { return static_cast<std::uint32_t>(item_bytes(item, shape_)); }
+  std::uint64_t at(std::int64_t set, std::int64_t row = 0, std::int64_t col = 0) const {
+    return static_cast<std::uint64_t>(set * size_ + row * p_.plan.row_len + col);
+  }
+  LocalTensor<float> Acc() { return accBuf_.Get<float>(); }
+  LocalTensor<float> Work() { return workBuf_.Get<float>(); }
+
+  // ---- whole sets
+  void ProcessSets() {
+    const std::int64_t R = p_.plan.dma_rows;
+    const std::int64_t L = p_.plan.row_len;
+    StartPartials(0, L);
+    kernel::RowTiles(
+        range_.first, range_.count, p_.plan.sets_per_tile, p_.plan.tiles.depth,
+        [&](std::int64_t set0, std::int64_t n) { CopyIn(at(set0), n * R, L); },
+        [&](std::int64_t set0, std::int64_t n) {
+          CopyRowsIn(meanBuf_.Get<float>(), meanGm_[static_cast<std::uint64_t>(set0)], 1, n, n);
+          CopyRowsIn(rstdBuf_.Get<float>(), rstdGm_[static_cast<std::uint64_t>(set0)], 1, n, n);
+          GradTile(set0, n);
+          CopyOut(at(set0), n * R, L);
+        });
+    FlushPartials(0, L);
+  }
+
+  void CopyIn(std::uint64_t offset, std::int64_t rows, std::int64_t width) {
+    LocalTensor<X> dy = inDy_.AllocTensor<X>();
+    LocalTensor<X> x = inX_.AllocTensor<X>();
+    CopyRowsIn(dy, dyGm_[offset], rows, width, p_.plan.row_len);
+    CopyRowsIn(x, xGm_[offset], rows, width, p_.plan.row_len);
+    inDy_.EnQue(dy);
+    inX_.EnQue(x);
+  }
+
+  void CopyOut(std::uint64_t offset, std::int64_t rows, std::int64_t width) {
+    LocalTensor<X> dx = outDx_.DeQue<X>();
+    CopyRowsOut(dxGm_[offset], dx, rows, width, p_.plan.row_len);
+    outDx_.FreeTensor(dx);
+  }
+
+  void GradTile(std::int64_t set0, std::int64_t n) {
+    const std::int64_t R = p_.plan.dma_rows;
+    const std::int64_t L = p_.plan.row_len;
+    const std::int64_t pitch = shape_.pitch();
+    const std::int64_t span = n * R * pitch;
+    LocalTensor<X> dy = inDy_.DeQue<X>();
+    LocalTensor<X> x = inX_.DeQue<X>();
+    LocalTensor<X> dx = outDx_.AllocTensor<X>();
+    const LocalTensor<float> dyf = AsFloat(dy, kernel::FloatScratch<X>(dyfBuf_), span);
+    const LocalTensor<float> xf = AsFloat(x, kernel::FloatScratch<X>(xfBuf_), span);
+    const LocalTensor<float> dxf = kernel::FloatTile(dx, dyf);
+    const LocalTensor<float> t = tBuf_.Get<float>();
+    const LocalTensor<float> mean = meanBuf_.Get<float>();
+    const LocalTensor<float> rstd = rstdBuf_.Get<float>();
+    for (std::int64_t k = 0; k < n; ++k) {
+      const auto base = u32(k * R * pitch);
+      const float mu = mean.GetValue(u32(k));
+      const float rs = rstd.GetValue(u32(k));
+      Xhat(xf[base], R, pitch, mu, rs);
+      Partials(dyf[base], xf[base], t[base], set0 + k, 0, R, L, pitch);
+      float s1 = 0;
+      float s2 = 0;
+      GradSums(dyf[base], xf[base], t[base], set0 + k, 0, R, L, pitch, s1, s2);
+      const float inv = size_ == 0 ? 0.0f : 1.0f / static_cast<float>(size_);
+      Dx(dxf[base], dyf[base], xf[base], t[base], R, pitch, s1 * inv, s2 * inv, rs);
+    }
+    StoreFloat(dx, dxf, span);
+    outDx_.EnQue(dx);
+    inDy_.FreeTensor(dy);
+    inX_.FreeTensor(x);
+  }
+
+  // ---- pieces
+  void ProcessPieces() {
+    const Tiles& tl = p_.plan.tiles;
+    const kernel::SplitRows walk{range_.first, range_.count, tl.stat_rows, 0, 0, p_.plan.pieces, tl.depth};
+    const LocalTensor<float> mean = meanBuf_.Get<float>();
+    const LocalTensor<float> rstd = rstdBuf_.Get<float>();
+    const LocalTensor<float> c1 = c1Buf_.Get<float>();
+    const LocalTensor<float> c2 = c2Buf_.Get<float>();
+    const bool spill = walk.groups() > 1;
+    const std::int64_t pitch = shape_.pitch();
+    std::int64_t group0 = 0;
+    auto in = [&](std::int64_t set, std::int64_t i) {
+      const Piece pc = p_.plan.piece(i);
+      CopyIn(at(set, pc.row0, pc.col0), pc.rows, pc.width);
+    };
+    walk.pass1(
+        [&](std::int64_t g0, std::int64_t gn) {
+          group0 = g0;
+          Duplicate(c1, 0.0f, u32(gn));
+          Duplicate(c2, 0.0f, u32(gn));
+          CopyRowsIn(mean, meanGm_[static_cast<std::uint64_t>(g0)], 1, gn, gn);
+          CopyRowsIn(rstd, rstdGm_[static_cast<std::uint64_t>(g0)], 1, gn, gn);
+        },
+        in,
+        [&](std::int64_t r, std::int64_t i) {
+          const Piece pc = p_.plan.piece(i);
+          if (r == 0 && !s_.channel_mode()) LoadRowWeight(pc.col0, pc.width);
+          const std::int64_t span = pc.rows * pitch;
+          LocalTensor<X> dy = inDy_.DeQue<X>();
+          LocalTensor<X> x = inX_.DeQue<X>();
+          const LocalTensor<float> dyf = AsFloat(dy, kernel::FloatScratch<X>(dyfBuf_), span);
+          const LocalTensor<float> xf = AsFloat(x, kernel::FloatScratch<X>(xfBuf_), span);
+          Xhat(xf, pc.rows, pitch, mean.GetValue(u32(r)), rstd.GetValue(u32(r)));
+          float s1 = 0;
+          float s2 = 0;
+          GradSums(dyf, xf, tBuf_.Get<float>(), group0 + r, pc.row0, pc.rows, pc.width, pitch, s1, s2);
+          c1.SetValue(u32(r), c1.GetValue(u32(r)) + s1);
+          c2.SetValue(u32(r), c2.GetValue(u32(r)) + s2);
+          inDy_.FreeTensor(dy);
+          inX_.FreeTensor(x);
+        },
+        [&](std::int64_t g0, std::int64_t gn) {
+          const float inv = size_ == 0 ? 0.0f : 1.0f / static_cast<float>(size_);
+          Muls(c1, c1, inv, u32(gn));
+          Muls(c2, c2, inv, u32(gn));
+          if (spill) {
+            CopyRowsOut(wsGm_[static_cast<std::uint64_t>(p_.ws_c + g0)], c1, 1, gn, gn);
+            CopyRowsOut(wsGm_[static_cast<std::uint64_t>(p_.ws_c + s_.sets + g0)], c2, 1, gn, gn);
+          }
+        });
+    if (spill) PipeBarrier<PIPE_ALL>();
+    walk.pass2(
+        [&](std::int64_t i) {
+          const Piece pc = p_.plan.piece(i);
+          if (!s_.channel_mode()) StartPartials(pc.col0, pc.width);
+        },
+        [&](std::int64_t set, std::int64_t gn) {
+          if (!spill) return;
+          CopyRowsIn(mean, meanGm_[static_cast<std::uint64_t>(set)], 1, gn, gn);
+          CopyRowsIn(rstd, rstdGm_[static_cast<std::uint64_t>(set)], 1, gn, gn);
+          CopyRowsIn(c1, wsGm_[static_cast<std::uint64_t>(p_.ws_c + set)], 1, gn, gn);
+          CopyRowsIn(c2, wsGm_[static_cast<std::uint64_t>(p_.ws_c + s_.sets + set)], 1, gn, gn);
+        },
+        in,
+        [&](std::int64_t j, std::int64_t i) {
+          const Piece pc = p_.plan.piece(i);
+          const std::int64_t set = range_.first + j;
+          const auto r = u32(j % walk.group);
+          const std::int64_t span = pc.rows * pitch;
+          LocalTensor<X> dy = inDy_.DeQue<X>();
+          LocalTensor<X> x = inX_.DeQue<X>();
+          LocalTensor<X> dx = outDx_.AllocTensor<X>();
+          const LocalTensor<float> dyf = AsFloat(dy, kernel::FloatScratch<X>(dyfBuf_), span);
+          const LocalTensor<float> xf = AsFloat(x, kernel::FloatScratch<X>(xfBuf_), span);
+          const LocalTensor<float> dxf = kernel::FloatTile(dx, dyf);
+          const LocalTensor<float> t = tBuf_.Get<float>();
+          const float rs = rstd.GetValue(r);
+          Xhat(xf, pc.rows, pitch, mean.GetValue(r), rs);
+          Partials(dyf, xf, t, set, pc.row0, pc.rows, pc.width, pitch);
+          Gradient(dyf, set, pc.row0, pc.rows, pc.width, pitch);
+          Dx(dxf, dyf, xf, t, pc.rows, pitch, c1.GetValue(r), c2.GetValue(r), rs);
+          StoreFloat(dx, dxf, span);
+          outDx_.EnQue(dx);
+          inDy_.FreeTensor(dy);
+          inX_.FreeTensor(x);
+          CopyOut(at(set, pc.row0, pc.col0), pc.rows, pc.width);
+        },
+        [&](std::int64_t i) {
+          const Piece pc = p_.plan.piece(i);
+          if (!s_.channel_mode()) FlushPartials(pc.col0, pc.width);
+        });
+  }
+
+  // ---- the steps, on `rows` DMA rows of `width` (`pitch` apart) from row0 of set `set`
+
+  // xhat = (x - mean) * rstd, in x's float tile.
+  void Xhat(const LocalTensor<float>& xf, std::int64_t rows, std::int64_t pitch, float mean, float rstd) {
+    const std::uint32_t span = u32(rows * pitch);
+    Adds(xf, xf, -mean, span);
+    Muls(xf, xf, rstd, span);
+  }
+
+  // dW += dy * xhat, dB += dy into the core's partials (dy still raw).
+  void Partials(const LocalTensor<float>& dyf, const LocalTensor<float>& xh, const LocalTensor<float>& t,
+                std::int64_t set, std::int64_t row0, std::int64_t rows, std::int64_t width, std::int64_t pitch) {
+    if ((!p_.grads_w && !p_.grads_b) || width == 0) return;
+    if (!s_.channel_mode()) {
+      if (p_.grads_w) {
+        Mul(t, dyf, xh, u32(width));
+        Add(dwbBuf_.Get<float>(), dwbBuf_.Get<float>(), t, u32(width));
+      }
+      if (p_.grads_b) Add(dbbBuf_.Get<float>(), dbbBuf_.Get<float>(), dyf, u32(width));
+      if (++block_sets_ == kSetsPerBlockPartial) FoldBlock(width);
+      return;
+    }
+    const std::int64_t c0 = (set % s_.groups) * s_.channels + row0;
+    if (p_.grads_w) Mul(t, dyf, xh, u32(rows * pitch));
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const auto off = u32(r * pitch);
+      const auto c = u32(c0 + r);
+      if (p_.grads_w) {
+        const float a = RowsSum(t[off], 1, width, pitch, Acc(), Work());
+        dwcBuf_.Get<float>().SetValue(c, dwcBuf_.Get<float>().GetValue(c) + a);
+      }
+      if (p_.grads_b) {
+        const float b = RowsSum(dyf[off], 1, width, pitch, Acc(), Work());
+        dbcBuf_.Get<float>().SetValue(c, dbcBuf_.Get<float>().GetValue(c) + b);
+      }
+    }
+  }
+
+  // g = w * dy, in dy's float tile.
+  void Gradient(const LocalTensor<float>& dyf, std::int64_t set, std::int64_t row0, std::int64_t rows,
+                std::int64_t width, std::int64_t pitch) {
+    if (!s_.has_weight || width == 0) return;
+    if (!s_.channel_mode()) {
+      Mul(dyf, dyf, wfBuf_.Get<float>(), u32(width));
+      return;
+    }
+    const std::int64_t c0 = (set % s_.groups) * s_.channels + row0;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      Muls(dyf[u32(r * pitch)], dyf[u32(r * pitch)], wcBuf_.Get<float>().GetValue(u32(c0 + r)), u32(width));
+    }
+  }
+
+  // s1 += sum(xhat * g), s2 += sum(g); dy's float tile becomes g.
+  void GradSums(const LocalTensor<float>& dyf, const LocalTensor<float>& xh, const LocalTensor<float>& t,
+                std::int64_t set, std::int64_t row0, std::int64_t rows, std::int64_t width, std::int64_t pitch,
+                float& s1, float& s2) {
+    Gradient(dyf, set, row0, rows, width, pitch);
+    if (width == 0) return;
+    Mul(t, dyf, xh, u32(rows * pitch));
+    s1 += RowsSum(t, rows, width, pitch, Acc(), Work());
+    s2 += RowsSum(dyf, rows, width, pitch, Acc(), Work());
+  }
+
+  // dx = (g - (xhat * c1 + c2)) * rstd.
+  void Dx(const LocalTensor<float>& dxf, const LocalTensor<float>& g, const LocalTensor<float>& xh,
+          const LocalTensor<float>& t, std::int64_t rows, std::int64_t pitch, float c1, float c2, float rstd) {
+    const std::uint32_t span = u32(rows * pitch);
+    Muls(t, xh, c1, span);
+    Adds(t, t, c2, span);
+    Sub(dxf, g, t, span);
+    Muls(dxf, dxf, rstd, span);
+  }
+
+  // ---- row mode's partial slices
+  void StartPartials(std::int64_t col0, std::int64_t width) {
+    if (s_.channel_mode()) return;
+    LoadRowWeight(col0, width);
+    if (width == 0) return;
+    if (p_.grads_w) {
+      Duplicate(dwpBuf_.Get<float>(), 0.0f, u32(width));
+      Duplicate(dwbBuf_.Get<float>(), 0.0f, u32(width));
+    }
+    if (p_.grads_b) {
+      Duplicate(dbpBuf_.Get<float>(), 0.0f, u32(width));
+      Duplicate(dbbBuf_.Get<float>(), 0.0f, u32(width));
+    }
+    block_sets_ = 0;
+  }
+
+  void FoldBlock(std::int64_t width) {
+    if (p_.grads_w) {
+      Add(dwpBuf_.Get<float>(), dwpBuf_.Get<float>(), dwbBuf_.Get<float>(), u32(width));
+      Duplicate(dwbBuf_.Get<float>(), 0.0f, u32(width));
+    }
+    if (p_.grads_b) {
+      Add(dbpBuf_.Get<float>(), dbpBuf_.Get<float>(), dbbBuf_.Get<float>(), u32(width));
+      Duplicate(dbbBuf_.Get<float>(), 0.0f, u32(width));
+    }
+    block_sets_ = 0;
+  }
+
+  void FlushPartials(std::int64_t col0, std::int64_t width) {
+    if (s_.channel_mode() || width == 0) return;
+    FoldBlock(width);
+    const auto row = static_cast<std::uint64_t>(block_ * params_ + col0);
+    if (p_.grads_w) CopyRowsOut(wsGm_[static_cast<std::uint64_t>(p_.ws_dw) + row], dwpBuf_.Get<float>(), 1, width, width);
+    if (p_.grads_b) CopyRowsOut(wsGm_[static_cast<std::uint64_t>(p_.ws_db) + row], dbpBuf_.Get<float>(), 1, width, width);
+  }
+
+  void FlushResident(const LocalTensor<float>& v, std::int64_t ws) {
+    for (std::int64_t a = 0; a < params_; a += kPiece) {
+      const std::int64_t w = std::min(kPiece, params_ - a);
+      CopyRowsOut(wsGm_[static_cast<std::uint64_t>(ws + block_ * params_ + a)], v[u32(a)], 1, w, w);
+    }
+  }
+
+  void LoadRowWeight(std::int64_t col0, std::int64_t width) {
+    if (!s_.has_weight || width == 0) return;
+    kernel::LoadRowAsFloat(wfBuf_.Get<float>(), wGm_, col0, width, tBuf_.Get<float>());
+  }
+
+  // dweight[c] (dbias[c]) = the sum over cores k of the workspace's partial k, in k order, for
+  // this core's share of the params; UB re-planned for it.
+  void ReduceParams() {
+    pipe_.Reset();
+    const ReduceLayout l = reduce_layout(kernel::dtype_of<P>());
+    const std::int64_t cores = p_.plan.tiles.block_dim;
+    const kernel::ColumnRange mine = kernel::columns_of(params_, cores, block_, kReduceUnit);
+    const std::int64_t step = p_.plan.reduce_width;
+    const TileShape sh{1, step, 1, 1};
+    const auto depth = static_cast<std::uint8_t>(p_.plan.reduce_depth);
+    pipe_.InitBuffer(sumBuf_, static_cast<std::uint32_t>(item_bytes(l.acc, sh)));
+    pipe_.InitBuffer(inPart_, depth, static_cast<std::uint32_t>(item_bytes(l.in, sh)));
+    if (l.out.size != 0) pipe_.InitBuffer(outP_, depth, static_cast<std::uint32_t>(item_bytes(l.out, sh)));
+    const LocalTensor<float> sum = sumBuf_.Get<float>();
+    auto reduce = [&](std::int64_t ws, const GlobalTensor<P>& dst) {
+      for (std::int64_t c0 = mine.first; c0 < mine.first + mine.count; c0 += step) {
+        const std::int64_t width = std::min(step, mine.first + mine.count - c0);
+        CopyRowsIn(sum, wsGm_[static_cast<std::uint64_t>(ws + c0)], 1, width, width);
+        for (std::int64_t k = 1; k < cores; ++k) {
+          LocalTensor<float> part = inPart_.AllocTensor<float>();
+          CopyRowsIn(part, wsGm_[static_cast<std::uint64_t>(ws + k * params_ + c0)], 1, width, width);
+          inPart_.EnQue(part);
+          part = inPart_.DeQue<float>();
+          Add(sum, sum, part, u32(width));
+          inPart_.FreeTensor(part);
+        }
+        if constexpr (std::is_same_v<P, float>) {
+          CopyRowsOut(dst[static_cast<std::uint64_t>(c0)], sum, 1, width, width);
+        } else {
+          LocalTensor<P> out = outP_.AllocTensor<P>();
+          Cast(out, sum, RoundMode::CAST_RINT, u32(width));
+          outP_.EnQue(out);
+          out = outP_.DeQue<P>();
+          CopyRowsOut(dst[static_cast<std::uint64_t>(c0)], out, 1, width, width);
+          outP_.FreeTensor(out);
+        }
+      }
+    };
+    if (p_.grads_w) reduce(p_.ws_dw, dwGm_);
+    if (p_.grads_b) reduce(p_.ws_db, dbGm_);
+  }
+
+  BwdParams p_;
+  Problem s_;
+  TileShape shape_;
+  std::int64_t block_ = 0;
+  RowRange range_;
+  std::int64_t size_ = 0;
+  std::int64_t params_ = 0;
+  std::int64_t block_sets_ = 0;
+  TPipe pipe_;
+  TQue<TPosition::VECIN, 2> inDy_, inX_, inPart_;
+  TQue<TPosition::VECOUT, 2> outDx_, outP_;
+  TBuf<TPosition::VECCALC> dyfBuf_, xfBuf_, tBuf_, wfBuf_, dwpBuf_, dwbBuf_, dbpBuf_, dbbBuf_, wcBuf_, dwcBuf_, dbcBuf_,
+      rawBuf_, meanBuf_, rstdBuf_, c1Buf_, c2Buf_, accBuf_, workBuf_, sumBuf_;
+  GlobalTensor<X> dyGm_, xGm_, dxGm_;
+  GlobalTensor<P> wGm_, dwGm_, dbGm_;
+  GlobalTensor<float> meanGm_, rstdGm_, wsGm_;
+};
+
+}  // namespace
+
+void run_bwd(const BwdCall& call, const Plan& plan, Emulator& emulator, const KernelContext& ctx) {
+  const family::NormBwd& d = call.d;
+  const Problem& s = call.s;
+  BwdParams p;
+  p.plan = plan;
+  p.s = s;
+  p.grads_w = d.dweight != nullptr && s.params() > 0;
+  p.grads_b = d.dbias != nullptr && s.params() > 0;
+  const std::string name = std::string(s.layer ? "layer_norm" : "group_norm") + "_bwd_" +
+                           std::string(to_string(plan.impl == Impl::gpu_port ? Impl::single_pass : plan.impl));
+  if (plan.tiles.block_dim == 0 || (s.size() == 0 && !p.grads_w && !p.grads_b)) {
+    emulator.record(empty_launch(name, emulator));
+    return;
+  }
+  const std::int64_t cores = plan.tiles.block_dim;
+  std::int64_t floats = 0;
+  p.ws_dw = floats;
+  if (p.grads_w) floats += cores * s.params();
+  p.ws_db = floats;
+  if (p.grads_b) floats += cores * s.params();
+  p.ws_c = floats;
+  if (plan.tiles.mode == TileMode::split_row && plan.tiles.stat_rows < plan.tiles.block_factor) floats += 2 * s.sets;
+  p.ws_floats = floats;
+  Workspace::Lease lease;
+  if (floats > 0) lease = ctx.backend->workspace(ctx.device.index).acquire(static_cast<std::size_t>(floats) * 4, ctx.stream);
+  const auto xbytes = static_cast<std::size_t>(s.sets * s.size()) * element_size(s.x);
+  const auto pbytes = static_cast<std::size_t>(s.params()) * element_size(s.p);
+  const auto sbytes = static_cast<std::size_t>(s.sets) * 4;
+  std::vector<GmArg> args{{"dy", d.dy, xbytes},       {"x", d.x, xbytes},   {"mean", d.mean, sbytes},
+                          {"rstd", d.rstd, sbytes},   {"dx", d.dx, xbytes}, {"workspace", lease.data(), lease.bytes()}};
+  if (s.has_weight) args.push_back({"weight", d.weight, pbytes});
+  if (d.dweight != nullptr) args.push_back({"dweight", d.dweight, pbytes});
+  if (d.dbias != nullptr) args.push_back({"dbias", d.dbias, pbytes});
+  auto gm = [](const void* v) { return static_cast<GM_ADDR>(const_cast<void*>(v)); };
+  auto* workspace = static_cast<GM_ADDR>(lease.data());
+  emulator.launch(name, cores, args, [&] {
+    kernel::with_types(s.x, s.p, [&](auto xt, auto pt) {
+      KernelNormGrad<typename decltype(xt)::type, typename decltype(pt)::type> op(p);
+      op.Init(gm(d.dy), gm(d.x), gm(d.weight), gm(d.mean), gm(d.rstd), gm(d.dx), gm(d.dweight), gm(d.dbias),
+              workspace);
+      op.Process();
+    });
+  });
+}
+
+}  // namespace opreg::npu::norm

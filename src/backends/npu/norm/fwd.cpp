@@ -1,0 +1,403 @@
+// layer_norm / group_norm forward on the npu: y = (x - mean) * rstd * w + b per set, with
+// rstd = 1 / sqrt(M2 / n + eps).
+//
+// single_pass: each core takes a contiguous range of sets, several whole sets a tile (one
+// DataCopyPad of their DMA rows in and out); the statistics are two-pass on the UB-resident set.
+// chunked: a set too large for UB is walked in pieces (DMA rows, or BLOCK_SIZE_SUB chunks of one
+// row) twice: pass 1 gives each piece's moments, merged with Chan's formula, for a group of sets;
+// pass 2 goes piece by piece over all the core's sets (each weight chunk loaded once a core) and
+// normalises. x is read twice. A set whose M2 overflows float (values past ~2^63) is summed again
+// scaled by a power of two (the chunked kernel re-reads it twice, only then).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "backends/npu/norm/kernels.h"
+
+namespace opreg::npu::norm {
+namespace {
+
+using namespace AscendC;
+using kernel::AsFloat;
+using kernel::CopyRowsIn;
+using kernel::CopyRowsOut;
+using kernel::StoreFloat;
+using namespace kernel_norm;
+
+struct FwdParams {
+  Plan plan;
+  Problem s;
+  float eps = 0;
+};
+
+template <class X, class P>
+class KernelNorm {
+ public:
+  explicit KernelNorm(const FwdParams& p) : p_(p), s_(p.s), shape_(p.plan.tiles.shape()) {}
+
+  void Init(GM_ADDR x, GM_ADDR weight, GM_ADDR bias, GM_ADDR y, GM_ADDR mean, GM_ADDR rstd) {
+    const Tiles& t = p_.plan.tiles;
+    range_ = rows_of_block(t, GetBlockIdx());
+    size_ = s_.size();
+    const auto elems = static_cast<std::uint64_t>(s_.sets * size_);
+    xGm_.SetGlobalBuffer(reinterpret_cast<__gm__ X*>(x), elems);
+    yGm_.SetGlobalBuffer(reinterpret_cast<__gm__ X*>(y), elems);
+    meanGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(mean), static_cast<std::uint64_t>(s_.sets));
+    rstdGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(rstd), static_cast<std::uint64_t>(s_.sets));
+    const auto params = static_cast<std::uint64_t>(s_.params());
+    if (s_.has_weight) wGm_.SetGlobalBuffer(reinterpret_cast<__gm__ P*>(weight), params);
+    if (s_.has_bias) bGm_.SetGlobalBuffer(reinterpret_cast<__gm__ P*>(bias), params);
+    const FwdLayout l = fwd_layout(s_);
+    const auto depth = static_cast<std::uint8_t>(t.depth);
+    pipe_.InitBuffer(inX_, depth, bytes(l.x));
+    pipe_.InitBuffer(outY_, depth, bytes(l.y));
+    if (l.xf.size != 0) pipe_.InitBuffer(xfBuf_, bytes(l.xf));
+    if (l.yf.size != 0) pipe_.InitBuffer(yfBuf_, bytes(l.yf));
+    if (l.wf.size != 0) pipe_.InitBuffer(wfBuf_, bytes(l.wf));
+    if (l.bf.size != 0) pipe_.InitBuffer(bfBuf_, bytes(l.bf));
+    if (l.wc.size != 0) pipe_.InitBuffer(wcBuf_, bytes(l.wc));
+    if (l.bc.size != 0) pipe_.InitBuffer(bcBuf_, bytes(l.bc));
+    if (l.p_raw.size != 0) pipe_.InitBuffer(rawBuf_, bytes(l.p_raw));
+    pipe_.InitBuffer(meanBuf_, bytes(l.mean));
+    pipe_.InitBuffer(m2Buf_, bytes(l.m2));
+    pipe_.InitBuffer(scaleBuf_, bytes(l.scale));
+    pipe_.InitBuffer(rstdBuf_, bytes(l.rstd));
+    pipe_.InitBuffer(accBuf_, bytes(l.acc));
+    pipe_.InitBuffer(workBuf_, bytes(l.work));
+  }
+
+  void Process() {
+    if (s_.channel_mode()) {
+      const LocalTensor<float> raw = l_raw();
+      if (s_.has_weight) LoadParams(wcBuf_.Get<float>(), wGm_, s_.params(), raw);
+      if (s_.has_bias) LoadParams(bcBuf_.Get<float>(), bGm_, s_.params(), raw);
+    }
+    if (p_.plan.tiles.mode == TileMode::split_row) {
+      ProcessPieces();
+    } else {
+      ProcessSets();
+    }
+  }
+
+ private:
+  std::uint32_t bytes(const UbItem& item) const { return static_cast<std::uint32_t>(item_bytes(item, shape_)); }
+  LocalTensor<float> l_raw() { return fwd_layout(s_).p_raw.size != 0 ? rawBuf_.Get<float>() : LocalTensor<float>{}; }
+  std::uint64_t at(std::int64_t set, std::int64_t row = 0, std::int64_t col = 0) const {
+    return static_cast<std::uint64_t>(set * size_ + row * p_.plan.row_len + col);
+  }
+  LocalTensor<float> Acc() { return accBuf_.Get<float>(); }
+  LocalTensor<float> Work() { return workBuf_.Get<float>(); }
+
+  // ---- whole sets, several a tile
+  void ProcessSets() {
+    const std::int64_t R = p_.plan.dma_rows;
+    const std::int64_t L = p_.plan.row_len;
+    if (!s_.channel_mode()) LoadRowParams(0, L);
+    kernel::RowTiles(
+        range_.first, range_.count, p_.plan.sets_per_tile, p_.plan.tiles.depth,
+        [&](std::int64_t set0, std::int64_t n) { CopyIn(at(set0), n * R, L); },
+        [&](std::int64_t set0, std::int64_t n) {
+          ComputeSets(set0, n);
+          CopyOut(at(set0), n * R, L);
+          CopyRowsOut(meanGm_[static_cast<std::uint64_t>(set0)], meanBuf_.Get<float>(), 1, n, n);
+          CopyRowsOut(rstdGm_[static_cast<std::uint64_t>(set0)], rstdBuf_.Get<float>(), 1, n, n);
+        });
+  }
+
+  void CopyIn(std::uint64_t offset, std::int64_t rows, std::int64_t width) {
+    LocalTensor<X> x = inX_.AllocTensor<X>();
+    CopyRowsIn(x, xGm_[offset], rows, width, p_.plan.row_len);
+    inX_.EnQue(x);
+  }
+
+  void CopyOut(std::uint64_t offset, std::int64_t rows, std::int64_t width) {
+    LocalTensor<X> y = outY_.DeQue<X>();
+    CopyRowsOut(yGm_[offset], y, rows, width, p_.plan.row_len);
+    outY_.FreeTensor(y);
+  }
+
+  void ComputeSets(std::int64_t set0, std::int64_t n) {
+    const std::int64_t R = p_.plan.dma_rows;
+    const std::int64_t L = p_.plan.row_len;
+    const std::int64_t pitch = shape_.pitch();
+    LocalTensor<X> x = inX_.DeQue<X>();
+    LocalTensor<X> y = outY_.AllocTensor<X>();
+    const std::int64_t span = n * R * pitch;
+    const LocalTensor<float> xf = AsFloat(x, kernel::FloatScratch<X>(xfBuf_), span);
+    const LocalTensor<float> yf = kernel::FloatTile(y, kernel::FloatScratch<X>(yfBuf_));
+    for (std::int64_t k = 0; k < n; ++k) {
+      const auto base = u32(k * R * pitch);
+      Moments m = PieceMoments(xf[base], yf[base], R, L, pitch, Acc(), Work());
+      float scale = 1.0f;
+      if (Overflowed(m)) scale = RescaleResident(xf[base], yf[base], R, L, pitch, m);
+      PutStats(k, m, scale);
+    }
+    Rstd(n);
+    const LocalTensor<float> mean = meanBuf_.Get<float>();
+    const LocalTensor<float> rstd = rstdBuf_.Get<float>();
+    for (std::int64_t k = 0; k < n; ++k) {
+      const auto base = u32(k * R * pitch);
+      Apply(xf[base], yf[base], set0 + k, 0, R, L, pitch, mean.GetValue(u32(k)), rstd.GetValue(u32(k)));
+    }
+    StoreFloat(y, yf, span);
+    outY_.EnQue(y);
+    inX_.FreeTensor(x);
+  }
+
+  // ---- pieces of sets too large for UB
+  kernel::SplitRows Walk() const {
+    const Tiles& t = p_.plan.tiles;
+    return {range_.first, range_.count, t.stat_rows, 0, 0, p_.plan.pieces, t.depth};
+  }
+
+  void PieceIn(std::int64_t set, std::int64_t i) {
+    const Piece pc = p_.plan.piece(i);
+    CopyIn(at(set, pc.row0, pc.col0), pc.rows, pc.width);
+  }
+
+  void ProcessPieces() {
+    const kernel::SplitRows walk = Walk();
+    const LocalTensor<float> mean = meanBuf_.Get<float>();
+    const LocalTensor<float> m2 = m2Buf_.Get<float>();
+    const LocalTensor<float> rstd = rstdBuf_.Get<float>();
+    const std::int64_t pitch = shape_.pitch();
+    auto in = [&](std::int64_t set, std::int64_t i) { PieceIn(set, i); };
+    // Pass 1: each piece's moments merged into its set's (mean, M2), held in UB for the group.
+    walk.pass1([&](std::int64_t, std::int64_t) {}, in,
+               [&](std::int64_t r, std::int64_t i) {
+                 const Piece pc = p_.plan.piece(i);
+                 LocalTensor<X> x = inX_.DeQue<X>();
+                 const std::int64_t span = pc.rows * pitch;
+                 const LocalTensor<float> xf = AsFloat(x, kernel::FloatScratch<X>(xfBuf_), span);
+                 Moments piece;
+                 WithScratch([&](const LocalTensor<float>& t) {
+                   piece = PieceMoments(xf, t, pc.rows, pc.width, pitch, Acc(), Work());
+                 });
+                 inX_.FreeTensor(x);
+                 Moments set;
+                 if (i > 0) {
+                   set.n = static_cast<float>(p_.plan.before(i));
+                   set.mean = mean.GetValue(u32(r));
+                   set.m2 = m2.GetValue(u32(r));
+                 }
+                 Merge(set, piece);
+                 mean.SetValue(u32(r), set.mean);
+                 m2.SetValue(u32(r), set.m2);
+               },
+               [&](std::int64_t g0, std::int64_t gn) {
+                 for (std::int64_t r = 0; r < gn; ++r) {
+                   Moments m{static_cast<float>(size_), mean.GetValue(u32(r)), m2.GetValue(u32(r))};
+                   if (size_ == 0) m = {};
+                   float scale = 1.0f;
+                   if (Overflowed(m)) scale = RescaleSet(g0 + r, m);
+                   PutStats(r, m, scale);
+                 }
+                 Rstd(gn);
+                 CopyRowsOut(meanGm_[static_cast<std::uint64_t>(g0)], mean, 1, gn, gn);
+                 CopyRowsOut(rstdGm_[static_cast<std::uint64_t>(g0)], rstd, 1, gn, gn);
+               });
+    // Pass 2: piece by piece over every set of the core; with several groups the statistics come
+    // back from GM (MTE3 -> MTE2: a barrier first).
+    const bool spill = walk.groups() > 1;
+    if (spill) PipeBarrier<PIPE_ALL>();
+    walk.pass2(
+        [&](std::int64_t i) {
+          const Piece pc = p_.plan.piece(i);
+          if (!s_.channel_mode()) LoadRowParams(pc.col0, pc.width);
+        },
+        [&](std::int64_t set, std::int64_t gn) {
+          if (!spill) return;
+          CopyRowsIn(mean, meanGm_[static_cast<std::uint64_t>(set)], 1, gn, gn);
+          CopyRowsIn(rstd, rstdGm_[static_cast<std::uint64_t>(set)], 1, gn, gn);
+        },
+        in,
+        [&](std::int64_t j, std::int64_t i) {
+          const Piece pc = p_.plan.piece(i);
+          const std::int64_t set = range_.first + j;
+          LocalTensor<X> x = inX_.DeQue<X>();
+          LocalTensor<X> y = outY_.AllocTensor<X>();
+          const std::int64_t span = pc.rows * pitch;
+          const LocalTensor<float> xf = AsFloat(x, kernel::FloatScratch<X>(xfBuf_), span);
+          const LocalTensor<float> yf = kernel::FloatTile(y, kernel::FloatScratch<X>(yfBuf_));
+          const auto r = u32(j % walk.group);
+          Apply(xf, yf, set, pc.row0, pc.rows, pc.width, pitch, mean.GetValue(r), rstd.GetValue(r));
+          StoreFloat(y, yf, span);
+          outY_.EnQue(y);
+          inX_.FreeTensor(x);
+          CopyOut(at(set, pc.row0, pc.col0), pc.rows, pc.width);
+        },
+        [](std::int64_t) {});
+  }
+
+  // f(t) with a float tile for d = x - mean: y's float tile, or for float x a y tile of the out
+  // queue taken and given back (pass 1 copies nothing out).
+  template <class F>
+  void WithScratch(F&& f) {
+    if constexpr (std::is_same_v<X, float>) {
+      LocalTensor<float> t = outY_.AllocTensor<float>();
+      f(t);
+      outY_.FreeTensor(t);
+    } else {
+      f(yfBuf_.Get<float>());
+    }
+  }
+
+  // ---- statistics
+  static bool Overflowed(const Moments& m) { return std::isinf(m.m2) && std::isfinite(m.mean); }
+
+  void PutStats(std::int64_t k, const Moments& m, float scale) {
+    meanBuf_.Get<float>().SetValue(u32(k), m.mean);
+    m2Buf_.Get<float>().SetValue(u32(k), m.m2);
+    scaleBuf_.Get<float>().SetValue(u32(k), scale);
+  }
+
+  // rstd = scale / sqrt(M2s / n + eps * scale^2) for n sets, where M2s is M2 of (x - mean) * scale
+  // (scale 1 but for sets whose M2 overflows; an empty set has M2 0).
+  void Rstd(std::int64_t n) {
+    const auto count = u32(n);
+    const LocalTensor<float> m2 = m2Buf_.Get<float>();
+    const LocalTensor<float> scale = scaleBuf_.Get<float>();
+    const LocalTensor<float> rstd = rstdBuf_.Get<float>();
+    Muls(rstd, m2, size_ == 0 ? 0.0f : 1.0f / static_cast<float>(size_), count);
+    Mul(m2, scale, scale, count);
+    Muls(m2, m2, p_.eps, count);
+    Add(rstd, rstd, m2, count);
+    Sqrt(rstd, rstd, count);
+    Reciprocal(rstd, rstd, count);
+    Mul(rstd, rstd, scale, count);
+  }
+
+  // A resident set whose M2 overflowed: M2 of (x - mean) scaled by the power of two that brings
+  // the largest |x - mean| below 1. Returns the scale (1 when that largest is not finite).
+  float RescaleResident(const LocalTensor<float>& x, const LocalTensor<float>& t, std::int64_t rows,
+                        std::int64_t width, std::int64_t pitch, Moments& m) {
+    const std::uint32_t span = u32(rows * pitch);
+    Adds(t, x, -m.mean, span);
+    Abs(t, t, span);
+    const float largest = RowsMax(t, rows, width, pitch, Acc(), Work());
+    if (!std::isfinite(largest)) return 1.0f;
+    const float scale = ScaleFor(largest);
+    Adds(t, x, -m.mean, span);
+    Muls(t, t, scale, span);
+    Mul(t, t, t, span);
+    m.m2 = RowsSum(t, rows, width, pitch, Acc(), Work());
+    return scale;
+  }
+
+  // The same for a set in pieces: its pieces come in once for the largest |x - mean|, once for
+  // the scaled squares.
+  float RescaleSet(std::int64_t set, Moments& m) {
+    const std::int64_t pitch = shape_.pitch();
+    auto each_piece = [&](auto&& f) {
+      for (std::int64_t i = 0; i < p_.plan.pieces; ++i) {
+        const Piece pc = p_.plan.piece(i);
+        PieceIn(set, i);
+        LocalTensor<X> x = inX_.DeQue<X>();
+        const std::int64_t span = pc.rows * pitch;
+        f(AsFloat(x, kernel::FloatScratch<X>(xfBuf_), span), pc, u32(span));
+        inX_.FreeTensor(x);
+      }
+    };
+    float largest = 0.0f;
+    float sum = 0.0f;
+    float scale = 1.0f;
+    WithScratch([&](const LocalTensor<float>& t) {
+    each_piece([&](const LocalTensor<float>& xf, const Piece& pc, std::uint32_t span) {
+      Adds(t, xf, -m.mean, span);
+      Abs(t, t, span);
+      const float piece = RowsMax(t, pc.rows, pc.width, pitch, Acc(), Work());
+      largest = std::isnan(piece) || piece > largest ? piece : largest;
+    });
+    if (!std::isfinite(largest)) return;
+    scale = ScaleFor(largest);
+    each_piece([&](const LocalTensor<float>& xf, const Piece& pc, std::uint32_t span) {
+      Adds(t, xf, -m.mean, span);
+      Muls(t, t, scale, span);
+      Mul(t, t, t, span);
+      sum += RowsSum(t, pc.rows, pc.width, pitch, Acc(), Work());
+    });
+    m.m2 = sum;
+    });
+    return scale;
+  }
+
+  // ---- y = (x - mean) * rstd * w + b over `rows` DMA rows (from row0 of set `set`) of `width`
+  void Apply(const LocalTensor<float>& xf, const LocalTensor<float>& yf, std::int64_t set, std::int64_t row0,
+             std::int64_t rows, std::int64_t width, std::int64_t pitch, float mean, float rstd) {
+    if (width == 0) return;
+    const std::uint32_t span = u32(rows * pitch);
+    Adds(yf, xf, -mean, span);
+    if (!s_.channel_mode()) {
+      Muls(yf, yf, rstd, span);
+      if (s_.has_weight) Mul(yf, yf, wfBuf_.Get<float>(), u32(width));
+      if (s_.has_bias) Add(yf, yf, bfBuf_.Get<float>(), u32(width));
+      return;
+    }
+    // Channel mode: each DMA row is one channel; its gamma and beta are scalars of the row.
+    const std::int64_t c0 = (set % s_.groups) * s_.channels + row0;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const LocalTensor<float> v = yf[u32(r * pitch)];
+      const float a = s_.has_weight ? rstd * wcBuf_.Get<float>().GetValue(u32(c0 + r)) : rstd;
+      Muls(v, v, a, u32(width));
+      if (s_.has_bias) Adds(v, v, bcBuf_.Get<float>().GetValue(u32(c0 + r)), u32(width));
+    }
+  }
+
+  // Row mode: the weight and bias of columns [col0, col0 + width) as float (16-bit params pass
+  // through y's float tile).
+  void LoadRowParams(std::int64_t col0, std::int64_t width) {
+    if (width == 0) return;
+    const LocalTensor<float> scratch = kernel::FloatScratch<X>(yfBuf_);
+    if (s_.has_weight) kernel::LoadRowAsFloat(wfBuf_.Get<float>(), wGm_, col0, width, scratch);
+    if (s_.has_bias) kernel::LoadRowAsFloat(bfBuf_.Get<float>(), bGm_, col0, width, scratch);
+  }
+
+  FwdParams p_;
+  Problem s_;
+  TileShape shape_;
+  RowRange range_;
+  std::int64_t size_ = 0;
+  TPipe pipe_;
+  TQue<TPosition::VECIN, 2> inX_;
+  TQue<TPosition::VECOUT, 2> outY_;
+  TBuf<TPosition::VECCALC> xfBuf_, yfBuf_, wfBuf_, bfBuf_, wcBuf_, bcBuf_, rawBuf_, meanBuf_, m2Buf_, scaleBuf_, rstdBuf_,
+      accBuf_, workBuf_;
+  GlobalTensor<X> xGm_, yGm_;
+  GlobalTensor<P> wGm_, bGm_;
+  GlobalTensor<float> meanGm_, rstdGm_;
+};
+
+}  // namespace
+
+void run_fwd(const FwdCall& call, const Plan& plan, Emulator& emulator) {
+  const family::NormFwd& d = call.d;
+  const Problem& s = call.s;
+  FwdParams p;
+  p.plan = plan;
+  p.s = s;
+  p.eps = static_cast<float>(d.eps);
+  const std::string name = std::string(s.layer ? "layer_norm" : "group_norm") + "_fwd_" +
+                           std::string(to_string(plan.impl == Impl::gpu_port ? Impl::single_pass : plan.impl));
+  if (plan.tiles.block_dim == 0) {
+    emulator.record(empty_launch(name, emulator));
+    return;
+  }
+  const auto xbytes = static_cast<std::size_t>(s.sets * s.size()) * element_size(s.x);
+  const auto pbytes = static_cast<std::size_t>(s.params()) * element_size(s.p);
+  const auto sbytes = static_cast<std::size_t>(s.sets) * 4;
+  std::vector<GmArg> args{{"x", d.x, xbytes}, {"y", d.y, xbytes}, {"mean", d.mean, sbytes}, {"rstd", d.rstd, sbytes}};
+  if (s.has_weight) args.push_back({"weight", d.weight, pbytes});
+  if (s.has_bias) args.push_back({"bias", d.bias, pbytes});
+  auto gm = [](const void* v) { return static_cast<GM_ADDR>(const_cast<void*>(v)); };
+  emulator.launch(name, plan.tiles.block_dim, args, [&] {
+    kernel::with_types(s.x, s.p, [&](auto xt, auto pt) {
+      KernelNorm<typename decltype(xt)::type, typename decltype(pt)::type> op(p);
+      op.Init(gm(d.x), gm(d.weight), gm(d.bias), gm(d.y), gm(d.mean), gm(d.rstd));
+      op.Process();
+    });
+  });
+}
+
+}  // namespace opreg::npu::norm
