@@ -76,13 +76,15 @@ OPREG_DEV float coeff_of(float rstd, double dot, double inv_h) {
 
 template <class X, int VEC, bool GEMMA, class Sum>
 OPREG_DEV Pack<X, VEC> dx_pack(const Pack<X, VEC>& dy, const float (&s)[VEC], const Pack<X, VEC>& x, float rstd,
-                               float coeff, bool dw, Sum (&acc)[VEC]) {
+                               float coeff, bool dw, Sum (&acc)[VEC], const Pack<X, VEC>* ds = nullptr) {
   Pack<X, VEC> out;
 #pragma unroll
   for (int e = 0; e < VEC; ++e) {
     const float xf = X::load(x.v[e]);
     const float dyf = X::load(dy.v[e]);
-    out.v[e] = X::store(rstd * dyf * s[e] - coeff * xf);
+    // fused_add_rms_norm: the gradient into the new residual joins dx before it is rounded.
+    const float extra = ds != nullptr ? X::load(ds->v[e]) : 0.0f;
+    out.v[e] = X::store(rstd * dyf * s[e] - coeff * xf + extra);
     if (dw) acc[e].add_product(dyf, xhat_of<X>(xf, rstd, GEMMA));
   }
   return out;

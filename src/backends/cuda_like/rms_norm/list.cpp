@@ -63,6 +63,21 @@ RowProblem row_problem(const RmsNormFwdArgs& a, const GpuInfo& gpu) { return mak
 RowProblem row_problem(const RmsNormBwdArgs& a, const GpuInfo& gpu) {
   return make_problem(a, gpu, {&a.dy, &a.x, &a.dx});
 }
+RowProblem row_problem(const FusedAddRmsNormFwdArgs& a, const GpuInfo& gpu) {
+  RowProblem p = make_problem(a, gpu, {&a.x, &a.residual, &a.y, &a.s});
+  p.fused = true;
+  return p;
+}
+RowProblem row_problem(const FusedAddRmsNormBwdArgs& a, const GpuInfo& gpu) {
+  // The backward's forward input is s; make_problem reads rows and hidden off `x`.
+  struct View {
+    const Tensor& x;
+    const Tensor& weight;
+  } v{a.s, a.weight};
+  RowProblem p = make_problem(v, gpu, {&a.dy, &a.ds_out, &a.s, &a.dx});
+  p.fused = true;
+  return p;
+}
 
 namespace {
 
@@ -305,7 +320,7 @@ std::string shape_note(const RowShape& s, const Launch& l) {
 
 template <class Args, ShapeFn Shape, const char* Name>
 Verdict resident_supports(const Args& a, const GpuInfo& gpu, ResidentPlan& plan) {
-  constexpr bool kBackward = std::is_same_v<Args, RmsNormBwdArgs>;
+  constexpr bool kBackward = std::is_same_v<Args, RmsNormBwdArgs> || std::is_same_v<Args, FusedAddRmsNormBwdArgs>;
   const RowProblem rp = row_problem(a, gpu);
   const ShapeOrWhy sw = Shape(rp, kBackward);
   if (!sw.shape) return Verdict::reject(sw.why);
@@ -320,7 +335,7 @@ Verdict resident_supports(const Args& a, const GpuInfo& gpu, ResidentPlan& plan)
 
 template <class Args, ShapeFn Shape>
 void resident_run(const Args& a, const ResidentPlan& plan, const KernelContext& ctx) {
-  constexpr bool kBackward = std::is_same_v<Args, RmsNormBwdArgs>;
+  constexpr bool kBackward = std::is_same_v<Args, RmsNormBwdArgs> || std::is_same_v<Args, FusedAddRmsNormBwdArgs>;
   const RowProblem rp = row_problem(a, facts_of(ctx));
   const auto d = family::describe(a);
   if (!kBackward && d.rows == 0) return;
@@ -343,7 +358,7 @@ void resident_run(const Args& a, const ResidentPlan& plan, const KernelContext& 
 
 template <class Args, const char* Name>
 void split_plan(const Args& a, const GpuInfo& gpu, SplitPlan& plan) {
-  constexpr bool kBackward = std::is_same_v<Args, RmsNormBwdArgs>;
+  constexpr bool kBackward = std::is_same_v<Args, RmsNormBwdArgs> || std::is_same_v<Args, FusedAddRmsNormBwdArgs>;
   const RowProblem rp = row_problem(a, gpu);
   plan.vec = rp.aligned ? vec_of(rp.x_type) : 1;
   const auto d = family::describe(a);
@@ -354,7 +369,7 @@ void split_plan(const Args& a, const GpuInfo& gpu, SplitPlan& plan) {
 
 template <class Args>
 void split_run(const Args& a, const SplitPlan& plan, const KernelContext& ctx) {
-  constexpr bool kBackward = std::is_same_v<Args, RmsNormBwdArgs>;
+  constexpr bool kBackward = std::is_same_v<Args, RmsNormBwdArgs> || std::is_same_v<Args, FusedAddRmsNormBwdArgs>;
   const RowProblem rp = row_problem(a, facts_of(ctx));
   const auto d = family::describe(a);
   if (!kBackward && d.rows == 0) return;
@@ -379,6 +394,8 @@ constexpr char kFwdRows[] = "cuda.rms_norm.fwd.rows";
 constexpr char kBwdRows[] = "cuda.rms_norm.bwd.rows";
 constexpr char kFwdSplit[] = "cuda.rms_norm.fwd.split";
 constexpr char kBwdSplit[] = "cuda.rms_norm.bwd.split";
+constexpr char kFusedFwdRows[] = "cuda.fused_add_rms_norm.fwd.rows";
+constexpr char kFusedBwdRows[] = "cuda.fused_add_rms_norm.bwd.rows";
 
 using Fwd = RmsNormFwdArgs;
 using Bwd = RmsNormBwdArgs;
@@ -409,6 +426,23 @@ void register_rms_norm(Registry& r) {
                    {"grid", "persistent"}}},
                  {"split", &split_plan<Bwd, kBwdSplit>, &split_run<Bwd>,
                   {{"threads", "256"}, {"accesses_per_thread", "2"}}}});
+  // fused_add_rms_norm: the rows kernels with the residual's accesses (s formed in registers,
+  // stored and normalised; ds_out added to dx before it is rounded). Rows the rows variant does
+  // not hold (forward past 65,536 16-bit / 32,768 f32 columns, backward past 16,384) are not
+  // taken on the GPU yet.
+  register_list(r, fused_add_rms_norm_fwd_op(), "cuda",
+                {{"rows", &resident_supports<FusedAddRmsNormFwdArgs, rows_shape, kFusedFwdRows>,
+                  &resident_run<FusedAddRmsNormFwdArgs, rows_shape>,
+                  {{"accesses_per_thread", "4,8,2"}, {"access_bytes", "16 or 1 element"}, {"block", "256 or one row"},
+                   {"grid", "a block per row group"}}}});
+  register_list(r, fused_add_rms_norm_bwd_op(), "cuda",
+                {{"rows", &resident_supports<FusedAddRmsNormBwdArgs, rows_shape, kFusedBwdRows>,
+                  &resident_run<FusedAddRmsNormBwdArgs, rows_shape>,
+                  {{"accesses_per_thread", "1,2,4"},
+                   {"access_bytes", "16 or 1 element"},
+                   {"block", "256 or one row"},
+                   {"stages", "2 in shared memory, or registers"},
+                   {"grid", "persistent"}}}});
 }
 
 }  // namespace opreg::cuda_like

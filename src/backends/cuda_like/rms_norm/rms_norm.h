@@ -22,10 +22,13 @@ struct RowProblem {
   Elem x_type = Elem::f32;
   Elem w_type = Elem::f32;  // x's when there is no weight
   bool aligned = false;  // every row of every tensor starts on 16 bytes: 16-byte accesses
+  bool fused = false;    // fused_add_rms_norm (a residual in, s out; ds_out in)
   GpuInfo gpu;
 };
 RowProblem row_problem(const RmsNormFwdArgs& args, const GpuInfo& gpu);
 RowProblem row_problem(const RmsNormBwdArgs& args, const GpuInfo& gpu);
+RowProblem row_problem(const FusedAddRmsNormFwdArgs& args, const GpuInfo& gpu);
+RowProblem row_problem(const FusedAddRmsNormBwdArgs& args, const GpuInfo& gpu);
 
 // The shapes the variants use, or why they cannot take the problem.
 struct ShapeOrWhy {

@@ -261,6 +261,19 @@ __global__ void __launch_bounds__(max_threads_fwd(NV, VEC))
       for (int k = 0; k < NV; ++k) {
         if (k < count) regs[k] = load_pack_once<X, VEC>(x + at + k * tpr * VEC);
       }
+      if (p.residual != nullptr) {  // fused_add_rms_norm: s = X(x + residual), stored and normalised
+        const auto* res = static_cast<const XT*>(p.residual) + at;
+        XT* sum = static_cast<XT*>(p.s) + at;
+#pragma unroll
+        for (int k = 0; k < NV; ++k) {
+          if (k < count) {
+            const Pack<X, VEC> rv = load_pack_once<X, VEC>(res + k * tpr * VEC);
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) regs[k].v[e] = X::store(X::load(regs[k].v[e]) + X::load(rv.v[e]));
+            store_pack<X, VEC>(sum + k * tpr * VEC, regs[k]);
+          }
+        }
+      }
       if constexpr (kEarlyW) {
         if (sc.w != nullptr) {
 #pragma unroll
@@ -323,14 +336,20 @@ __global__ void __launch_bounds__(max_threads_fwd(NV, VEC))
 template <class X, class W, int VEC, int NV, Mode C, class XAccess, class DyAccess>
 OPREG_DEV void bwd_row_out(const Scales<W, VEC, NV>& sc, typename X::T* dx, const RowWalk& walk, int count, float rstd,
                            float coeff, bool want_dw, const XAccess& xk, const DyAccess& dyk,
-                           DwSum<X> (&acc)[NV][VEC]) {
+                           DwSum<X> (&acc)[NV][VEC], const typename X::T* ds) {
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
     if (k < count) {
       float s[VEC];
       sc.template get<C>(walk, k, s);
-      store_pack<X, VEC>(dx + k * walk.tpr * VEC,
-                         dx_pack<X, VEC, C == Mode::gemma>(dyk(k), s, xk(k), rstd, coeff, want_dw, acc[k]));
+      if (ds != nullptr) {  // fused_add_rms_norm's ds_out, at the row's offset
+        const Pack<X, VEC> dsv = load_pack<X, VEC>(ds + k * walk.tpr * VEC);
+        store_pack<X, VEC>(dx + k * walk.tpr * VEC,
+                           dx_pack<X, VEC, C == Mode::gemma>(dyk(k), s, xk(k), rstd, coeff, want_dw, acc[k], &dsv));
+      } else {
+        store_pack<X, VEC>(dx + k * walk.tpr * VEC,
+                           dx_pack<X, VEC, C == Mode::gemma>(dyk(k), s, xk(k), rstd, coeff, want_dw, acc[k]));
+      }
     }
   }
 }
@@ -434,8 +453,9 @@ __global__ void __launch_bounds__(max_threads_bwd(NV, VEC))
     if constexpr (CLUSTER) dot = cluster_total(dot, &totals[parity], csize);
     const float coeff = coeff_of(rstd, dot, inv_h);
     XT* dx = static_cast<XT*>(p.dx) + at;
+    const XT* ds = p.ds_out != nullptr ? static_cast<const XT*>(p.ds_out) + at : nullptr;
     by_casting(p.mode, [&](auto c) {
-      bwd_row_out<X, W, VEC, NV, decltype(c)::value>(sc, dx, walk, count, rstd, coeff, want_dw, xk, dyk, acc);
+      bwd_row_out<X, W, VEC, NV, decltype(c)::value>(sc, dx, walk, count, rstd, coeff, want_dw, xk, dyk, acc, ds);
     });
     stage = stage + 1 == stages ? 0 : stage + 1;
   }
