@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/npu/norm/kernels.h"
+#include "backends/npu/gpu_port.h"
 #include "backends/npu/npu_backend.h"
 #include "opreg/variants.h"
 #include "registry/fail.h"
@@ -128,13 +129,13 @@ void probe_gpu_port(const Problem& s, const Plan& plan, bool backward, Emulator&
   if (s.sets == 0) return;
   const std::string name = std::string(s.layer ? "layer_norm" : "group_norm") + (backward ? "_bwd" : "_fwd") +
                            "_gpu_port";
-  const auto bytes = static_cast<std::uint64_t>(plan.live_bits() / 8);
   // One block per set (the launch refuses more than 65535); in each, the GPU kernel's live tiles.
-  emulator.launch(name, s.sets, {}, [&] {
-    AscendC::TPipe pipe;
-    AscendC::TBuf<AscendC::TPosition::VECCALC> live;
-    pipe.InitBuffer(live, static_cast<std::uint32_t>(std::min<std::uint64_t>(bytes, 0xFFFFFFE0ULL)));
-  });
+  gpu_port::Port port;
+  port.programs = s.sets;
+  port.block_size = plan.tiles.block_size;
+  port.live_bits = plan.live_bits();
+  port.ub_bits = static_cast<std::int64_t>(emulator.ub_bytes()) * 8;
+  gpu_port::launch(emulator, name, port, {});
 }
 
 }  // namespace norm
