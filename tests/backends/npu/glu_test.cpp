@@ -77,16 +77,16 @@ TEST_F(Glu, GpuPortIsNeverChosenAndSaysWhatItWouldDo) {
 // the two float tiles is 65536 x (3 x 2 x 2 + 2 x 4) B = 10485760 bits; the backward's dc, a, b,
 // da, db doubled plus four float tiles, 65536 x (5 x 2 x 2 + 4 x 4) B = 18874368 bits.
 TEST_F(Glu, GpuPortForcedOnTheSeedRowFailsWithUbOverflowWhereFlatPasses) {
-  const std::pair<const char*, const char*> cases[] = {{"geglu.fwd", "10485760"}, {"swiglu.bwd", "18874368"},
-                                                       {"swiglu.fwd", "10485760"}, {"geglu.bwd", "18874368"}};
+  const std::pair<const char*, const char*> cases[] = {
+      {"geglu.fwd", "10485760"}, {"swiglu.bwd", "18874368"}, {"swiglu.fwd", "10485760"}, {"geglu.bwd", "18874368"}};
   for (const auto& [op, bits] : cases) {
     const ProblemSpec s = spec(op, Shape{2, 65536}, DType::bf16);
     {
       Problem p(*reg, s, npu);
       force(std::string("npu.") + op + ".gpu_port");
-      EXPECT_TRUE(ThrowsError([&] { p.run(); }, ErrorKind::unsupported,
-                              {std::string("ub overflow, requires ") + bits + " bits while 1572864 bits available!",
-                               "multi-buffer"}))
+      EXPECT_TRUE(ThrowsError(
+          [&] { p.run(); }, ErrorKind::unsupported,
+          {std::string("ub overflow, requires ") + bits + " bits while 1572864 bits available!", "multi-buffer"}))
           << op;
     }
     Problem p(*reg, s, npu);

@@ -15,13 +15,14 @@
 // An overflowing a^3 makes u infinite and s exactly 0 or 1, as the double reference's tanh does;
 // a^2 in the polynomial is capped at 1e30 where s (1 - s) is already 0, so that 0 * inf makes no
 // NaN the reference lacks, while an infinite a still gives the reference's NaN.
+#include "backends/npu/glu/kernels.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <string>
 #include <vector>
 
-#include "backends/npu/glu/kernels.h"
 #include "backends/npu/kernel_util.h"
 #include "ops/describe.h"
 
@@ -196,8 +197,8 @@ class KernelGluBase {
   template <class In, class Body>
   void ForEachTile(In&& in, Body&& body) {
     const Walk walk(p_, GetBlockIdx());
-    kernel::Pipelined(walk.count(), p_.depth, [&](std::int64_t i) { in(walk.span(i)); },
-                      [&](std::int64_t i) { body(walk.span(i)); });
+    kernel::Pipelined(
+        walk.count(), p_.depth, [&](std::int64_t i) { in(walk.span(i)); }, [&](std::int64_t i) { body(walk.span(i)); });
   }
 
   GluPlan p_;
@@ -232,10 +233,10 @@ class KernelGluFwd : KernelGluBase<X> {
 
   void Process() {
     this->ForEachTile([&](Span s) { CopyIn(s); },
-               [&](Span s) {
-                 Compute(static_cast<std::uint32_t>(s.len));
-                 CopyOut(s);
-               });
+                      [&](Span s) {
+                        Compute(static_cast<std::uint32_t>(s.len));
+                        CopyOut(s);
+                      });
   }
 
  private:
@@ -312,10 +313,10 @@ class KernelGluBwd : KernelGluBase<X> {
 
   void Process() {
     this->ForEachTile([&](Span s) { CopyIn(s); },
-               [&](Span s) {
-                 Compute(static_cast<std::uint32_t>(s.len));
-                 CopyOut(s);
-               });
+                      [&](Span s) {
+                        Compute(static_cast<std::uint32_t>(s.len));
+                        CopyOut(s);
+                      });
   }
 
  private:

@@ -70,8 +70,8 @@ GluPlan plan_flat(const Layout& layout, const Problem& s, const DeviceModel& dev
   why = fmt::format(
       "flat: {} elements in tiles of {} ({} line(s) of {} B), {} tile(s) grid-strided over block_dim={} (<= {} a "
       "core), depth {}, {}",
-      s.n, p.tile, t.rows_per_tile, line * bytes_of(s.x), p.tiles, p.block_dim, ceil_div(p.tiles, p.block_dim),
-      p.depth, ub_line(p.ub_used, p.ub_bytes));
+      s.n, p.tile, t.rows_per_tile, line * bytes_of(s.x), p.tiles, p.block_dim, ceil_div(p.tiles, p.block_dim), p.depth,
+      ub_line(p.ub_used, p.ub_bytes));
   return p;
 }
 
