@@ -1,0 +1,446 @@
+// geglu and swiglu, forward and backward, on the npu: c = act(a) * b; da = dc * b * act'(a),
+// db = dc * act(a), with act gelu_tanh (geglu) or silu (swiglu).
+//
+// One body for every variant: a tile of a, b (and dc) comes in with DataCopyPad through depth-1
+// or depth-2 queues, is computed in float and rounded once on its way out. The variants differ
+// only in which GM span each tile is (plan.h): flat tiles grid-strided over the cores,
+// BLOCK_SIZE_SUB chunks of a core's rows, or one whole row per block (gpu_port).
+//
+// Both gates go through one sigmoid: gelu_tanh(a) = a (1 + tanh u) / 2 = a * sigmoid(2u) with
+// u = sqrt(2/pi) (a + 0.044715 a^3), silu(a) = a * sigmoid(a). The complement 1 - sigmoid(z) is
+// sigmoid(-z), computed as its own reciprocal rather than by a subtraction that cancels, so the
+// derivatives keep their relative accuracy where the sigmoid saturates:
+//   silu'(a)  = s (1 + a (1 - s))
+//   gelu'(a)  = s + 2 a s (1 - s) k (1 + 3 c a^2)     (s = sigmoid(2u), k = sqrt(2/pi), c = 0.044715)
+// An overflowing a^3 makes u infinite and s exactly 0 or 1, as the double reference's tanh does;
+// a^2 in the polynomial is capped at 1e30 where s (1 - s) is already 0, so that 0 * inf makes no
+// NaN the reference lacks, while an infinite a still gives the reference's NaN.
+#include "backends/npu/glu/kernels.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "backends/npu/kernel_util.h"
+#include "ops/describe.h"
+
+namespace opreg::npu::glu {
+namespace {
+
+using namespace AscendC;
+using kernel::AsFloat;
+using kernel::CopyRowsIn;
+using kernel::CopyRowsOut;
+using kernel::FloatScratch;
+using kernel::FloatTile;
+using kernel::StoreFloat;
+
+constexpr float kK = 0.7978845608028654f;  // sqrt(2 / pi)
+constexpr float kC = 0.044715f;
+constexpr float kSquareCap = 1e30f;
+
+// ---- the tiles of a block: which GM span each one is
+
+struct Span {
+  std::int64_t at = 0;   // first element
+  std::int64_t len = 0;  // elements
+};
+
+class Walk {
+ public:
+  Walk(const GluPlan& p, std::int64_t block) : p_(p), block_(block) {
+    if (p.impl == Impl::sub_block) {
+      Tiles rows;  // the planner's contiguous row ranges
+      rows.partition = Partition::contiguous;
+      rows.rows = p.rows;
+      rows.block_dim = p.block_dim;
+      range_ = rows_of_block(rows, block);
+    }
+  }
+
+  std::int64_t count() const {
+    switch (p_.impl) {
+      case Impl::flat:
+        return block_ < p_.tiles ? (p_.tiles - block_ + p_.block_dim - 1) / p_.block_dim : 0;
+      case Impl::sub_block:
+        return range_.count * p_.tiles;
+      case Impl::gpu_port:
+        return 1;
+    }
+    return 0;
+  }
+
+  Span span(std::int64_t i) const {
+    switch (p_.impl) {
+      case Impl::flat: {
+        const std::int64_t at = (block_ + i * p_.block_dim) * p_.tile;
+        return {at, std::min(p_.tile, p_.n - at)};
+      }
+      case Impl::sub_block: {
+        // A row's chunks one after another: the core walks its range of GM forwards.
+        const std::int64_t row = range_.first + i / p_.tiles;
+        const std::int64_t col = (i % p_.tiles) * p_.tile;
+        return {row * p_.cols + col, std::min(p_.tile, p_.cols - col)};
+      }
+      case Impl::gpu_port:
+        return {block_ * p_.cols, p_.cols};
+    }
+    return {};
+  }
+
+ private:
+  const GluPlan& p_;
+  std::int64_t block_;
+  RowRange range_;
+};
+
+// A span into a tile: `line`-element blocks of one DataCopyPad (contiguous in GM and, each a
+// multiple of 32 bytes, in UB), then the rest as one more block.
+template <class X>
+void CopyTileIn(const LocalTensor<X>& dst, const GlobalTensor<X>& src, Span s, std::int64_t line) {
+  const std::int64_t full = s.len > line ? s.len / line : 0;
+  const std::int64_t rest = s.len - full * line;
+  if (full > 0) CopyRowsIn(dst, src[static_cast<std::uint64_t>(s.at)], full, line, line);
+  if (rest > 0)
+    CopyRowsIn(dst[static_cast<std::uint32_t>(full * line)], src[static_cast<std::uint64_t>(s.at + full * line)], 1,
+               rest, rest);
+}
+
+template <class X>
+void CopyTileOut(const GlobalTensor<X>& dst, const LocalTensor<X>& src, Span s, std::int64_t line) {
+  const std::int64_t full = s.len > line ? s.len / line : 0;
+  const std::int64_t rest = s.len - full * line;
+  if (full > 0) CopyRowsOut(dst[static_cast<std::uint64_t>(s.at)], src, full, line, line);
+  if (rest > 0)
+    CopyRowsOut(dst[static_cast<std::uint64_t>(s.at + full * line)], src[static_cast<std::uint32_t>(full * line)], 1,
+                rest, rest);
+}
+
+// ---- the gates, on float tiles of n elements
+
+// The sigmoid's argument z: a itself for silu; 2u for gelu_tanh, computed into `tmp`.
+template <Act A>
+LocalTensor<float> GateArg(const LocalTensor<float>& tmp, const LocalTensor<float>& a, std::uint32_t n) {
+  if constexpr (A == Act::silu) {
+    static_cast<void>(tmp);
+    return a;
+  } else {
+    Mul(tmp, a, a, n);
+    Mul(tmp, tmp, a, n);
+    Muls(tmp, tmp, kC, n);
+    Add(tmp, tmp, a, n);
+    Muls(tmp, tmp, 2.0f * kK, n);
+    return tmp;
+  }
+}
+
+// dst = sigmoid(z) = 1 / (1 + e^-z), or with complement, 1 - sigmoid(z) = 1 / (1 + e^z). dst may be z.
+inline void Sigmoid(const LocalTensor<float>& dst, const LocalTensor<float>& z, std::uint32_t n, bool complement) {
+  if (complement) {
+    Exp(dst, z, n);
+  } else {
+    Muls(dst, z, -1.0f, n);
+    Exp(dst, dst, n);
+  }
+  Adds(dst, dst, 1.0f, n);
+  Reciprocal(dst, dst, n);
+}
+
+// t = act'(a) from t = 1 - s and s; `scratch` is a float tile free until the gate's value.
+template <Act A>
+void Slope(const LocalTensor<float>& t, const LocalTensor<float>& a, const LocalTensor<float>& s,
+           const LocalTensor<float>& scratch, std::uint32_t n) {
+  if constexpr (A == Act::silu) {
+    static_cast<void>(scratch);
+    Mul(t, t, a, n);
+    Adds(t, t, 1.0f, n);
+    Mul(t, t, s, n);
+  } else {
+    Mul(t, t, s, n);
+    Mul(t, t, a, n);
+    Muls(t, t, 2.0f * kK, n);
+    Mul(scratch, a, a, n);
+    Mins(scratch, scratch, kSquareCap, n);
+    Muls(scratch, scratch, 3.0f * kC, n);
+    Adds(scratch, scratch, 1.0f, n);
+    Mul(t, t, scratch, n);
+    Add(t, t, s, n);
+  }
+}
+
+// ---- the kernels
+
+// What both directions share: the plan, the tile walk, the pipe, and gpu_port's memory plan.
+template <class X>
+class KernelGluBase {
+ protected:
+  explicit KernelGluBase(const GluPlan& p) : p_(p), shape_{1, p.tile, 1, kernel::kRowAlign<X>} {}
+
+  std::uint32_t bytes(const UbItem& item) const { return static_cast<std::uint32_t>(item_bytes(item, shape_)); }
+  std::uint8_t depth() const { return static_cast<std::uint8_t>(p_.depth); }
+  void Bind(GlobalTensor<X>& gm, GM_ADDR addr) const {
+    gm.SetGlobalBuffer(reinterpret_cast<__gm__ X*>(addr), static_cast<std::uint64_t>(p_.n));
+  }
+
+  // triton-ascend's compiler plans a program's UB as a whole (hivm-plan-memory) and refuses the
+  // kernel when the live set does not fit: the port takes its whole live set first, so that an
+  // overflow names all of it, and then lays out its buffers in it.
+  void PlanLiveSet() {
+    if (p_.impl != Impl::gpu_port) return;
+    constexpr std::int64_t kMost = std::numeric_limits<std::uint32_t>::max() - 31;
+    pipe_.InitBuffer(liveBuf_, static_cast<std::uint32_t>(std::min(p_.ub_used, kMost)));
+    pipe_.Reset();
+  }
+
+  template <class In, class Body>
+  void ForEachTile(In&& in, Body&& body) {
+    const Walk walk(p_, GetBlockIdx());
+    kernel::Pipelined(
+        walk.count(), p_.depth, [&](std::int64_t i) { in(walk.span(i)); }, [&](std::int64_t i) { body(walk.span(i)); });
+  }
+
+  GluPlan p_;
+  TileShape shape_;
+  TPipe pipe_;
+  TBuf<TPosition::VECCALC> liveBuf_;
+};
+
+template <class X, Act A>
+class KernelGluFwd : KernelGluBase<X> {
+  using Base = KernelGluBase<X>;
+  using Base::bytes;
+  using Base::depth;
+  using Base::p_;
+  using Base::pipe_;
+
+ public:
+  explicit KernelGluFwd(const GluPlan& p) : Base(p) {}
+
+  void Init(GM_ADDR a, GM_ADDR b, GM_ADDR c) {
+    this->Bind(aGm_, a);
+    this->Bind(bGm_, b);
+    this->Bind(cGm_, c);
+    this->PlanLiveSet();
+    const FwdLayout l = fwd_layout(kernel::dtype_of<X>());
+    pipe_.InitBuffer(inA_, depth(), bytes(l.a));
+    pipe_.InitBuffer(inB_, depth(), bytes(l.b));
+    pipe_.InitBuffer(outC_, depth(), bytes(l.c));
+    if (l.af.size != 0) pipe_.InitBuffer(afBuf_, bytes(l.af));
+    pipe_.InitBuffer(tBuf_, bytes(l.t));
+  }
+
+  void Process() {
+    this->ForEachTile([&](Span s) { CopyIn(s); },
+                      [&](Span s) {
+                        Compute(static_cast<std::uint32_t>(s.len));
+                        CopyOut(s);
+                      });
+  }
+
+ private:
+  void CopyIn(Span s) {
+    LocalTensor<X> a = inA_.template AllocTensor<X>();
+    LocalTensor<X> b = inB_.template AllocTensor<X>();
+    CopyTileIn(a, aGm_, s, p_.line);
+    CopyTileIn(b, bGm_, s, p_.line);
+    inA_.EnQue(a);
+    inB_.EnQue(b);
+  }
+
+  void Compute(std::uint32_t n) {
+    LocalTensor<X> a = inA_.template DeQue<X>();
+    LocalTensor<X> b = inB_.template DeQue<X>();
+    LocalTensor<X> c = outC_.template AllocTensor<X>();
+    const LocalTensor<float> af = FloatScratch<X>(afBuf_);
+    const LocalTensor<float> t = tBuf_.Get<float>();
+    const LocalTensor<float> xa = AsFloat(a, af, n);
+    Sigmoid(t, GateArg<A>(t, xa, n), n, false);
+    // act(a) = a * s lands in c's tile (float) or over a's float copy (16-bit), then times b.
+    const LocalTensor<float> out = FloatTile(c, af);
+    Mul(out, xa, t, n);
+    Mul(out, out, AsFloat(b, t, n), n);
+    StoreFloat(c, out, n);
+    outC_.EnQue(c);
+    inA_.FreeTensor(a);
+    inB_.FreeTensor(b);
+  }
+
+  void CopyOut(Span s) {
+    LocalTensor<X> c = outC_.template DeQue<X>();
+    CopyTileOut(cGm_, c, s, p_.line);
+    outC_.FreeTensor(c);
+  }
+
+  TQue<TPosition::VECIN, 2> inA_, inB_;
+  TQue<TPosition::VECOUT, 2> outC_;
+  TBuf<TPosition::VECCALC> afBuf_, tBuf_;
+  GlobalTensor<X> aGm_, bGm_, cGm_;
+};
+
+template <class X, Act A>
+class KernelGluBwd : KernelGluBase<X> {
+  using Base = KernelGluBase<X>;
+  using Base::bytes;
+  using Base::depth;
+  using Base::p_;
+  using Base::pipe_;
+
+ public:
+  explicit KernelGluBwd(const GluPlan& p) : Base(p) {}
+
+  // da may be a and db may be b: a tile's inputs are all in UB before its outputs go out, and
+  // no two tiles overlap.
+  void Init(GM_ADDR dc, GM_ADDR a, GM_ADDR b, GM_ADDR da, GM_ADDR db) {
+    this->Bind(dcGm_, dc);
+    this->Bind(aGm_, a);
+    this->Bind(bGm_, b);
+    this->Bind(daGm_, da);
+    this->Bind(dbGm_, db);
+    this->PlanLiveSet();
+    const BwdLayout l = bwd_layout(kernel::dtype_of<X>());
+    pipe_.InitBuffer(inDc_, depth(), bytes(l.dc));
+    pipe_.InitBuffer(inA_, depth(), bytes(l.a));
+    pipe_.InitBuffer(inB_, depth(), bytes(l.b));
+    pipe_.InitBuffer(outDa_, depth(), bytes(l.da));
+    pipe_.InitBuffer(outDb_, depth(), bytes(l.db));
+    if (l.af.size != 0) pipe_.InitBuffer(afBuf_, bytes(l.af));
+    pipe_.InitBuffer(sBuf_, bytes(l.s));
+    if (l.slope.size != 0) pipe_.InitBuffer(slopeBuf_, bytes(l.slope));
+    if (l.value.size != 0) pipe_.InitBuffer(valueBuf_, bytes(l.value));
+  }
+
+  void Process() {
+    this->ForEachTile([&](Span s) { CopyIn(s); },
+                      [&](Span s) {
+                        Compute(static_cast<std::uint32_t>(s.len));
+                        CopyOut(s);
+                      });
+  }
+
+ private:
+  void CopyIn(Span s) {
+    LocalTensor<X> dc = inDc_.template AllocTensor<X>();
+    LocalTensor<X> a = inA_.template AllocTensor<X>();
+    LocalTensor<X> b = inB_.template AllocTensor<X>();
+    CopyTileIn(dc, dcGm_, s, p_.line);
+    CopyTileIn(a, aGm_, s, p_.line);
+    CopyTileIn(b, bGm_, s, p_.line);
+    inDc_.EnQue(dc);
+    inA_.EnQue(a);
+    inB_.EnQue(b);
+  }
+
+  void Compute(std::uint32_t n) {
+    LocalTensor<X> dc = inDc_.template DeQue<X>();
+    LocalTensor<X> a = inA_.template DeQue<X>();
+    LocalTensor<X> b = inB_.template DeQue<X>();
+    LocalTensor<X> da = outDa_.template AllocTensor<X>();
+    LocalTensor<X> db = outDb_.template AllocTensor<X>();
+    const LocalTensor<float> af = FloatScratch<X>(afBuf_);
+    const LocalTensor<float> s = sBuf_.Get<float>();
+    const LocalTensor<float> slope = FloatTile(da, FloatScratch<X>(slopeBuf_));
+    const LocalTensor<float> value = FloatTile(db, FloatScratch<X>(valueBuf_));
+    const LocalTensor<float> xa = AsFloat(a, af, n);
+    const LocalTensor<float> z = GateArg<A>(slope, xa, n);
+    Sigmoid(s, z, n, false);
+    Sigmoid(slope, z, n, true);
+    Slope<A>(slope, xa, s, value, n);
+    Mul(value, xa, s, n);
+    // db = dc * act(a); da = dc * act'(a) * b (b as float over a's float copy, now unused).
+    const LocalTensor<float> g = AsFloat(dc, s, n);
+    Mul(value, value, g, n);
+    StoreFloat(db, value, n);
+    Mul(slope, slope, g, n);
+    Mul(slope, slope, AsFloat(b, af, n), n);
+    StoreFloat(da, slope, n);
+    outDa_.EnQue(da);
+    outDb_.EnQue(db);
+    inDc_.FreeTensor(dc);
+    inA_.FreeTensor(a);
+    inB_.FreeTensor(b);
+  }
+
+  void CopyOut(Span s) {
+    LocalTensor<X> da = outDa_.template DeQue<X>();
+    LocalTensor<X> db = outDb_.template DeQue<X>();
+    CopyTileOut(daGm_, da, s, p_.line);
+    CopyTileOut(dbGm_, db, s, p_.line);
+    outDa_.FreeTensor(da);
+    outDb_.FreeTensor(db);
+  }
+
+  TQue<TPosition::VECIN, 2> inDc_, inA_, inB_;
+  TQue<TPosition::VECOUT, 2> outDa_, outDb_;
+  TBuf<TPosition::VECCALC> afBuf_, sBuf_, slopeBuf_, valueBuf_;
+  GlobalTensor<X> dcGm_, aGm_, bGm_, daGm_, dbGm_;
+};
+
+std::string kernel_name(Act act, bool backward, Impl impl) {
+  return std::string(act == Act::gelu ? "geglu" : "swiglu") + (backward ? "_bwd_" : "_fwd_") +
+         std::string(to_string(impl));
+}
+
+void record_empty(const std::string& name, Emulator& emulator) {
+  LaunchCounters c;
+  c.kernel = name;
+  c.profile = emulator.profile().name;
+  c.cores = emulator.vector_cores();
+  c.ub_size = emulator.ub_bytes();
+  emulator.record(c);
+}
+
+// f(Tag<X>, an Act constant) for the problem's dtype and gate: one kernel instantiation each.
+template <class F>
+void with_kernel(DType x, Act act, F&& f) {
+  kernel::with_types(x, x, [&](auto xt, auto) {
+    if (act == Act::gelu) {
+      f(xt, std::integral_constant<Act, Act::gelu>{});
+    } else {
+      f(xt, std::integral_constant<Act, Act::silu>{});
+    }
+  });
+}
+
+auto gm(const Tensor& t) { return static_cast<GM_ADDR>(const_cast<void*>(t.data())); }
+
+}  // namespace
+
+std::int64_t hidden_of(const Tensor& a) {
+  const Shape& s = a.shape();
+  return s.ndim() == 0 ? 1 : s[s.ndim() - 1];
+}
+
+void run_fwd(const GluFwdArgs& a, Act act, const GluPlan& plan, Emulator& emulator) {
+  const std::string name = kernel_name(act, false, plan.impl);
+  if (plan.block_dim == 0) return record_empty(name, emulator);
+  const std::vector<GmArg> args{
+      {"a", a.a.data(), a.a.nbytes()}, {"b", a.b.data(), a.b.nbytes()}, {"c", a.c.data(), a.c.nbytes()}};
+  emulator.launch(name, plan.block_dim, args, [&] {
+    with_kernel(a.a.dtype(), act, [&](auto xt, auto at) {
+      KernelGluFwd<typename decltype(xt)::type, decltype(at)::value> op(plan);
+      op.Init(gm(a.a), gm(a.b), gm(a.c));
+      op.Process();
+    });
+  });
+}
+
+void run_bwd(const GluBwdArgs& a, Act act, const GluPlan& plan, Emulator& emulator) {
+  const std::string name = kernel_name(act, true, plan.impl);
+  if (plan.block_dim == 0) return record_empty(name, emulator);
+  const std::vector<GmArg> args{{"dc", a.dc.data(), a.dc.nbytes()},
+                                {"a", a.a.data(), a.a.nbytes()},
+                                {"b", a.b.data(), a.b.nbytes()},
+                                {"da", a.da.data(), a.da.nbytes()},
+                                {"db", a.db.data(), a.db.nbytes()}};
+  emulator.launch(name, plan.block_dim, args, [&] {
+    with_kernel(a.a.dtype(), act, [&](auto xt, auto at) {
+      KernelGluBwd<typename decltype(xt)::type, decltype(at)::value> op(plan);
+      op.Init(gm(a.dc), gm(a.a), gm(a.b), gm(a.da), gm(a.db));
+      op.Process();
+    });
+  });
+}
+
+}  // namespace opreg::npu::glu

@@ -1,0 +1,214 @@
+#include "backends/npu/glu/plan.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+
+#include "ops/describe.h"
+
+namespace opreg::npu::glu {
+namespace {
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+std::uint32_t bytes_of(DType d) { return static_cast<std::uint32_t>(element_size(d)); }
+// 16-bit activations are computed in float copies; float ones in their own tiles.
+std::uint32_t widened(DType x) { return x == DType::f32 ? 0 : 4; }
+
+// The longest DataCopyPad block that is whole 512-byte lines (65535 bytes at most).
+constexpr std::int64_t kLongestLineBytes = kMaxBlockLen / kL2LineBytes * kL2LineBytes;
+
+template <class Layout>
+std::int64_t bytes_at(const Layout& layout, std::int64_t width, std::int64_t align, int depth) {
+  const auto items = layout.items();
+  return layout_bytes(items, TileShape{1, width, 1, align}, depth);
+}
+
+struct Sized {
+  std::int64_t align = 8;
+  std::int64_t avail = 0;
+};
+
+Sized sized(const Problem& s, const DeviceModel& device) {
+  return {std::max<std::int64_t>(1, 32 / bytes_of(s.x)), static_cast<std::int64_t>(device.ub_bytes) - kUbReserve};
+}
+
+std::string ub_line(std::int64_t used, std::int64_t ub) {
+  return fmt::format("UB {} of {} B ({:.0f}%)", used, ub, ub == 0 ? 0.0 : 100.0 * static_cast<double>(used) / ub);
+}
+
+template <class Layout>
+GluPlan plan_flat(const Layout& layout, const Problem& s, const DeviceModel& device, std::string& why) {
+  GluPlan p;
+  const Sized z = sized(s, device);
+  // A line is 512 bytes (an L2 line) unless the UB cannot hold one line of the layout.
+  std::int64_t line = kL2LineBytes / bytes_of(s.x);
+  while (line > z.align && bytes_at(layout, line, z.align, 1) > z.avail) line /= 2;
+  p.line = line;
+  const auto items = layout.items();
+  PlanRequest r;
+  r.kernel = s.backward ? "glu_bwd_flat" : "glu_fwd_flat";
+  r.rows = ceil_div(s.n, line);
+  r.cols = line;
+  r.layout = items;
+  r.gm_elem_bytes = bytes_of(s.x);
+  r.vector_cores = device.profile->vector_cores;
+  r.ub_bytes = static_cast<std::int64_t>(device.ub_bytes);
+  r.allow_split = false;
+  const Plan t = plan_tiles(r);
+  p.fits = t.fits;
+  p.depth = t.depth;
+  p.ub_bytes = t.ub_bytes;
+  if (!t.fits) {
+    why = "flat: " + t.why;
+    return p;
+  }
+  p.tile = t.rows_per_tile * line;
+  p.tiles = ceil_div(s.n, p.tile);
+  p.block_dim = std::min<std::int64_t>(device.profile->vector_cores, p.tiles);
+  p.ub_used = t.ub_used;
+  why = fmt::format(
+      "flat: {} elements in tiles of {} ({} line(s) of {} B), {} tile(s) grid-strided over block_dim={} (<= {} a "
+      "core), depth {}, {}",
+      s.n, p.tile, t.rows_per_tile, line * bytes_of(s.x), p.tiles, p.block_dim, ceil_div(p.tiles, p.block_dim), p.depth,
+      ub_line(p.ub_used, p.ub_bytes));
+  return p;
+}
+
+template <class Layout>
+GluPlan plan_sub_block(const Layout& layout, const Problem& s, const DeviceModel& device, std::string& why) {
+  GluPlan p;
+  const auto items = layout.items();
+  PlanRequest r;
+  r.kernel = s.backward ? "glu_bwd_sub_block" : "glu_fwd_sub_block";
+  r.rows = s.rows;
+  r.cols = s.cols;
+  r.layout = items;
+  r.gm_elem_bytes = bytes_of(s.x);
+  r.vector_cores = device.profile->vector_cores;
+  r.ub_bytes = static_cast<std::int64_t>(device.ub_bytes);
+  r.force_split = true;
+  const Plan t = plan_tiles(r);
+  p.fits = t.fits;
+  p.depth = t.depth;
+  p.ub_bytes = t.ub_bytes;
+  p.ub_used = t.ub_used;
+  p.block_dim = t.block_dim;
+  p.tile = t.block_size_sub;
+  p.line = t.block_size_sub;
+  p.tiles = t.chunks;
+  why = "sub_block: " + t.why;
+  return p;
+}
+
+template <class Layout>
+GluPlan plan_gpu_port(const Layout& layout, const Problem& s, const DeviceModel& device, std::string& why) {
+  GluPlan p;
+  const Sized z = sized(s, device);
+  p.block_dim = s.rows;
+  p.tile = static_cast<std::int64_t>(std::bit_ceil(static_cast<std::uint64_t>(std::max<std::int64_t>(1, s.cols))));
+  p.line = kLongestLineBytes / bytes_of(s.x);
+  p.tiles = 1;
+  p.depth = 2;  // triton-ascend's multibuffer, on by default on the A2 series
+  p.ub_bytes = static_cast<std::int64_t>(device.ub_bytes);
+  p.ub_used = bytes_at(layout, p.tile, z.align, p.depth);
+  const bool grid_ok = s.rows <= 65535;
+  const bool ub_ok = p.ub_used <= p.ub_bytes;
+  p.fits = grid_ok && ub_ok;
+  why = fmt::format(
+      "gpu_port: the GPU kernel's launch, never chosen: one block per row, {} block(s){}; BLOCK_SIZE={} (the next "
+      "power of two of {} columns), the row's tiles live in UB with multibuffer doubling each loaded tile: {} bits "
+      "of {} available{}",
+      s.rows, grid_ok ? "" : " (more than 65535: grid should be less than 65536!)", p.tile, s.cols, p.ub_used * 8,
+      p.ub_bytes * 8, ub_ok ? "" : " (ub overflow)");
+  return p;
+}
+
+}  // namespace
+
+std::string_view to_string(Impl impl) {
+  switch (impl) {
+    case Impl::flat:
+      return "flat";
+    case Impl::sub_block:
+      return "sub_block";
+    case Impl::gpu_port:
+      return "gpu_port";
+  }
+  return "?";
+}
+
+std::string_view to_string(Act act) { return act == Act::gelu ? "gelu_tanh" : "silu"; }
+
+namespace {
+Problem problem_from(DType x, std::int64_t n, std::int64_t cols, bool backward) {
+  const std::int64_t rows = cols == 0 ? 0 : n / cols;
+  return {x, n, rows, cols, backward};
+}
+}  // namespace
+
+Problem problem_of(const family::GluFwd& d, std::int64_t cols) {
+  return problem_from(family::dtype_of(d.type), d.n, cols, false);
+}
+Problem problem_of(const family::GluBwd& d, std::int64_t cols) {
+  return problem_from(family::dtype_of(d.type), d.n, cols, true);
+}
+
+FwdLayout fwd_layout(DType x) {
+  const std::uint32_t xs = bytes_of(x);
+  FwdLayout l;
+  l.a = {"a", Extent::tile, xs, true};
+  l.b = {"b", Extent::tile, xs, true};
+  l.c = {"c", Extent::tile, xs, true};
+  l.af = {"a_f32", Extent::tile, widened(x), false};
+  l.t = {"gate_f32", Extent::tile, 4, false};
+  return l;
+}
+
+BwdLayout bwd_layout(DType x) {
+  const std::uint32_t xs = bytes_of(x);
+  BwdLayout l;
+  l.dc = {"dc", Extent::tile, xs, true};
+  l.a = {"a", Extent::tile, xs, true};
+  l.b = {"b", Extent::tile, xs, true};
+  l.da = {"da", Extent::tile, xs, true};
+  l.db = {"db", Extent::tile, xs, true};
+  l.af = {"a_f32", Extent::tile, widened(x), false};
+  l.s = {"sigmoid_f32", Extent::tile, 4, false};
+  l.slope = {"slope_f32", Extent::tile, widened(x), false};  // f32: in da's tile
+  l.value = {"value_f32", Extent::tile, widened(x), false};  // f32: in db's tile
+  return l;
+}
+
+GluPlan plan(Impl impl, const Problem& s, const DeviceModel& device, std::string* why) {
+  std::string line;
+  GluPlan p;
+  auto with = [&](const auto& layout) {
+    switch (impl) {
+      case Impl::flat:
+        return plan_flat(layout, s, device, line);
+      case Impl::sub_block:
+        return plan_sub_block(layout, s, device, line);
+      case Impl::gpu_port:
+        return plan_gpu_port(layout, s, device, line);
+    }
+    return GluPlan{};
+  };
+  if (s.n == 0) {
+    p.fits = true;
+    p.ub_bytes = static_cast<std::int64_t>(device.ub_bytes);
+    line = fmt::format("{}: no elements: nothing to launch", to_string(impl));
+  } else {
+    p = s.backward ? with(bwd_layout(s.x)) : with(fwd_layout(s.x));
+  }
+  p.impl = impl;
+  p.backward = s.backward;
+  p.n = s.n;
+  p.rows = s.rows;
+  p.cols = s.cols;
+  if (s.n == 0) p.block_dim = 0;
+  if (why != nullptr) *why = std::move(line);
+  return p;
+}
+
+}  // namespace opreg::npu::glu
