@@ -9,12 +9,14 @@
 #include <set>
 
 #include "backends/npu/ascend/convert.h"
+#include "backends/npu/kernel_util.h"
 #include "npu_test_util.h"
 
 namespace opreg::npu::testing {
 namespace {
 
 using namespace AscendC;
+using kernel::PipeSync;
 
 // Whether a vector instruction accepts these tensor types (a concept, so that a call that does
 // not compile is false rather than an error).
@@ -247,8 +249,10 @@ TEST_F(Emulated, MultiRowTilesArePaddedPerRowTo32Bytes) {
     h.SetGlobalBuffer(reinterpret_cast<float*>(y.addr()), y.data.size());
     const LocalTensor<float> t = buf.Get<float>();
     DataCopyPad(t, g, rows, DataCopyPadExtParams<float>{});
+    PipeSync<HardEvent::MTE2_S>();
     EXPECT_EQ(t.GetValue(128), 123.0f);        // row 1 starts at float 128
     EXPECT_TRUE(std::isnan(t.GetValue(123)));  // the padding is not data (fresh UB reads NaN)
+    PipeSync<HardEvent::MTE2_MTE3>();
     DataCopyPad(h, t, rows);
   });
   EXPECT_EQ(x.data, y.data);
@@ -265,6 +269,7 @@ TEST_F(Emulated, PlainDataCopyRoundsDownTo32BytesAndCountsIt) {
     g.SetGlobalBuffer(reinterpret_cast<float*>(x.addr()), 16);
     const LocalTensor<float> t = buf.Get<float>();
     DataCopy(t, g, 13);  // 52 bytes: the device moves 32
+    PipeSync<HardEvent::MTE2_S>();
     EXPECT_EQ(t.GetValue(7), 8.0f);
     EXPECT_TRUE(std::isnan(t.GetValue(8)));  // not copied
   });
@@ -312,6 +317,7 @@ TEST_F(Emulated, AtomicAddCopiesAddIntoGm) {
     g.SetGlobalBuffer(reinterpret_cast<float*>(acc.addr()), 8);
     const LocalTensor<float> t = buf.Get<float>();
     Duplicate(t, 0.5f, 8);
+    PipeSync<HardEvent::V_MTE3>();
     SetAtomicAdd<float>();
     DataCopyPad(g, t, {1, 32, 0, 0, 0});
     SetAtomicNone();
@@ -424,6 +430,7 @@ TEST_F(Emulated, TypesTheVectorUnitLacksFallBackToScalarCode) {
     const LocalTensor<std::int64_t> t = buf.Get<std::int64_t>();
     Duplicate(t, std::int64_t{3}, 16);
     Add(t, t, t, 16);
+    PipeSync<HardEvent::V_S>();
     EXPECT_EQ(t.GetValue(15), 6);
   });
   EXPECT_EQ(c.counters.scalar_fallbacks, 2U);
@@ -443,11 +450,14 @@ TEST_F(Emulated, ReduceSumAndArithmetic) {
     g.SetGlobalBuffer(reinterpret_cast<float*>(x.addr()), 1000);
     const LocalTensor<float> t = buf.Get<float>();
     DataCopyPad(t, g, {1, 4000, 0, 0, 0}, DataCopyPadExtParams<float>{});
+    PipeSync<HardEvent::MTE2_V>();
     ReduceSum(sum.Get<float>(), t, work.Get<float>(), 1000);
+    PipeSync<HardEvent::V_S>();
     EXPECT_NEAR(sum.Get<float>().GetValue(0), want, 1e-3);
     Muls(t, t, 2.0f, 1000);
     Adds(t, t, 1.0f, 1000);
     Sqrt(t, t, 7);
+    PipeSync<HardEvent::V_S>();
     EXPECT_FLOAT_EQ(t.GetValue(6), std::sqrt(2.0f * x.data[6] + 1.0f));
   });
 }

@@ -2,6 +2,7 @@
 // and the cost model's timing of each transfer.
 #include "backends/npu/ascend/data_copy.h"
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 
@@ -69,6 +70,57 @@ std::uint64_t block_bytes(npu::detail::Core& core, const char* api, std::uint64_
   return moved;
 }
 
+namespace {
+
+// Strict mode: GM that this core's MTE3 wrote and MTE2 reads back needs MTE3_MTE2 (or a barrier)
+// in between. Written ranges are kept merged per core (a tile walk writes one growing range per
+// output); the oldest range gives way when eight are not enough.
+void note_gm_write(npu::detail::Core& core, const std::byte* gm, std::uint64_t span) {
+  npu::detail::PipeState& ps = core.pipes;
+  const auto lo = reinterpret_cast<std::uintptr_t>(gm);
+  const std::uintptr_t hi = lo + span;
+  const std::uint32_t synced = ps.synced[npu::detail::kPipeMte3][npu::detail::kPipeMte2];
+  int oldest = 0;
+  for (int i = 0; i < ps.gm_count; ++i) {
+    npu::detail::PipeState::GmWrite& w = ps.gm[i];
+    if (w.seq < synced) {  // already synchronised: reuse the slot
+      w = {lo, hi, ps.seq};
+      return;
+    }
+    if (lo <= w.hi && w.lo <= hi) {
+      w = {std::min(w.lo, lo), std::max(w.hi, hi), ps.seq};
+      return;
+    }
+    if (w.seq < ps.gm[oldest].seq) oldest = i;
+  }
+  if (ps.gm_count < npu::detail::PipeState::kGmWrites) {
+    ps.gm[ps.gm_count++] = {lo, hi, ps.seq};
+  } else {
+    ps.gm[oldest] = {lo, hi, ps.seq};
+  }
+}
+
+}  // namespace
+
+void check_gm_read(npu::detail::Core& core, const char* api, const void* gm, std::uint64_t span, std::uint8_t pipe) {
+  const npu::detail::PipeState& ps = core.pipes;
+  const auto lo = reinterpret_cast<std::uintptr_t>(gm);
+  const std::uintptr_t hi = lo + span;
+  const std::uint32_t synced = ps.synced[npu::detail::kPipeMte3][pipe];
+  for (int i = 0; i < ps.gm_count; ++i) {
+    const npu::detail::PipeState::GmWrite& w = ps.gm[i];
+    if (w.seq >= synced && lo < w.hi && w.lo < hi) {
+      const char* to = pipe == npu::detail::kPipeS ? "S" : "MTE2";
+      npu::detail::kernel_fail(
+          core, fmt::format("{}: reads GM that this core's MTE3 wrote (bytes {} to {} of that write) with no "
+                            "synchronisation between them: the missing event is MTE3_{}: insert "
+                            "SetFlag<HardEvent::MTE3_{}>(id); WaitFlag<HardEvent::MTE3_{}>(id); before it (or "
+                            "PipeBarrier<PIPE_ALL>())",
+                            api, std::max(lo, w.lo) - w.lo, std::min(hi, w.hi) - w.lo, to, to, to));
+    }
+  }
+}
+
 void copy_in(npu::detail::Core& core, std::byte* ub, npu::detail::Buffer* buffer, const std::byte* gm, const Blocks& b,
              const void* pad_value, std::size_t elem_bytes, std::uint32_t right_pad) {
   for (std::uint64_t i = 0; i < b.count; ++i) {
@@ -85,6 +137,7 @@ void copy_in(npu::detail::Core& core, std::byte* ub, npu::detail::Buffer* buffer
 
 void copy_out(npu::detail::Core& core, std::byte* gm, const std::byte* ub, npu::detail::Buffer* buffer, const Blocks& b,
               bool atomic_f32) {
+  if (core.strict) note_gm_write(core, gm, b.gm_span());
   if (atomic_f32) {
     // L2 atomics serialise the cores' adds; their order is whatever order the cores arrive in.
     std::lock_guard lock(npu::detail::atomic_mutex(core));

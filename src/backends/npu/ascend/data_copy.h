@@ -41,6 +41,7 @@ void copy_in_checked(const char* api, const LocalTensor<T>& dst, const GlobalTen
                      const void* pad_value, std::uint32_t right_pad) {
   npu::detail::Core& core = npu::detail::current();
   src.check_range(api, 0, (b.gm_span() + sizeof(T) - 1) / sizeof(T));
+  if (core.strict && core.pipes.gm_count != 0) check_gm_read(core, api, src.GetPhyAddr(), b.gm_span(), npu::detail::kPipeMte2);
   npu::detail::Buffer* buffer =
       Access::use(core, dst, (b.ub_span() + sizeof(T) - 1) / sizeof(T), Use::dma_in, api, "dst");
   copy_in(core, reinterpret_cast<std::byte*>(dst.GetPhyAddr()), buffer,

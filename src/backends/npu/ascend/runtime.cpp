@@ -272,6 +272,8 @@ void Launch::run_block(std::int64_t block, Core& core) {
   t_core = &core;
   core.block = block;
   core.atomic_add = false;
+  core.strict = em_.strict();
+  core.pipes = PipeState{};
   // A core's next block starts when its previous one ended, after the per-block overhead.
   if (core.blocks_run > 0) core.time.start_at(core.time.end() + cost_constants().block_overhead_us * 1000.0);
   ++core.blocks_run;
@@ -333,6 +335,7 @@ void Launch::sync_all(Core& core) {
                                   finished_));
   }
   ++core.counters.sync_alls;
+  core.pipes.barrier_all();  // SyncAll waits for every pipe of the core first
   waiting_.push_back(core.block);
   const std::uint64_t generation = generation_;
   if (static_cast<int>(waiting_.size()) == wave_size_) {

@@ -33,6 +33,18 @@ using QuePosition = TPosition;
 // The pipes of a vector core: scalar, vector, GM -> UB (MTE2), UB -> GM (MTE3).
 enum pipe_t : std::uint8_t { PIPE_S, PIPE_V, PIPE_MTE2, PIPE_MTE3, PIPE_ALL };
 
+// Synchronisation events between pipes, named source_target (MTE2_V: V waits for MTE2) [S25].
+// The emulated vector core has S, V, MTE2 and MTE3; the cube's events (MTE1, M, FIX) exist for
+// their spelling only and are refused at compile time.
+enum class HardEvent : std::uint8_t {
+  MTE2_MTE1, MTE1_MTE2, MTE1_M, M_MTE1, MTE2_V, V_MTE2, MTE3_V, V_MTE3, M_V, V_M, V_V, MTE3_MTE1, MTE1_MTE3,
+  MTE1_V, MTE2_M, M_MTE2, V_MTE1, M_FIX, FIX_M, MTE3_MTE2, MTE2_MTE3, S_V, V_S, S_MTE2, MTE2_S, S_MTE3, MTE3_S,
+  MTE2_FIX, FIX_MTE2, FIX_S, M_S, FIX_MTE3
+};
+// Event ids (Ascend C's event_t), 0..7 on A2/A3/950 [S25].
+enum event_t : std::int32_t { EVENT_ID0, EVENT_ID1, EVENT_ID2, EVENT_ID3, EVENT_ID4, EVENT_ID5, EVENT_ID6, EVENT_ID7 };
+using TEventID = std::int8_t;
+
 enum class RoundMode : std::uint8_t { CAST_NONE, CAST_RINT, CAST_FLOOR, CAST_CEIL, CAST_ROUND, CAST_TRUNC, CAST_ODD };
 
 inline constexpr std::uint32_t ONE_BLK_SIZE = 32;           // a UB data block

@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "backends/npu/ascend/convert.h"
+#include "backends/npu/ascend/pipe.h"
 #include "backends/npu/ascend/tensor.h"
 
 namespace opreg::npu::AscendC {
@@ -124,7 +125,8 @@ template <class F>
 void reduce(const char* api, const LocalTensor<float>& dst, const LocalTensor<float>& src,
             const LocalTensor<float>& work, std::uint32_t count, float identity, F combine) {
   npu::detail::Core& core = npu::detail::current();
-  npu::detail::Buffer* w = Access::use(core, dst, 1, Use::vector_write, api, "dst");
+  // dst: element-aligned (the reductions' exception to the 32-byte rule) [S23][S24].
+  npu::detail::Buffer* w = Access::use(core, dst, 1, Use::vector_write, api, "dst", sizeof(float));
   npu::detail::Buffer* r = Access::use(core, src, count, Use::vector_read, api, "src");
   npu::detail::Buffer* k = Access::use(core, work, ((count + 63) / 64 + 7) / 8 * 8, Use::vector_write, api, "work");
   float* out = work.GetPhyAddr();
@@ -301,15 +303,88 @@ void SyncAll() {
   npu::detail::sync_all(npu::detail::current());
 }
 
-// A barrier on the issuing core: PIPE_ALL waits for every pipe; the emulator's scoreboard
-// already orders the others.
+// A barrier on the issuing core [S26]: PIPE_ALL waits for every pipe (strict mode: everything
+// issued before it is visible to every pipe after it); PIPE_V / PIPE_MTE2 / PIPE_MTE3 order one
+// pipe within itself (which the emulator's scoreboard already does); PIPE_S is a hardware error.
 template <pipe_t pipe>
 void PipeBarrier() {
+  static_assert(pipe != PIPE_S, "PipeBarrier<PIPE_S>() is a hardware error: the scalar unit orders itself");
   if constexpr (pipe == PIPE_ALL) {
     npu::detail::Core& core = npu::detail::current();
     core.time.issue = core.time.end();
+    core.pipes.barrier_all();
   }
 }
+
+namespace detail_ {
+
+// The (source, target) pipes of a vector core's event, or kNoPipe for the cube's.
+constexpr std::uint8_t event_pipe(HardEvent e, bool target) {
+  using namespace npu::detail;
+  switch (e) {
+    case HardEvent::MTE2_V: return target ? kPipeV : kPipeMte2;
+    case HardEvent::V_MTE2: return target ? kPipeMte2 : kPipeV;
+    case HardEvent::MTE3_V: return target ? kPipeV : kPipeMte3;
+    case HardEvent::V_MTE3: return target ? kPipeMte3 : kPipeV;
+    case HardEvent::V_V: return kPipeV;
+    case HardEvent::MTE3_MTE2: return target ? kPipeMte2 : kPipeMte3;
+    case HardEvent::MTE2_MTE3: return target ? kPipeMte3 : kPipeMte2;
+    case HardEvent::S_V: return target ? kPipeV : kPipeS;
+    case HardEvent::V_S: return target ? kPipeS : kPipeV;
+    case HardEvent::S_MTE2: return target ? kPipeMte2 : kPipeS;
+    case HardEvent::MTE2_S: return target ? kPipeS : kPipeMte2;
+    case HardEvent::S_MTE3: return target ? kPipeMte3 : kPipeS;
+    case HardEvent::MTE3_S: return target ? kPipeS : kPipeMte3;
+    default: return kNoPipe;
+  }
+}
+
+[[noreturn]] void bad_flag(const npu::detail::Core& core, const char* api, std::uint8_t from, std::uint8_t to,
+                           std::int32_t id, const char* why);
+
+}  // namespace detail_
+
+// SetFlag<A_B>(id): pipe A raises the flag once everything it was issued so far is done;
+// WaitFlag<A_B>(id): pipe B waits for it [S25]. In strict mode the pair makes A's earlier work
+// visible to B's later work; a WaitFlag without its SetFlag (a hang), a SetFlag on a flag still
+// raised, and an id outside 0..7 are errors. No time is charged: the emulator's scoreboard
+// already orders the data they protect.
+template <HardEvent event>
+void SetFlag(std::int32_t eventID) {
+  constexpr std::uint8_t from = detail_::event_pipe(event, false);
+  constexpr std::uint8_t to = detail_::event_pipe(event, true);
+  static_assert(from != npu::detail::kNoPipe, "the emulated vector core has no cube pipes (MTE1, M, FIX)");
+  npu::detail::Core& core = npu::detail::current();
+  if (eventID < 0 || eventID >= npu::detail::kEventIds) [[unlikely]] {
+    detail_::bad_flag(core, "SetFlag", from, to, eventID, "eventID is 0..7");
+  }
+  std::uint32_t& pending = core.pipes.pending[from][to][eventID];
+  if (pending != 0) [[unlikely]] {
+    detail_::bad_flag(core, "SetFlag", from, to, eventID, "the flag is already set and not yet waited for");
+  }
+  pending = core.pipes.seq + 1;
+}
+
+template <HardEvent event>
+void WaitFlag(std::int32_t eventID) {
+  constexpr std::uint8_t from = detail_::event_pipe(event, false);
+  constexpr std::uint8_t to = detail_::event_pipe(event, true);
+  static_assert(from != npu::detail::kNoPipe, "the emulated vector core has no cube pipes (MTE1, M, FIX)");
+  npu::detail::Core& core = npu::detail::current();
+  if (eventID < 0 || eventID >= npu::detail::kEventIds) [[unlikely]] {
+    detail_::bad_flag(core, "WaitFlag", from, to, eventID, "eventID is 0..7");
+  }
+  std::uint32_t& pending = core.pipes.pending[from][to][eventID];
+  if (pending == 0) [[unlikely]] {
+    detail_::bad_flag(core, "WaitFlag", from, to, eventID, "no SetFlag raised it: on the device this waits forever");
+  }
+  std::uint32_t& synced = core.pipes.synced[from][to];
+  if (pending > synced) synced = pending;
+  pending = 0;
+}
+
+// The kernel's TPipe (Ascend C's GetTPipePtr()).
+inline TPipe* GetTPipePtr() { return static_cast<TPipe*>(npu::detail::current().tpipe); }
 
 inline std::int64_t GetBlockIdx() { return npu::detail::current().block; }
 inline std::int64_t GetBlockNum() { return npu::detail::block_dim(npu::detail::current()); }
