@@ -201,11 +201,9 @@ TEST_F(Emulated, DataCopyPadLimitsAreErrors) {
     DataCopyExtParams p;
     const char* needle;
   };
-  const Bad bad[] = {{{4096, 4, 0, 0, 0}, "blockCount = 4096"},
-                     {{0, 4, 0, 0, 0}, "blockCount = 0"},
-                     {{1, 65536, 0, 0, 0}, "blockLen (bytes) = 65536"},
-                     {{2, 4, 65536, 0, 0}, "srcStride = 65536"},
-                     {{2, 4, 0, 65536, 0}, "dstStride = 65536"}};
+  const Bad bad[] = {{{4096, 4, 0, 0, 0}, "DataCopyExtParams.blockCount = 4096 is outside 1..4095 on Ascend910B4"},
+                     {{0, 4, 0, 0, 0}, "DataCopyExtParams.blockCount = 0"},
+                     {{1, 1u << 21, 0, 0, 0}, "DataCopyExtParams.blockLen = 2097152 is outside 1..2097151"}};
   for (const Bad& b : bad) {
     EXPECT_TRUE(ThrowsError(
         [&] {
@@ -218,8 +216,54 @@ TEST_F(Emulated, DataCopyPadLimitsAreErrors) {
             DataCopyPad(buf.Get<float>(), g, b.p, DataCopyPadExtParams<float>{});
           });
         },
-        ErrorKind::internal, {"DataCopyPad", b.needle, "A2 DMA's limits"}));
+        ErrorKind::internal, {"DataCopyPad", b.needle, "split the copy"}));
   }
+}
+
+// DataCopyExtParams is wider than the older DataCopyParams [S7][S9]: a 65536-byte block and a
+// 65536-byte GM stride are fine in the one and refused in the other; the 950PR takes up to 65535
+// blocks in one DataCopyPad, the A2 profiles 4095.
+TEST_F(Emulated, DmaLimitsFollowTheParameterStructAndTheProfile) {
+  Gm<float> x("x", 1 << 20);
+  auto copy = [&](Emulator& e, auto params) {
+    launch(e, 1, {x.arg()}, [&] {
+      TPipe pipe;
+      TBuf<TPosition::VECCALC> buf;
+      pipe.InitBuffer(buf, 150000);
+      GlobalTensor<float> g;
+      g.SetGlobalBuffer(reinterpret_cast<float*>(x.addr()), x.data.size());
+      if constexpr (std::is_same_v<decltype(params), DataCopyParams>) {
+        DataCopyPad(buf.Get<float>(), g, params, DataCopyPadParams{});
+      } else {
+        DataCopyPad(buf.Get<float>(), g, params, DataCopyPadExtParams<float>{});
+      }
+    });
+  };
+  copy(em, DataCopyExtParams{1, 65536, 0, 0, 0});
+  copy(em, DataCopyExtParams{2, 32, 65536, 0, 0});
+  copy(em, DataCopyParams{2, 32, 65535, 0});
+  EXPECT_TRUE(ThrowsError([&] { copy(em, DataCopyParams{4096, 4, 0, 0}); }, ErrorKind::internal,
+                          {"DataCopyPad: DataCopyParams.blockCount = 4096 is outside 1..4095"}));
+  EXPECT_TRUE(ThrowsError([&] { copy(em, DataCopyParams{1, 0, 0, 0}); }, ErrorKind::internal,
+                          {"DataCopyParams.blockLen = 0"}));
+  // 4096 blocks of 32 bytes: too many for the 910B4, fine on the 950PR.
+  EXPECT_TRUE(ThrowsError([&] { copy(em, DataCopyExtParams{4096, 32, 0, 0, 0}); }, ErrorKind::internal,
+                          {"blockCount = 4096 is outside 1..4095 on Ascend910B4"}));
+  Emulator em950(model("Ascend950PR"));
+  copy(em950, DataCopyExtParams{4096, 32, 0, 0, 0});
+  // DataCopy's DataCopyParams counts 32-byte blocks: 4095 at most.
+  EXPECT_TRUE(ThrowsError(
+      [&] {
+        launch(em, 1, {x.arg()}, [&] {
+          TPipe pipe;
+          TBuf<TPosition::VECCALC> buf;
+          pipe.InitBuffer(buf, 150000);
+          GlobalTensor<float> g;
+          g.SetGlobalBuffer(reinterpret_cast<float*>(x.addr()), x.data.size());
+          DataCopy(buf.Get<float>(), g, DataCopyParams{4096, 1, 0, 0});
+        });
+      },
+      ErrorKind::internal, {"DataCopy: DataCopyParams.blockCount = 4096"}));
 }
 
 TEST_F(Emulated, MultiRowTilesArePaddedPerRowTo32Bytes) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <span>
 #include <mutex>
 
 #include "registry/fail.h"
@@ -27,32 +28,47 @@ double transfer(npu::detail::Core& core, double start, double ns) {
 
 }  // namespace
 
-void check_pad_params(npu::detail::Core& core, const char* api, const DataCopyExtParams& p) {
-  struct Limit {
-    const char* what;
-    std::uint64_t value;
-    std::uint64_t lo;
-    std::uint64_t hi;
-  };
-  const Limit limits[] = {{"blockCount", p.blockCount, 1, 4095},
-                          {"blockLen (bytes)", p.blockLen, 1, 65535},
-                          {"srcStride", p.srcStride, 0, 65535},
-                          {"dstStride", p.dstStride, 0, 65535}};
+namespace {
+
+struct Limit {
+  const char* field;
+  std::uint64_t value;
+  std::uint64_t lo;
+  std::uint64_t hi;
+};
+
+void check_limits(npu::detail::Core& core, const char* api, const char* params, std::span<const Limit> limits,
+                  const char* ranges) {
   for (const Limit& l : limits) {
     if (l.value >= l.lo && l.value <= l.hi) continue;
-    npu::detail::kernel_fail(core, fmt::format("{}: {} = {} is outside the A2 DMA's limits ({} to {}): blockCount "
-                                               "1..4095, blockLen 1..65535 bytes, strides at most 65535 (GM in "
-                                               "bytes, UB in 32-byte blocks); split the copy",
-                                               api, l.what, l.value, l.lo, l.hi));
+    npu::detail::kernel_fail(
+        core, fmt::format("{}: {}.{} = {} is outside {}..{} on {} ({}: {}); split the copy", api, params, l.field,
+                          l.value, l.lo, l.hi, core.launch_profile, params, ranges));
   }
 }
 
+}  // namespace
+
+void check_pad_params(npu::detail::Core& core, const char* api, const DataCopyExtParams& p) {
+  // The MTE's own fields: nBurst 12 bits on A2/A3 (21 on the 950, capped by the uint16 field),
+  // lenBurst 21 bits, gaps 32 bits [S7][S9].
+  const Limit limits[] = {{"blockCount", p.blockCount, 1, core.max_ext_block_count},
+                          {"blockLen", p.blockLen, 1, (1u << 21) - 1}};
+  check_limits(core, api, "DataCopyExtParams", limits,
+               "blockCount 1..4095 (1..65535 on the 950PR), blockLen 1..2097151 bytes, strides uint32 (GM in "
+               "bytes, UB in 32-byte blocks)");
+}
+
+void check_pad_params(npu::detail::Core& core, const char* api, const DataCopyParams& p) {
+  const Limit limits[] = {{"blockCount", p.blockCount, 1, 4095}, {"blockLen", p.blockLen, 1, 65535}};
+  check_limits(core, api, "DataCopyParams", limits,
+               "blockCount 1..4095, blockLen 1..65535 bytes, strides uint16 (GM in bytes, UB in 32-byte blocks)");
+}
+
 void check_params(npu::detail::Core& core, const char* api, const DataCopyParams& p) {
-  if (p.blockCount < 1 || p.blockCount > 4095 || p.blockLen < 1) {
-    npu::detail::kernel_fail(core, fmt::format("{}: blockCount {} and blockLen {} (32-byte blocks): blockCount is "
-                                               "1..4095 and blockLen at least 1",
-                                               api, p.blockCount, p.blockLen));
-  }
+  const Limit limits[] = {{"blockCount", p.blockCount, 1, 4095}, {"blockLen", p.blockLen, 1, 65535}};
+  check_limits(core, api, "DataCopyParams", limits,
+               "blockCount 1..4095, blockLen and strides in 32-byte blocks, blockLen 1..65535, strides uint16");
 }
 
 std::uint64_t block_bytes(npu::detail::Core& core, const char* api, std::uint64_t count, std::size_t elem_bytes) {

@@ -191,6 +191,8 @@ LaunchCounters Launch::run() {
     core.time = {};
     core.ub_peak = 0;
     core.cycle_ns = 1.0 / p.clock_ghz;
+    core.launch_profile = p.name;
+    core.max_ext_block_count = std::string_view(p.name).starts_with("Ascend950") ? 65535 : 4095;
   }
   std::vector<std::int64_t> order(static_cast<std::size_t>(block_dim_));
   std::iota(order.begin(), order.end(), std::int64_t{0});

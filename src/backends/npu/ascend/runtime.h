@@ -164,6 +164,8 @@ struct Core {
   std::int64_t blocks_run = 0;  // in this launch
   bool atomic_add = false;
   bool strict = true;      // the pipe synchronisation rules (Emulator::set_strict)
+  const char* launch_profile = "";           // the profile's name, for messages
+  std::uint32_t max_ext_block_count = 4095;  // DataCopyExtParams.blockCount: 65535 on the 950PR [S9]
   void* tpipe = nullptr;   // the live TPipe (GetTPipePtr)
   PipeState pipes;
   Counters counters;

@@ -59,8 +59,18 @@ struct DataCopyParams {
   std::uint16_t dstStride = 0;
 };
 
+// DataCopyPad's older parameter form (DataCopyParams with DataCopyPadParams): blockLen in bytes,
+// blockCount 1..4095, blockLen 1..65535, strides uint16 [S9].
+struct DataCopyPadParams {
+  bool isPad = false;
+  std::uint8_t leftPadding = 0;
+  std::uint8_t rightPadding = 0;
+  std::uint64_t paddingValue = 0;  // its low bytes are the element
+};
+
 // DataCopyPad's parameters: blockLen in bytes; the GM side's stride in bytes, the UB side's in
-// 32-byte blocks (each UB block starts 32-byte aligned).
+// 32-byte blocks (each UB block starts 32-byte aligned). Wider than DataCopyParams: blockLen up
+// to 2^21 - 1 bytes, uint32 strides; blockCount 1..4095 (1..65535 on the 950PR) [S7][S9].
 struct DataCopyExtParams {
   std::uint16_t blockCount = 1;
   std::uint32_t blockLen = 0;
