@@ -1,7 +1,12 @@
 // Strict mode and UB alignment (issue 19): each rule with the kernel that breaks it, the same
 // kernel with the synchronisation (or alignment) a real Ascend C kernel needs, and the rule
 // switched off where it can be, so that each test fails if its rule is removed.
+#include <algorithm>
+#include <bit>
+#include <cmath>
 #include <functional>
+#include <string_view>
+#include <vector>
 
 #include "backends/npu/kernel_util.h"
 #include "npu_test_util.h"
@@ -210,6 +215,77 @@ TEST_F(Strict, QueuesCarryTheirOwnSynchronisation) {
     }
   });
   EXPECT_EQ(y.data[64], 3.0f);
+}
+
+// ---- ReduceSum's documented order [S23]
+
+// The reference: a 64-float repeat as a tree of adjacent pairs (masked lanes 0), then the repeats'
+// sums in order (A2/A3, method 2) or as such trees again (950PR, method 1).
+float RepeatTree(const float* p, std::size_t n) {
+  float v[64] = {};
+  for (std::size_t i = 0; i < n; ++i) v[i] = p[i];
+  for (std::size_t s = 32; s > 0; s /= 2) {
+    for (std::size_t k = 0; k < s; ++k) v[k] = v[2 * k] + v[2 * k + 1];
+  }
+  return v[0];
+}
+float DocumentedSum(std::vector<float> x, bool tree_across_repeats) {
+  std::vector<float> sums;
+  for (std::size_t j = 0; j < x.size(); j += 64) sums.push_back(RepeatTree(&x[j], std::min<std::size_t>(64, x.size() - j)));
+  if (!tree_across_repeats) {
+    float acc = sums[0];
+    for (std::size_t j = 1; j < sums.size(); ++j) acc += sums[j];
+    return acc;
+  }
+  return sums.size() == 1 ? sums[0] : DocumentedSum(sums, true);
+}
+
+TEST(ReduceSumOrder, BitExactOnTheA2AndThe950PRWhereOrdersDiffer) {
+  // 4096 values of mixed magnitudes: adjacent pairs, halves, and in-order repeat sums all give
+  // different float bits here (checked below, so the test means something).
+  std::vector<float> v(4096);
+  std::uint32_t state = 12345;
+  for (float& f : v) {
+    state = state * 1664525u + 1013904223u;
+    f = std::ldexp(static_cast<float>(state >> 8) / 16777216.0f - 0.5f, static_cast<int>(state % 24) - 12);
+  }
+  const float a2 = DocumentedSum(v, false);
+  const float a5 = DocumentedSum(v, true);
+  ASSERT_NE(std::bit_cast<std::uint32_t>(a2), std::bit_cast<std::uint32_t>(a5));
+  for (const char* profile : {"Ascend910B4", "Ascend950PR"}) {
+    Emulator em(model(profile));
+    Gm<float> x("x", v.size());
+    x.data = v;
+    float got = 0;
+    launch(em, 1, {x.arg()}, [&] {
+      TPipe pipe;
+      TBuf<TPosition::VECCALC> buf, out, work;
+      pipe.InitBuffer(buf, 4096 * 4);
+      pipe.InitBuffer(out, 32);
+      pipe.InitBuffer(work, ReduceSumWorkElems(4096) * 4);
+      GlobalTensor<float> g;
+      g.SetGlobalBuffer(reinterpret_cast<float*>(x.addr()), 4096);
+      DataCopyPad(buf.Get<float>(), g, {1, 4096 * 4, 0, 0, 0}, {});
+      PipeSync<HardEvent::MTE2_V>();
+      ReduceSum(out.Get<float>(), buf.Get<float>(), work.Get<float>(), 4096);
+      PipeSync<HardEvent::V_S>();
+      got = out.Get<float>().GetValue(0);
+    });
+    const float want = std::string_view(profile) == "Ascend950PR" ? a5 : a2;
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(got), std::bit_cast<std::uint32_t>(want)) << profile;
+  }
+  // The emulator's former order (each repeat as a tree of halves) differs from the documented one.
+  auto halves = [](const float* p) {
+    float w[64];
+    std::copy(p, p + 64, w);
+    for (int s = 32; s > 0; s /= 2) {
+      for (int k = 0; k < s; ++k) w[k] += w[k + s];
+    }
+    return w[0];
+  };
+  float old_order = halves(&v[0]);
+  for (std::size_t j = 64; j < v.size(); j += 64) old_order += halves(&v[j]);
+  EXPECT_NE(std::bit_cast<std::uint32_t>(old_order), std::bit_cast<std::uint32_t>(a2));
 }
 
 }  // namespace

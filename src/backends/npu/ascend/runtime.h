@@ -166,6 +166,7 @@ struct Core {
   bool strict = true;      // the pipe synchronisation rules (Emulator::set_strict)
   const char* launch_profile = "";           // the profile's name, for messages
   std::uint32_t max_ext_block_count = 4095;  // DataCopyExtParams.blockCount: 65535 on the 950PR [S9]
+  bool reduce_tree_across_repeats = false;   // ReduceSum's method 1 (950PR) or 2 (A2/A3) [S23]
   void* tpipe = nullptr;   // the live TPipe (GetTPipePtr)
   PipeState pipes;
   Counters counters;

@@ -105,8 +105,9 @@ void unary(const char* api, const LocalTensor<T>& dst, const LocalTensor<T>& a, 
   map1(dst.GetPhyAddr(), a.GetPhyAddr(), count, f);
 }
 
-// One repeat's worth of floats combined as a tree (pairs of halves); the order the emulator fixes
-// for the reductions (the hardware's own order is not documented).
+// One repeat's worth of floats (n <= 64; masked-off lanes take `identity`) combined as a binary
+// tree of adjacent pairs: (x0 + x1), (x2 + x3), ..., then pairs of those, as the ReduceSum page
+// describes a repeat's sum [S23].
 template <class F>
 inline float tree(const float* p, std::uint32_t n, float identity, F combine) {
   float v[64];
@@ -114,13 +115,15 @@ inline float tree(const float* p, std::uint32_t n, float identity, F combine) {
   for (; i < n; ++i) v[i] = p[i];
   for (; i < 64; ++i) v[i] = identity;
   for (std::uint32_t s = 32; s > 0; s /= 2) {
-    for (std::uint32_t k = 0; k < s; ++k) v[k] = combine(v[k], v[k + s]);
+    for (std::uint32_t k = 0; k < s; ++k) v[k] = combine(v[2 * k], v[2 * k + 1]);
   }
   return v[0];
 }
 
-// dst[0] = src combined over `count` elements: each level combines 64-float repeats into
-// `work`, one instruction per level, until one value is left (`identity` for count 0).
+// dst[0] = src combined over `count` elements [S23]: each 64-float repeat as a tree of adjacent
+// pairs; the repeats' results then in order (the A2/A3 count form, "method 2"), or, on the 950PR
+// ("method 1"), as a tree again, one level of repeats at a time through `work`. Counted as one
+// instruction per level of repeats, as the hardware's reduction runs.
 template <class F>
 void reduce(const char* api, const LocalTensor<float>& dst, const LocalTensor<float>& src,
             const LocalTensor<float>& work, std::uint32_t count, float identity, F combine) {
@@ -134,6 +137,7 @@ void reduce(const char* api, const LocalTensor<float>& dst, const LocalTensor<fl
   std::uint64_t repeats = 0;
   std::uint64_t instructions = 0;
   float result = identity;
+  bool first_level = true;
   for (std::uint32_t n = count; n > 0;) {
     const std::uint32_t m = (n + 63) / 64;
     for (std::uint32_t j = 0; j < m; ++j)
@@ -145,6 +149,19 @@ void reduce(const char* api, const LocalTensor<float>& dst, const LocalTensor<fl
       result = out[0];
       break;
     }
+    if (first_level && !core.reduce_tree_across_repeats) {
+      // The repeats' sums in order; charged as the tree's levels would be (same counters on every
+      // profile).
+      result = out[0];
+      for (std::uint32_t j = 1; j < m; ++j) result = combine(result, out[j]);
+      for (std::uint32_t left = m; left > 1; left = (left + 63) / 64) {
+        const std::uint32_t next = (left + 63) / 64;
+        repeats += next;
+        instructions += (next + MAX_REPEAT_TIMES - 1) / MAX_REPEAT_TIMES;
+      }
+      break;
+    }
+    first_level = false;
     n = m;
   }
   dst.GetPhyAddr()[0] = result;
