@@ -217,6 +217,38 @@ TEST_F(Strict, QueuesCarryTheirOwnSynchronisation) {
   EXPECT_EQ(y.data[64], 3.0f);
 }
 
+// ---- The repeat form [S22][S27]
+
+TEST_F(Strict, RepeatFormTakesMaskRepeatsAndStrides) {
+  run([](auto& t, auto&, auto&) {
+    const LocalTensor<float> u = u_;
+    Duplicate(t, 1.0f, 256);
+    Duplicate(u, 0.0f, 256);
+    // 2 repeats, 10 elements each; src0 repeats 8 blocks apart, dst 2 blocks apart.
+    BinaryRepeatParams p;
+    p.dstRepStride = 2;
+    Add(u, t, t, 10, 2, p);
+    PipeSync<HardEvent::V_S>();
+    EXPECT_EQ(u.GetValue(9), 2.0f);   // repeat 0, element 9
+    EXPECT_EQ(u.GetValue(10), 0.0f);  // masked off
+    EXPECT_EQ(u.GetValue(16), 2.0f);  // repeat 1 starts 2 blocks (16 floats) on
+  });
+  EXPECT_TRUE(ThrowsError([&] { run([](auto& t, auto&, auto&) { Add(t, t, t, 64, 256, BinaryRepeatParams{}); }); },
+                          ErrorKind::internal, {"Add (repeat form): 256 is out of range", "repeatTimes is 0..255"}));
+  EXPECT_TRUE(ThrowsError([&] { run([](auto& t, auto&, auto&) { Mul(t, t, t, 65, 1, BinaryRepeatParams{}); }); },
+                          ErrorKind::internal, {"Mul (repeat form): 65", "1..64"}));
+  // A stride that reaches past the tensor is refused like any operand that does not fit.
+  EXPECT_TRUE(ThrowsError(
+      [&] {
+        run([](auto& t, auto&, auto&) {
+          BinaryRepeatParams p;
+          p.src1RepStride = 255;
+          Sub(t, t, t, 64, 2, p);
+        });
+      },
+      ErrorKind::internal, {"Sub: src1"}));
+}
+
 // ---- ReduceSum's documented order [S23]
 
 // The reference: a 64-float repeat as a tree of adjacent pairs (masked lanes 0), then the repeats'

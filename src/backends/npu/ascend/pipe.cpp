@@ -262,6 +262,11 @@ TEventID TPipe::FetchEventID(HardEvent event) const {
 }
 
 namespace detail_ {
+void bad_repeat(const char* api, std::int64_t value, const char* what) {
+  npu::detail::kernel_fail(npu::detail::current(), fmt::format("{} (repeat form): {} is out of range: {}", api, value,
+                                                              what));
+}
+
 void bad_flag(const npu::detail::Core& core, const char* api, std::uint8_t from, std::uint8_t to, std::int32_t id,
               const char* why) {
   npu::detail::kernel_fail(core, fmt::format("{}<HardEvent::{}_{}>({}): {}", api, pipe_name(from), pipe_name(to), id,

@@ -59,6 +59,17 @@ struct DataCopyParams {
   std::uint16_t dstStride = 0;
 };
 
+// The repeat form's strides, in 32-byte blocks, uint8 fields [S27]: block b of repeat r of an
+// operand starts at (r * repStride + b * blkStride) blocks.
+struct BinaryRepeatParams {
+  std::uint8_t dstBlkStride = 1;
+  std::uint8_t src0BlkStride = 1;
+  std::uint8_t src1BlkStride = 1;
+  std::uint8_t dstRepStride = 8;
+  std::uint8_t src0RepStride = 8;
+  std::uint8_t src1RepStride = 8;
+};
+
 // DataCopyPad's older parameter form (DataCopyParams with DataCopyPadParams): blockLen in bytes,
 // blockCount 1..4095, blockLen 1..65535, strides uint16 [S9].
 struct DataCopyPadParams {
