@@ -17,6 +17,17 @@ namespace opreg::npu::kernel {
 
 using namespace AscendC;
 
+// The synchronisation a kernel writes where data crosses pipes outside a queue: the target pipe
+// of `event` waits here for everything its source pipe was issued so far (an eventID fetched
+// from the pipe, raised and waited at once), e.g. PipeSync<HardEvent::V_S>() before GetValue of
+// a vector result, PipeSync<HardEvent::MTE2_S>() before GetValue of copied-in data.
+template <HardEvent event>
+void PipeSync() {
+  const auto id = static_cast<event_t>(GetTPipePtr()->FetchEventID(event));
+  SetFlag<event>(id);
+  WaitFlag<event>(id);
+}
+
 // Elements of T a tile row is padded to: rows of a tile start 32 bytes apart.
 template <class T>
 constexpr std::int64_t kRowAlign = 32 / static_cast<std::int64_t>(sizeof(T));
@@ -126,16 +137,20 @@ void StoreFloat(const LocalTensor<T>& dst, const LocalTensor<float>& src, std::i
 }
 
 // `width` elements of a GM row (from element col0) as floats into dst; `raw` is scratch of at
-// least width elements of T when T is not float.
+// least width elements of T when T is not float. Both are TBuf scratch the vector unit uses: the
+// copy waits for its earlier work (V_MTE2) and the vector unit for the copy (MTE2_V).
 template <class T>
 void LoadRowAsFloat(const LocalTensor<float>& dst, const GlobalTensor<T>& src, std::int64_t col0, std::int64_t width,
                     const LocalTensor<float>& raw) {
+  PipeSync<HardEvent::V_MTE2>();
   if constexpr (std::is_same_v<T, float>) {
     static_cast<void>(raw);
     CopyRowsIn(dst, src[static_cast<std::uint64_t>(col0)], 1, width, width);
+    PipeSync<HardEvent::MTE2_V>();
   } else {
     const LocalTensor<T> narrow = raw.ReinterpretCast<T>();
     CopyRowsIn(narrow, src[static_cast<std::uint64_t>(col0)], 1, width, width);
+    PipeSync<HardEvent::MTE2_V>();
     Cast(dst, narrow, RoundMode::CAST_NONE, static_cast<std::uint32_t>(width));
   }
 }
@@ -145,9 +160,11 @@ void LoadRowAsFloat(const LocalTensor<float>& dst, const GlobalTensor<T>& src, s
 inline void ZeroGm(const GlobalTensor<float>& dst, std::int64_t count, const LocalTensor<float>& scratch) {
   const std::int64_t piece = std::min<std::int64_t>(scratch.GetSize(), 16383) / 8 * 8;
   Duplicate(scratch, 0.0f, static_cast<std::uint32_t>(std::min(piece, count)));
+  PipeSync<HardEvent::V_MTE3>();
   for (std::int64_t at = 0; at < count; at += piece) {
     CopyRowsOut(dst[static_cast<std::uint64_t>(at)], scratch, 1, std::min(piece, count - at), piece);
   }
+  PipeSync<HardEvent::MTE3_V>();  // scratch is the vector unit's again
 }
 
 template <class T>

@@ -9,12 +9,14 @@
 #include <set>
 
 #include "backends/npu/ascend/convert.h"
+#include "backends/npu/kernel_util.h"
 #include "npu_test_util.h"
 
 namespace opreg::npu::testing {
 namespace {
 
 using namespace AscendC;
+using kernel::PipeSync;
 
 // Whether a vector instruction accepts these tensor types (a concept, so that a call that does
 // not compile is false rather than an error).
@@ -199,11 +201,9 @@ TEST_F(Emulated, DataCopyPadLimitsAreErrors) {
     DataCopyExtParams p;
     const char* needle;
   };
-  const Bad bad[] = {{{4096, 4, 0, 0, 0}, "blockCount = 4096"},
-                     {{0, 4, 0, 0, 0}, "blockCount = 0"},
-                     {{1, 65536, 0, 0, 0}, "blockLen (bytes) = 65536"},
-                     {{2, 4, 65536, 0, 0}, "srcStride = 65536"},
-                     {{2, 4, 0, 65536, 0}, "dstStride = 65536"}};
+  const Bad bad[] = {{{4096, 4, 0, 0, 0}, "DataCopyExtParams.blockCount = 4096 is outside 1..4095 on Ascend910B4"},
+                     {{0, 4, 0, 0, 0}, "DataCopyExtParams.blockCount = 0"},
+                     {{1, 1u << 21, 0, 0, 0}, "DataCopyExtParams.blockLen = 2097152 is outside 1..2097151"}};
   for (const Bad& b : bad) {
     EXPECT_TRUE(ThrowsError(
         [&] {
@@ -216,8 +216,54 @@ TEST_F(Emulated, DataCopyPadLimitsAreErrors) {
             DataCopyPad(buf.Get<float>(), g, b.p, DataCopyPadExtParams<float>{});
           });
         },
-        ErrorKind::internal, {"DataCopyPad", b.needle, "A2 DMA's limits"}));
+        ErrorKind::internal, {"DataCopyPad", b.needle, "split the copy"}));
   }
+}
+
+// DataCopyExtParams is wider than the older DataCopyParams [S7][S9]: a 65536-byte block and a
+// 65536-byte GM stride are fine in the one and refused in the other; the 950PR takes up to 65535
+// blocks in one DataCopyPad, the A2 profiles 4095.
+TEST_F(Emulated, DmaLimitsFollowTheParameterStructAndTheProfile) {
+  Gm<float> x("x", 1 << 20);
+  auto copy = [&](Emulator& e, auto params) {
+    launch(e, 1, {x.arg()}, [&] {
+      TPipe pipe;
+      TBuf<TPosition::VECCALC> buf;
+      pipe.InitBuffer(buf, 150000);
+      GlobalTensor<float> g;
+      g.SetGlobalBuffer(reinterpret_cast<float*>(x.addr()), x.data.size());
+      if constexpr (std::is_same_v<decltype(params), DataCopyParams>) {
+        DataCopyPad(buf.Get<float>(), g, params, DataCopyPadParams{});
+      } else {
+        DataCopyPad(buf.Get<float>(), g, params, DataCopyPadExtParams<float>{});
+      }
+    });
+  };
+  copy(em, DataCopyExtParams{1, 65536, 0, 0, 0});
+  copy(em, DataCopyExtParams{2, 32, 65536, 0, 0});
+  copy(em, DataCopyParams{2, 32, 65535, 0});
+  EXPECT_TRUE(ThrowsError([&] { copy(em, DataCopyParams{4096, 4, 0, 0}); }, ErrorKind::internal,
+                          {"DataCopyPad: DataCopyParams.blockCount = 4096 is outside 1..4095"}));
+  EXPECT_TRUE(ThrowsError([&] { copy(em, DataCopyParams{1, 0, 0, 0}); }, ErrorKind::internal,
+                          {"DataCopyParams.blockLen = 0"}));
+  // 4096 blocks of 32 bytes: too many for the 910B4, fine on the 950PR.
+  EXPECT_TRUE(ThrowsError([&] { copy(em, DataCopyExtParams{4096, 32, 0, 0, 0}); }, ErrorKind::internal,
+                          {"blockCount = 4096 is outside 1..4095 on Ascend910B4"}));
+  Emulator em950(model("Ascend950PR"));
+  copy(em950, DataCopyExtParams{4096, 32, 0, 0, 0});
+  // DataCopy's DataCopyParams counts 32-byte blocks: 4095 at most.
+  EXPECT_TRUE(ThrowsError(
+      [&] {
+        launch(em, 1, {x.arg()}, [&] {
+          TPipe pipe;
+          TBuf<TPosition::VECCALC> buf;
+          pipe.InitBuffer(buf, 150000);
+          GlobalTensor<float> g;
+          g.SetGlobalBuffer(reinterpret_cast<float*>(x.addr()), x.data.size());
+          DataCopy(buf.Get<float>(), g, DataCopyParams{4096, 1, 0, 0});
+        });
+      },
+      ErrorKind::internal, {"DataCopy: DataCopyParams.blockCount = 4096"}));
 }
 
 TEST_F(Emulated, MultiRowTilesArePaddedPerRowTo32Bytes) {
@@ -247,8 +293,10 @@ TEST_F(Emulated, MultiRowTilesArePaddedPerRowTo32Bytes) {
     h.SetGlobalBuffer(reinterpret_cast<float*>(y.addr()), y.data.size());
     const LocalTensor<float> t = buf.Get<float>();
     DataCopyPad(t, g, rows, DataCopyPadExtParams<float>{});
+    PipeSync<HardEvent::MTE2_S>();
     EXPECT_EQ(t.GetValue(128), 123.0f);        // row 1 starts at float 128
     EXPECT_TRUE(std::isnan(t.GetValue(123)));  // the padding is not data (fresh UB reads NaN)
+    PipeSync<HardEvent::MTE2_MTE3>();
     DataCopyPad(h, t, rows);
   });
   EXPECT_EQ(x.data, y.data);
@@ -265,6 +313,7 @@ TEST_F(Emulated, PlainDataCopyRoundsDownTo32BytesAndCountsIt) {
     g.SetGlobalBuffer(reinterpret_cast<float*>(x.addr()), 16);
     const LocalTensor<float> t = buf.Get<float>();
     DataCopy(t, g, 13);  // 52 bytes: the device moves 32
+    PipeSync<HardEvent::MTE2_S>();
     EXPECT_EQ(t.GetValue(7), 8.0f);
     EXPECT_TRUE(std::isnan(t.GetValue(8)));  // not copied
   });
@@ -312,6 +361,7 @@ TEST_F(Emulated, AtomicAddCopiesAddIntoGm) {
     g.SetGlobalBuffer(reinterpret_cast<float*>(acc.addr()), 8);
     const LocalTensor<float> t = buf.Get<float>();
     Duplicate(t, 0.5f, 8);
+    PipeSync<HardEvent::V_MTE3>();
     SetAtomicAdd<float>();
     DataCopyPad(g, t, {1, 32, 0, 0, 0});
     SetAtomicNone();
@@ -424,6 +474,7 @@ TEST_F(Emulated, TypesTheVectorUnitLacksFallBackToScalarCode) {
     const LocalTensor<std::int64_t> t = buf.Get<std::int64_t>();
     Duplicate(t, std::int64_t{3}, 16);
     Add(t, t, t, 16);
+    PipeSync<HardEvent::V_S>();
     EXPECT_EQ(t.GetValue(15), 6);
   });
   EXPECT_EQ(c.counters.scalar_fallbacks, 2U);
@@ -443,11 +494,14 @@ TEST_F(Emulated, ReduceSumAndArithmetic) {
     g.SetGlobalBuffer(reinterpret_cast<float*>(x.addr()), 1000);
     const LocalTensor<float> t = buf.Get<float>();
     DataCopyPad(t, g, {1, 4000, 0, 0, 0}, DataCopyPadExtParams<float>{});
+    PipeSync<HardEvent::MTE2_V>();
     ReduceSum(sum.Get<float>(), t, work.Get<float>(), 1000);
+    PipeSync<HardEvent::V_S>();
     EXPECT_NEAR(sum.Get<float>().GetValue(0), want, 1e-3);
     Muls(t, t, 2.0f, 1000);
     Adds(t, t, 1.0f, 1000);
     Sqrt(t, t, 7);
+    PipeSync<HardEvent::V_S>();
     EXPECT_FLOAT_EQ(t.GetValue(6), std::sqrt(2.0f * x.data[6] + 1.0f));
   });
 }

@@ -2,7 +2,9 @@
 // and the cost model's timing of each transfer.
 #include "backends/npu/ascend/data_copy.h"
 
+#include <algorithm>
 #include <cstring>
+#include <span>
 #include <mutex>
 
 #include "registry/fail.h"
@@ -26,32 +28,47 @@ double transfer(npu::detail::Core& core, double start, double ns) {
 
 }  // namespace
 
-void check_pad_params(npu::detail::Core& core, const char* api, const DataCopyExtParams& p) {
-  struct Limit {
-    const char* what;
-    std::uint64_t value;
-    std::uint64_t lo;
-    std::uint64_t hi;
-  };
-  const Limit limits[] = {{"blockCount", p.blockCount, 1, 4095},
-                          {"blockLen (bytes)", p.blockLen, 1, 65535},
-                          {"srcStride", p.srcStride, 0, 65535},
-                          {"dstStride", p.dstStride, 0, 65535}};
+namespace {
+
+struct Limit {
+  const char* field;
+  std::uint64_t value;
+  std::uint64_t lo;
+  std::uint64_t hi;
+};
+
+void check_limits(npu::detail::Core& core, const char* api, const char* params, std::span<const Limit> limits,
+                  const char* ranges) {
   for (const Limit& l : limits) {
     if (l.value >= l.lo && l.value <= l.hi) continue;
-    npu::detail::kernel_fail(core, fmt::format("{}: {} = {} is outside the A2 DMA's limits ({} to {}): blockCount "
-                                               "1..4095, blockLen 1..65535 bytes, strides at most 65535 (GM in "
-                                               "bytes, UB in 32-byte blocks); split the copy",
-                                               api, l.what, l.value, l.lo, l.hi));
+    npu::detail::kernel_fail(
+        core, fmt::format("{}: {}.{} = {} is outside {}..{} on {} ({}: {}); split the copy", api, params, l.field,
+                          l.value, l.lo, l.hi, core.launch_profile, params, ranges));
   }
 }
 
+}  // namespace
+
+void check_pad_params(npu::detail::Core& core, const char* api, const DataCopyExtParams& p) {
+  // The MTE's own fields: nBurst 12 bits on A2/A3 (21 on the 950, capped by the uint16 field),
+  // lenBurst 21 bits, gaps 32 bits [S7][S9].
+  const Limit limits[] = {{"blockCount", p.blockCount, 1, core.max_ext_block_count},
+                          {"blockLen", p.blockLen, 1, (1u << 21) - 1}};
+  check_limits(core, api, "DataCopyExtParams", limits,
+               "blockCount 1..4095 (1..65535 on the 950PR), blockLen 1..2097151 bytes, strides uint32 (GM in "
+               "bytes, UB in 32-byte blocks)");
+}
+
+void check_pad_params(npu::detail::Core& core, const char* api, const DataCopyParams& p) {
+  const Limit limits[] = {{"blockCount", p.blockCount, 1, 4095}, {"blockLen", p.blockLen, 1, 65535}};
+  check_limits(core, api, "DataCopyParams", limits,
+               "blockCount 1..4095, blockLen 1..65535 bytes, strides uint16 (GM in bytes, UB in 32-byte blocks)");
+}
+
 void check_params(npu::detail::Core& core, const char* api, const DataCopyParams& p) {
-  if (p.blockCount < 1 || p.blockCount > 4095 || p.blockLen < 1) {
-    npu::detail::kernel_fail(core, fmt::format("{}: blockCount {} and blockLen {} (32-byte blocks): blockCount is "
-                                               "1..4095 and blockLen at least 1",
-                                               api, p.blockCount, p.blockLen));
-  }
+  const Limit limits[] = {{"blockCount", p.blockCount, 1, 4095}, {"blockLen", p.blockLen, 1, 65535}};
+  check_limits(core, api, "DataCopyParams", limits,
+               "blockCount 1..4095, blockLen and strides in 32-byte blocks, blockLen 1..65535, strides uint16");
 }
 
 std::uint64_t block_bytes(npu::detail::Core& core, const char* api, std::uint64_t count, std::size_t elem_bytes) {
@@ -67,6 +84,57 @@ std::uint64_t block_bytes(npu::detail::Core& core, const char* api, std::uint64_
                                        api, count, elem_bytes, bytes, moved, bytes - moved));
   }
   return moved;
+}
+
+namespace {
+
+// Strict mode: GM that this core's MTE3 wrote and MTE2 reads back needs MTE3_MTE2 (or a barrier)
+// in between. Written ranges are kept merged per core (a tile walk writes one growing range per
+// output); the oldest range gives way when eight are not enough.
+void note_gm_write(npu::detail::Core& core, const std::byte* gm, std::uint64_t span) {
+  npu::detail::PipeState& ps = core.pipes;
+  const auto lo = reinterpret_cast<std::uintptr_t>(gm);
+  const std::uintptr_t hi = lo + span;
+  const std::uint32_t synced = ps.synced[npu::detail::kPipeMte3][npu::detail::kPipeMte2];
+  int oldest = 0;
+  for (int i = 0; i < ps.gm_count; ++i) {
+    npu::detail::PipeState::GmWrite& w = ps.gm[i];
+    if (w.seq < synced) {  // already synchronised: reuse the slot
+      w = {lo, hi, ps.seq};
+      return;
+    }
+    if (lo <= w.hi && w.lo <= hi) {
+      w = {std::min(w.lo, lo), std::max(w.hi, hi), ps.seq};
+      return;
+    }
+    if (w.seq < ps.gm[oldest].seq) oldest = i;
+  }
+  if (ps.gm_count < npu::detail::PipeState::kGmWrites) {
+    ps.gm[ps.gm_count++] = {lo, hi, ps.seq};
+  } else {
+    ps.gm[oldest] = {lo, hi, ps.seq};
+  }
+}
+
+}  // namespace
+
+void check_gm_read(npu::detail::Core& core, const char* api, const void* gm, std::uint64_t span, std::uint8_t pipe) {
+  const npu::detail::PipeState& ps = core.pipes;
+  const auto lo = reinterpret_cast<std::uintptr_t>(gm);
+  const std::uintptr_t hi = lo + span;
+  const std::uint32_t synced = ps.synced[npu::detail::kPipeMte3][pipe];
+  for (int i = 0; i < ps.gm_count; ++i) {
+    const npu::detail::PipeState::GmWrite& w = ps.gm[i];
+    if (w.seq >= synced && lo < w.hi && w.lo < hi) {
+      const char* to = pipe == npu::detail::kPipeS ? "S" : "MTE2";
+      npu::detail::kernel_fail(
+          core, fmt::format("{}: reads GM that this core's MTE3 wrote (bytes {} to {} of that write) with no "
+                            "synchronisation between them: the missing event is MTE3_{}: insert "
+                            "SetFlag<HardEvent::MTE3_{}>(id); WaitFlag<HardEvent::MTE3_{}>(id); before it (or "
+                            "PipeBarrier<PIPE_ALL>())",
+                            api, std::max(lo, w.lo) - w.lo, std::min(hi, w.hi) - w.lo, to, to, to));
+    }
+  }
 }
 
 void copy_in(npu::detail::Core& core, std::byte* ub, npu::detail::Buffer* buffer, const std::byte* gm, const Blocks& b,
@@ -85,6 +153,7 @@ void copy_in(npu::detail::Core& core, std::byte* ub, npu::detail::Buffer* buffer
 
 void copy_out(npu::detail::Core& core, std::byte* gm, const std::byte* ub, npu::detail::Buffer* buffer, const Blocks& b,
               bool atomic_f32) {
+  if (core.strict) note_gm_write(core, gm, b.gm_span());
   if (atomic_f32) {
     // L2 atomics serialise the cores' adds; their order is whatever order the cores arrive in.
     std::lock_guard lock(npu::detail::atomic_mutex(core));

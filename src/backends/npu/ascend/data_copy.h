@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "backends/npu/ascend/tensor.h"
@@ -31,6 +32,7 @@ void copy_in(npu::detail::Core& core, std::byte* ub, npu::detail::Buffer* buffer
 void copy_out(npu::detail::Core& core, std::byte* gm, const std::byte* ub, npu::detail::Buffer* buffer, const Blocks& b,
               bool atomic_f32);
 void check_pad_params(npu::detail::Core& core, const char* api, const DataCopyExtParams& p);
+void check_pad_params(npu::detail::Core& core, const char* api, const DataCopyParams& p);
 void check_params(npu::detail::Core& core, const char* api, const DataCopyParams& p);
 // The byte count DataCopy moves for `count` elements (rounded down to 32), counting and
 // logging a truncation.
@@ -41,6 +43,7 @@ void copy_in_checked(const char* api, const LocalTensor<T>& dst, const GlobalTen
                      const void* pad_value, std::uint32_t right_pad) {
   npu::detail::Core& core = npu::detail::current();
   src.check_range(api, 0, (b.gm_span() + sizeof(T) - 1) / sizeof(T));
+  if (core.strict && core.pipes.gm_count != 0) check_gm_read(core, api, src.GetPhyAddr(), b.gm_span(), npu::detail::kPipeMte2);
   npu::detail::Buffer* buffer =
       Access::use(core, dst, (b.ub_span() + sizeof(T) - 1) / sizeof(T), Use::dma_in, api, "dst");
   copy_in(core, reinterpret_cast<std::byte*>(dst.GetPhyAddr()), buffer,
@@ -126,6 +129,23 @@ void DataCopyPad(const GlobalTensor<T>& dst, const LocalTensor<T>& src, const Da
   const std::uint64_t ub_len = (std::uint64_t{p.blockLen} + 31) / 32 * 32;
   detail_::copy_out_checked("DataCopyPad", dst, src,
                             {p.blockCount, p.blockLen, ub_len, p.dstStride, std::uint64_t{p.srcStride} * ONE_BLK_SIZE});
+}
+
+// DataCopyPad's older form: DataCopyParams (blockLen in bytes here, strides uint16: GM in bytes,
+// UB in 32-byte blocks) with DataCopyPadParams; the narrower limits of that struct [S9].
+template <class T>
+void DataCopyPad(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const DataCopyParams& p,
+                 const DataCopyPadParams& pad) {
+  detail_::check_pad_params(npu::detail::current(), "DataCopyPad", p);
+  DataCopyPadExtParams<T> ext{pad.isPad, pad.leftPadding, pad.rightPadding, T{}};
+  std::memcpy(&ext.paddingValue, &pad.paddingValue, sizeof(T) < 8 ? sizeof(T) : 8);
+  DataCopyPad(dst, src, DataCopyExtParams{p.blockCount, p.blockLen, p.srcStride, p.dstStride, 0}, ext);
+}
+
+template <class T>
+void DataCopyPad(const GlobalTensor<T>& dst, const LocalTensor<T>& src, const DataCopyParams& p) {
+  detail_::check_pad_params(npu::detail::current(), "DataCopyPad", p);
+  DataCopyPad(dst, src, DataCopyExtParams{p.blockCount, p.blockLen, p.srcStride, p.dstStride, 0});
 }
 
 // MTE3 copies add into GM (L2 atomics) until SetAtomicNone: CANN's default reduction of dgamma.

@@ -1,6 +1,7 @@
 // TPipe's UB allocation (with the real "ub overflow" text), the queue state machine, and the
 // messages of a misused tensor.
 #include "backends/npu/ascend/pipe.h"
+#include "backends/npu/ascend/vector.h"
 
 #include <cstring>
 #include <string>
@@ -35,8 +36,10 @@ const char* use_name(detail_::Use use) {
       return "filled by a copy from GM";
     case detail_::Use::dma_out:
       return "copied to GM";
-    case detail_::Use::scalar:
-      return "accessed by the scalar unit";
+    case detail_::Use::scalar_read:
+      return "read by the scalar unit";
+    case detail_::Use::scalar_write:
+      return "written by the scalar unit";
   }
   return "used";
 }
@@ -44,6 +47,38 @@ const char* use_name(detail_::Use use) {
 }  // namespace
 
 namespace detail_ {
+
+const char* pipe_name(std::uint8_t pipe) {
+  static const char* const names[] = {"S", "V", "MTE2", "MTE3", "none"};
+  return names[pipe < 5 ? pipe : 4];
+}
+
+void misaligned(const npu::detail::Core& core, const void* addr, std::uint32_t align, Use use, const char* api,
+                const char* role) {
+  const auto offset = reinterpret_cast<std::uintptr_t>(addr) - reinterpret_cast<std::uintptr_t>(core.ub);
+  npu::detail::kernel_fail(
+      core, fmt::format("{}: {} starts at UB offset {} ({} mod {}), not {}-byte aligned ({}): {} (keep per-row "
+                        "scalars in 32-byte slots, or read and write them with GetValue/SetValue)",
+                        api, role, offset, offset % align, align, align, use_name(use),
+                        align == ONE_BLK_SIZE ? "the UB operands of DataCopy/DataCopyPad and of vector instructions "
+                                                "start on a 32-byte boundary"
+                                              : "a reduction's dst starts on an element boundary"));
+}
+
+void unsynchronised(const npu::detail::Core& core, const npu::detail::Buffer& b, std::uint8_t pipe, bool write,
+                    std::uint8_t other, bool other_wrote, const char* api, const char* role) {
+  const char* from = pipe_name(other);
+  const char* to = pipe_name(pipe);
+  const std::string what =
+      other_wrote ? fmt::format("was last written by {} ({}) and is {} by {}", b.w_api, from,
+                                write ? "written" : "read", to)
+                  : fmt::format("was read by {} since its last write and is now written by {}", from, to);
+  npu::detail::kernel_fail(
+      core, fmt::format("{}: {} (a {} buffer at UB offset {}) {} with no synchronisation between them: the missing "
+                        "event is {}_{}: insert SetFlag<HardEvent::{}_{}>(id); WaitFlag<HardEvent::{}_{}>(id); "
+                        "before it (or pass the tensor through a TQue's EnQue/DeQue, or PipeBarrier<PIPE_ALL>())",
+                        api, role, position_name(b.position), b.offset, what, from, to, from, to, from, to));
+}
 
 void bad_use(const npu::detail::Core& core, const void* addr, std::uint64_t bytes, const npu::detail::Buffer* buffer,
              std::uint32_t generation, std::uint64_t tensor_bytes, Use use, const char* api, const char* role) {
@@ -101,6 +136,10 @@ npu::detail::Buffer& QueueState::alloc() {
   for (int i = 0; i < num; ++i) {
     if (buffers[i]->state == npu::detail::BufState::free) {
       buffers[i]->state = npu::detail::BufState::allocated;
+      // AllocTensor waits for the buffer's last users (the queue's own synchronisation).
+      buffers[i]->w_pipe = npu::detail::kNoPipe;
+      buffers[i]->r_seq_v = 0;
+      buffers[i]->r_seq_mte3 = 0;
       return *buffers[i];
     }
   }
@@ -145,6 +184,9 @@ npu::detail::Buffer& QueueState::deque() {
   fifo[1] = nullptr;
   --queued;
   b->state = npu::detail::BufState::dequeued;
+  // EnQue/DeQue are SetFlag/WaitFlag: MTE2 -> V for an input, V -> MTE3 for an output.
+  b->w_synced |= static_cast<std::uint8_t>(
+      1u << (position == TPosition::VECOUT ? npu::detail::kPipeMte3 : npu::detail::kPipeV));
   return *b;
 }
 
@@ -186,11 +228,13 @@ TPipe::TPipe() : core_(&npu::detail::current()) {
   }
   core_->pipe_alive = true;
   core_->ub_top = 0;
+  core_->tpipe = this;
 }
 
 TPipe::~TPipe() {
   Reset();
   core_->pipe_alive = false;
+  core_->tpipe = nullptr;
 }
 
 void TPipe::Reset() {
@@ -206,6 +250,29 @@ void TPipe::Reset() {
 }
 
 std::uint32_t TPipe::used_bytes() const { return core_->ub_top; }
+
+TEventID TPipe::FetchEventID(HardEvent event) const {
+  const std::uint8_t from = detail_::event_pipe(event, false);
+  const std::uint8_t to = detail_::event_pipe(event, true);
+  if (from == npu::detail::kNoPipe) return 0;
+  for (int id = 0; id < npu::detail::kEventIds; ++id) {
+    if (core_->pipes.pending[from][to][id] == 0) return static_cast<TEventID>(id);
+  }
+  return 0;
+}
+
+namespace detail_ {
+void bad_repeat(const char* api, std::int64_t value, const char* what) {
+  npu::detail::kernel_fail(npu::detail::current(), fmt::format("{} (repeat form): {} is out of range: {}", api, value,
+                                                              what));
+}
+
+void bad_flag(const npu::detail::Core& core, const char* api, std::uint8_t from, std::uint8_t to, std::int32_t id,
+              const char* why) {
+  npu::detail::kernel_fail(core, fmt::format("{}<HardEvent::{}_{}>({}): {}", api, pipe_name(from), pipe_name(to), id,
+                                             why));
+}
+}  // namespace detail_
 
 void TPipe::init_queue_error(int num, int already) {
   if (already != 0) npu::detail::kernel_fail(*core_, "InitBuffer on a queue that already has its buffers");
@@ -245,6 +312,10 @@ npu::detail::Buffer& TPipe::allocate(std::uint32_t len, TPosition pos, bool queu
   b.owner = owner;
   b.write_done = 0;
   b.read_done = 0;
+  b.w_pipe = npu::detail::kNoPipe;
+  b.w_synced = 0;
+  b.r_seq_v = 0;
+  b.r_seq_mte3 = 0;
   // Fresh UB holds garbage on the device; here it holds NaN (all bits set), so a kernel that
   // reads what it never wrote produces NaN rather than a plausible value.
   std::memset(core.ub + offset, 0xFF, bytes);

@@ -119,6 +119,8 @@ class TPipe {
   void Reset();
   // Bytes of UB in use (the high-water mark is the launch's ub_peak).
   std::uint32_t used_bytes() const;
+  // An eventID for SetFlag/WaitFlag<event> that is not raised now (Ascend C's FetchEventID) [S25].
+  TEventID FetchEventID(HardEvent event) const;
 
  private:
   npu::detail::Buffer& allocate(std::uint32_t len, TPosition pos, bool queued, const void* owner);
@@ -135,7 +137,7 @@ LocalTensor<T> TBuf<pos>::Get(std::uint32_t count) {
   npu::detail::Buffer* b = buffer_;
   if (b == nullptr || b->generation != generation_ || std::uint64_t{count} * sizeof(T) > b->bytes) [[unlikely]] {
     detail_::bad_use(core, b == nullptr ? nullptr : core.ub + b->offset, std::uint64_t{count} * sizeof(T), b,
-                     generation_, b == nullptr ? 0 : b->bytes, detail_::Use::scalar, "TBuf::Get", "buffer");
+                     generation_, b == nullptr ? 0 : b->bytes, detail_::Use::scalar_read, "TBuf::Get", "buffer");
   }
   return detail_::Access::make<T>(reinterpret_cast<T*>(core.ub + b->offset), count, b, pos);
 }

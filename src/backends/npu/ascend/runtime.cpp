@@ -191,6 +191,9 @@ LaunchCounters Launch::run() {
     core.time = {};
     core.ub_peak = 0;
     core.cycle_ns = 1.0 / p.clock_ghz;
+    core.launch_profile = p.name;
+    core.reduce_tree_across_repeats = std::string_view(p.name).starts_with("Ascend950");
+    core.max_ext_block_count = std::string_view(p.name).starts_with("Ascend950") ? 65535 : 4095;
   }
   std::vector<std::int64_t> order(static_cast<std::size_t>(block_dim_));
   std::iota(order.begin(), order.end(), std::int64_t{0});
@@ -272,6 +275,8 @@ void Launch::run_block(std::int64_t block, Core& core) {
   t_core = &core;
   core.block = block;
   core.atomic_add = false;
+  core.strict = em_.strict();
+  core.pipes = PipeState{};
   // A core's next block starts when its previous one ended, after the per-block overhead.
   if (core.blocks_run > 0) core.time.start_at(core.time.end() + cost_constants().block_overhead_us * 1000.0);
   ++core.blocks_run;
@@ -333,6 +338,7 @@ void Launch::sync_all(Core& core) {
                                   finished_));
   }
   ++core.counters.sync_alls;
+  core.pipes.barrier_all();  // SyncAll waits for every pipe of the core first
   waiting_.push_back(core.block);
   const std::uint64_t generation = generation_;
   if (static_cast<int>(waiting_.size()) == wave_size_) {

@@ -72,6 +72,14 @@ namespace detail {
 
 enum class BufState : std::uint8_t { none, free, allocated, enqueued, dequeued };
 
+// The pipes strict mode tells apart (indices into PipeState), and "no write yet".
+inline constexpr std::uint8_t kPipeS = 0;
+inline constexpr std::uint8_t kPipeV = 1;
+inline constexpr std::uint8_t kPipeMte2 = 2;
+inline constexpr std::uint8_t kPipeMte3 = 3;
+inline constexpr std::uint8_t kNoPipe = 4;
+inline constexpr int kEventIds = 8;  // eventID 0..7 on A2/A3/950 [S25]
+
 // One UB allocation made by TPipe::InitBuffer (a queue buffer or a TBuf). Records live in the
 // core, so that a LocalTensor outliving its pipe finds a changed generation rather than freed
 // memory.
@@ -86,10 +94,43 @@ struct Buffer {
   // last read of it does (a new write must wait for both).
   double write_done = 0;
   double read_done = 0;
+  // Strict mode's hazard record (see PipeState): the pipe and instruction number of the last
+  // write, the pipes a queue synchronised that write to, the last read by V and by MTE3 (scalar
+  // reads block the scalar unit, MTE2 never reads UB), and the API that wrote.
+  std::uint32_t w_seq = 0;
+  std::uint8_t w_pipe = kNoPipe;
+  std::uint8_t w_synced = 0;
+  std::uint32_t r_seq_v = 0;
+  std::uint32_t r_seq_mte3 = 0;
+  const char* w_api = "";
 };
 
 inline constexpr int kMaxBuffers = 64;               // TPipe: at most 64 buffers in all [S20]
 inline constexpr int kMaxQueBuffersPerPosition = 8;  // at most 8 queue buffers per TPosition on A2 [S20]
+
+// Strict mode's view of a core's pipes: instructions are numbered in issue order (`seq`);
+// synced[a][b] = n means pipe b has waited for every instruction of pipe a numbered below n (a
+// WaitFlag of an event set after them, or a barrier). `pending` holds, per (source, target) pipe
+// pair and eventID, the number a SetFlag captured (0: not set). `gm` holds GM ranges MTE3 wrote.
+struct PipeState {
+  struct GmWrite {
+    std::uintptr_t lo = 0;
+    std::uintptr_t hi = 0;
+    std::uint32_t seq = 0;
+  };
+  static constexpr int kGmWrites = 8;
+  std::uint32_t seq = 0;
+  std::uint32_t synced[4][4] = {};
+  std::uint32_t pending[4][4][kEventIds] = {};
+  GmWrite gm[kGmWrites] = {};
+  int gm_count = 0;
+  void barrier_all() {
+    for (auto& row : synced) {
+      for (auto& v : row) v = seq + 1;
+    }
+    gm_count = 0;
+  }
+};
 
 // A core's clock in the cost model, in nanoseconds from the start of the launch. Instructions
 // are issued in program order by the scalar unit (`issue`), run on their pipe when their
@@ -122,6 +163,12 @@ struct Core {
   std::int64_t block = -1;
   std::int64_t blocks_run = 0;  // in this launch
   bool atomic_add = false;
+  bool strict = true;      // the pipe synchronisation rules (Emulator::set_strict)
+  const char* launch_profile = "";           // the profile's name, for messages
+  std::uint32_t max_ext_block_count = 4095;  // DataCopyExtParams.blockCount: 65535 on the 950PR [S9]
+  bool reduce_tree_across_repeats = false;   // ReduceSum's method 1 (950PR) or 2 (A2/A3) [S23]
+  void* tpipe = nullptr;   // the live TPipe (GetTPipePtr)
+  PipeState pipes;
   Counters counters;
   Timeline time;
   // This wave's DMA cost (ns per byte, a core's share of the memory bandwidth) and clock.
@@ -193,6 +240,11 @@ class Emulator {
   // How many blocks run on host threads at once (1: one at a time, fully determined by the
   // seed); 0 restores the default, the host's hardware threads.
   void set_host_threads(int threads) { host_threads_.store(threads); }
+  // Strict mode (the default): data crosses pipes only over a queue, a SetFlag/WaitFlag pair or
+  // a barrier, or the instruction fails naming the missing event. Off: the pipe rules are not
+  // checked (alignment and every other rule still are).
+  void set_strict(bool strict) { strict_.store(strict); }
+  bool strict() const { return strict_.load(); }
 
   // Runs `body` once per block, block ids 0..block_dim-1 in waves of the vector core count,
   // each block on a core of its own. Launches on one device run one at a time (one stream).
@@ -219,6 +271,7 @@ class Emulator {
   std::atomic<std::uint64_t> seed_{0x5EED0A5CE4D0ULL};
   std::atomic<std::uint64_t> launches_{0};
   std::atomic<int> host_threads_{0};
+  std::atomic<bool> strict_{true};
 };
 
 // triton-ascend's grid rule: up to 3 grid dims whose product is the block count, at most 65535.

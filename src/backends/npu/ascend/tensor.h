@@ -78,7 +78,68 @@ class LocalTensor {
 
 namespace detail_ {
 
-enum class Use : std::uint8_t { vector_read, vector_write, dma_in, dma_out, scalar };
+enum class Use : std::uint8_t { vector_read, vector_write, dma_in, dma_out, scalar_read, scalar_write };
+
+// The pipe a use runs on, and whether it writes.
+constexpr std::uint8_t pipe_of(Use how) {
+  switch (how) {
+    case Use::vector_read:
+    case Use::vector_write:
+      return npu::detail::kPipeV;
+    case Use::dma_in:
+      return npu::detail::kPipeMte2;
+    case Use::dma_out:
+      return npu::detail::kPipeMte3;
+    default:
+      return npu::detail::kPipeS;
+  }
+}
+constexpr bool writes(Use how) {
+  return how == Use::vector_write || how == Use::dma_in || how == Use::scalar_write;
+}
+
+// Strict mode: a read of GM by `pipe` (MTE2, or S for GlobalTensor::GetValue) that overlaps what
+// this core's MTE3 wrote since the last MTE3 -> pipe synchronisation is an error.
+void check_gm_read(npu::detail::Core& core, const char* api, const void* gm, std::uint64_t span, std::uint8_t pipe);
+
+[[noreturn]] void misaligned(const npu::detail::Core& core, const void* addr, std::uint32_t align, Use use,
+                             const char* api, const char* role);
+// Strict mode's error: `pipe` uses the buffer without the synchronisation after `other`'s
+// access (its last write, or for a write, a read by `other` numbered `seq`).
+[[noreturn]] void unsynchronised(const npu::detail::Core& core, const npu::detail::Buffer& b, std::uint8_t pipe,
+                                 bool write, std::uint8_t other, bool other_wrote, const char* api, const char* role);
+
+// Strict mode: `pipe` reads (or writes) buffer b now. A write by another pipe must have been
+// synchronised to this pipe since (a queue, a flag, a barrier); so must, for a write, every read
+// by V or MTE3 since that write. Then the record takes this access.
+inline void hazard(npu::detail::Core& core, npu::detail::Buffer& b, std::uint8_t pipe, bool write, const char* api,
+                   const char* role) {
+  using namespace npu::detail;
+  PipeState& ps = core.pipes;
+  const std::uint32_t seq = ++ps.seq;
+  if (b.w_pipe != pipe && b.w_pipe != kNoPipe && (b.w_synced & (1u << pipe)) == 0 &&
+      b.w_seq >= ps.synced[b.w_pipe][pipe]) [[unlikely]] {
+    unsynchronised(core, b, pipe, write, b.w_pipe, true, api, role);
+  }
+  if (write) {
+    if (pipe != kPipeV && b.r_seq_v != 0 && b.r_seq_v >= ps.synced[kPipeV][pipe]) [[unlikely]] {
+      unsynchronised(core, b, pipe, write, kPipeV, false, api, role);
+    }
+    if (pipe != kPipeMte3 && b.r_seq_mte3 != 0 && b.r_seq_mte3 >= ps.synced[kPipeMte3][pipe]) [[unlikely]] {
+      unsynchronised(core, b, pipe, write, kPipeMte3, false, api, role);
+    }
+    b.w_pipe = pipe;
+    b.w_seq = seq;
+    b.w_synced = 0;
+    b.w_api = api;
+    b.r_seq_v = 0;
+    b.r_seq_mte3 = 0;
+  } else if (pipe == kPipeV) {
+    b.r_seq_v = seq;
+  } else if (pipe == kPipeMte3) {
+    b.r_seq_mte3 = seq;
+  }
+}
 
 [[noreturn]] void bad_use(const npu::detail::Core& core, const void* addr, std::uint64_t bytes,
                           const npu::detail::Buffer* buffer, std::uint32_t generation, std::uint64_t tensor_bytes,
@@ -112,9 +173,11 @@ struct Access {
 
   // Checks that `count` elements from t are usable for `use` now, and returns the buffer
   // record whose timing the instruction updates.
+  // `align`: the byte boundary the operand's UB address must start on (32 for DMA and vector
+  // operands [S6]; the element size for a reduction's dst [S23]); scalar accesses take any.
   template <class T>
   static npu::detail::Buffer* use(npu::detail::Core& core, const LocalTensor<T>& t, std::uint64_t count, Use how,
-                                  const char* api, const char* role) {
+                                  const char* api, const char* role, std::uint32_t align = ONE_BLK_SIZE) {
     npu::detail::Buffer* b = t.buffer_;
     const std::uint64_t bytes = count * sizeof(T);
     bool ok = count <= t.size_;
@@ -130,6 +193,13 @@ struct Access {
     if (!ok) [[unlikely]] {
       bad_use(core, t.addr_, bytes, t.buffer_, t.generation_, std::uint64_t{t.size_} * sizeof(T), how, api, role);
     }
+    if (how != Use::scalar_read && how != Use::scalar_write) {
+      const auto offset = reinterpret_cast<std::uintptr_t>(t.addr_) - reinterpret_cast<std::uintptr_t>(core.ub);
+      if (offset % align != 0) [[unlikely]] {
+        misaligned(core, t.addr_, align, how, api, role);
+      }
+    }
+    if (core.strict && b != &core.loose) hazard(core, *b, pipe_of(how), writes(how), api, role);
     return b;
   }
 
@@ -186,6 +256,9 @@ template <class T>
 T GlobalTensor<T>::GetValue(std::uint64_t index) const {
   check_range("GlobalTensor::GetValue", index, 1);
   npu::detail::Core& core = npu::detail::current();
+  if (core.strict && core.pipes.gm_count != 0) {
+    detail_::check_gm_read(core, "GlobalTensor::GetValue", base_ + index, sizeof(T), npu::detail::kPipeS);
+  }
   ++core.counters.scalar_accesses;
   core.counters.gm_read += sizeof(T);
   return base_[index];
@@ -215,7 +288,7 @@ LocalTensor<T> LocalTensor<T>::operator[](std::uint32_t offset) const {
   LocalTensor out = *this;
   if (offset > size_) [[unlikely]] {
     detail_::bad_use(npu::detail::current(), addr_ + offset, 0, buffer_, generation_, std::uint64_t{size_} * sizeof(T),
-                     detail_::Use::scalar, "LocalTensor[]", "offset");
+                     detail_::Use::scalar_read, "LocalTensor[]", "offset");
   }
   out.addr_ += offset;
   out.size_ -= offset;
@@ -226,7 +299,7 @@ template <class T>
 T LocalTensor<T>::GetValue(std::uint32_t index) const {
   npu::detail::Core& core = npu::detail::current();
   const npu::detail::Buffer* b =
-      detail_::Access::use(core, (*this)[index], 1, detail_::Use::scalar, "LocalTensor::GetValue", "tensor");
+      detail_::Access::use(core, (*this)[index], 1, detail_::Use::scalar_read, "LocalTensor::GetValue", "tensor");
   // The scalar unit waits for the vector pipe's write (a V -> S synchronisation).
   if (b->write_done > core.time.issue) core.time.issue = b->write_done;
   ++core.counters.scalar_accesses;
@@ -237,7 +310,7 @@ template <class T>
 void LocalTensor<T>::SetValue(std::uint32_t index, const T& value) const {
   npu::detail::Core& core = npu::detail::current();
   npu::detail::Buffer* b =
-      detail_::Access::use(core, (*this)[index], 1, detail_::Use::scalar, "LocalTensor::SetValue", "tensor");
+      detail_::Access::use(core, (*this)[index], 1, detail_::Use::scalar_write, "LocalTensor::SetValue", "tensor");
   if (b->read_done > core.time.issue) core.time.issue = b->read_done;
   if (b->write_done < core.time.issue) b->write_done = core.time.issue;
   ++core.counters.scalar_accesses;

@@ -33,6 +33,18 @@ using QuePosition = TPosition;
 // The pipes of a vector core: scalar, vector, GM -> UB (MTE2), UB -> GM (MTE3).
 enum pipe_t : std::uint8_t { PIPE_S, PIPE_V, PIPE_MTE2, PIPE_MTE3, PIPE_ALL };
 
+// Synchronisation events between pipes, named source_target (MTE2_V: V waits for MTE2) [S25].
+// The emulated vector core has S, V, MTE2 and MTE3; the cube's events (MTE1, M, FIX) exist for
+// their spelling only and are refused at compile time.
+enum class HardEvent : std::uint8_t {
+  MTE2_MTE1, MTE1_MTE2, MTE1_M, M_MTE1, MTE2_V, V_MTE2, MTE3_V, V_MTE3, M_V, V_M, V_V, MTE3_MTE1, MTE1_MTE3,
+  MTE1_V, MTE2_M, M_MTE2, V_MTE1, M_FIX, FIX_M, MTE3_MTE2, MTE2_MTE3, S_V, V_S, S_MTE2, MTE2_S, S_MTE3, MTE3_S,
+  MTE2_FIX, FIX_MTE2, FIX_S, M_S, FIX_MTE3
+};
+// Event ids (Ascend C's event_t), 0..7 on A2/A3/950 [S25].
+enum event_t : std::int32_t { EVENT_ID0, EVENT_ID1, EVENT_ID2, EVENT_ID3, EVENT_ID4, EVENT_ID5, EVENT_ID6, EVENT_ID7 };
+using TEventID = std::int8_t;
+
 enum class RoundMode : std::uint8_t { CAST_NONE, CAST_RINT, CAST_FLOOR, CAST_CEIL, CAST_ROUND, CAST_TRUNC, CAST_ODD };
 
 inline constexpr std::uint32_t ONE_BLK_SIZE = 32;           // a UB data block
@@ -47,8 +59,29 @@ struct DataCopyParams {
   std::uint16_t dstStride = 0;
 };
 
+// The repeat form's strides, in 32-byte blocks, uint8 fields [S27]: block b of repeat r of an
+// operand starts at (r * repStride + b * blkStride) blocks.
+struct BinaryRepeatParams {
+  std::uint8_t dstBlkStride = 1;
+  std::uint8_t src0BlkStride = 1;
+  std::uint8_t src1BlkStride = 1;
+  std::uint8_t dstRepStride = 8;
+  std::uint8_t src0RepStride = 8;
+  std::uint8_t src1RepStride = 8;
+};
+
+// DataCopyPad's older parameter form (DataCopyParams with DataCopyPadParams): blockLen in bytes,
+// blockCount 1..4095, blockLen 1..65535, strides uint16 [S9].
+struct DataCopyPadParams {
+  bool isPad = false;
+  std::uint8_t leftPadding = 0;
+  std::uint8_t rightPadding = 0;
+  std::uint64_t paddingValue = 0;  // its low bytes are the element
+};
+
 // DataCopyPad's parameters: blockLen in bytes; the GM side's stride in bytes, the UB side's in
-// 32-byte blocks (each UB block starts 32-byte aligned).
+// 32-byte blocks (each UB block starts 32-byte aligned). Wider than DataCopyParams: blockLen up
+// to 2^21 - 1 bytes, uint32 strides; blockCount 1..4095 (1..65535 on the 950PR) [S7][S9].
 struct DataCopyExtParams {
   std::uint16_t blockCount = 1;
   std::uint32_t blockLen = 0;

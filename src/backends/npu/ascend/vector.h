@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "backends/npu/ascend/convert.h"
+#include "backends/npu/ascend/pipe.h"
 #include "backends/npu/ascend/tensor.h"
 
 namespace opreg::npu::AscendC {
@@ -104,8 +105,9 @@ void unary(const char* api, const LocalTensor<T>& dst, const LocalTensor<T>& a, 
   map1(dst.GetPhyAddr(), a.GetPhyAddr(), count, f);
 }
 
-// One repeat's worth of floats combined as a tree (pairs of halves); the order the emulator fixes
-// for the reductions (the hardware's own order is not documented).
+// One repeat's worth of floats (n <= 64; masked-off lanes take `identity`) combined as a binary
+// tree of adjacent pairs: (x0 + x1), (x2 + x3), ..., then pairs of those, as the ReduceSum page
+// describes a repeat's sum [S23].
 template <class F>
 inline float tree(const float* p, std::uint32_t n, float identity, F combine) {
   float v[64];
@@ -113,18 +115,21 @@ inline float tree(const float* p, std::uint32_t n, float identity, F combine) {
   for (; i < n; ++i) v[i] = p[i];
   for (; i < 64; ++i) v[i] = identity;
   for (std::uint32_t s = 32; s > 0; s /= 2) {
-    for (std::uint32_t k = 0; k < s; ++k) v[k] = combine(v[k], v[k + s]);
+    for (std::uint32_t k = 0; k < s; ++k) v[k] = combine(v[2 * k], v[2 * k + 1]);
   }
   return v[0];
 }
 
-// dst[0] = src combined over `count` elements: each level combines 64-float repeats into
-// `work`, one instruction per level, until one value is left (`identity` for count 0).
+// dst[0] = src combined over `count` elements [S23]: each 64-float repeat as a tree of adjacent
+// pairs; the repeats' results then in order (the A2/A3 count form, "method 2"), or, on the 950PR
+// ("method 1"), as a tree again, one level of repeats at a time through `work`. Counted as one
+// instruction per level of repeats, as the hardware's reduction runs.
 template <class F>
 void reduce(const char* api, const LocalTensor<float>& dst, const LocalTensor<float>& src,
             const LocalTensor<float>& work, std::uint32_t count, float identity, F combine) {
   npu::detail::Core& core = npu::detail::current();
-  npu::detail::Buffer* w = Access::use(core, dst, 1, Use::vector_write, api, "dst");
+  // dst: element-aligned (the reductions' exception to the 32-byte rule) [S23][S24].
+  npu::detail::Buffer* w = Access::use(core, dst, 1, Use::vector_write, api, "dst", sizeof(float));
   npu::detail::Buffer* r = Access::use(core, src, count, Use::vector_read, api, "src");
   npu::detail::Buffer* k = Access::use(core, work, ((count + 63) / 64 + 7) / 8 * 8, Use::vector_write, api, "work");
   float* out = work.GetPhyAddr();
@@ -132,6 +137,7 @@ void reduce(const char* api, const LocalTensor<float>& dst, const LocalTensor<fl
   std::uint64_t repeats = 0;
   std::uint64_t instructions = 0;
   float result = identity;
+  bool first_level = true;
   for (std::uint32_t n = count; n > 0;) {
     const std::uint32_t m = (n + 63) / 64;
     for (std::uint32_t j = 0; j < m; ++j)
@@ -143,6 +149,19 @@ void reduce(const char* api, const LocalTensor<float>& dst, const LocalTensor<fl
       result = out[0];
       break;
     }
+    if (first_level && !core.reduce_tree_across_repeats) {
+      // The repeats' sums in order; charged as the tree's levels would be (same counters on every
+      // profile).
+      result = out[0];
+      for (std::uint32_t j = 1; j < m; ++j) result = combine(result, out[j]);
+      for (std::uint32_t left = m; left > 1; left = (left + 63) / 64) {
+        const std::uint32_t next = (left + 63) / 64;
+        repeats += next;
+        instructions += (next + MAX_REPEAT_TIMES - 1) / MAX_REPEAT_TIMES;
+      }
+      break;
+    }
+    first_level = false;
     n = m;
   }
   dst.GetPhyAddr()[0] = result;
@@ -154,7 +173,73 @@ void reduce(const char* api, const LocalTensor<float>& dst, const LocalTensor<fl
   }
 }
 
+// The repeat form [S22][S27]: `repeatTimes` repeats of 8 blocks of 32 bytes, the first `mask`
+// elements of each repeat computed, operand blocks placed by their block and repeat strides.
+// Elements an operand spans: up to the last block of its last repeat.
+inline std::uint64_t repeat_span(std::int32_t repeats, std::uint32_t rep_stride, std::uint32_t blk_stride,
+                                 std::uint32_t per_block) {
+  if (repeats == 0) return 0;
+  return (std::uint64_t(repeats - 1) * rep_stride + 7u * blk_stride + 1u) * per_block;
+}
+
+[[noreturn]] void bad_repeat(const char* api, std::int64_t value, const char* what);
+
+template <class T, class F>
+void binary_repeat(const char* api, const LocalTensor<T>& dst, const LocalTensor<T>& a, const LocalTensor<T>& b,
+                   std::uint64_t mask, std::int32_t repeatTimes, const BinaryRepeatParams& p, F f) {
+  static_assert(kVectorArith<T>, "the repeat form runs on the vector unit's types (float, half, int16, int32)");
+  constexpr std::uint32_t per_block = ONE_BLK_SIZE / sizeof(T);
+  constexpr std::uint32_t lanes = ONE_REPEAT_BYTE_SIZE / sizeof(T);
+  if (repeatTimes < 0 || repeatTimes > static_cast<std::int32_t>(MAX_REPEAT_TIMES)) [[unlikely]] {
+    bad_repeat(api, repeatTimes, "repeatTimes is 0..255 (a uint8 field): split the work into several calls");
+  }
+  if (mask < 1 || mask > lanes) [[unlikely]] {
+    bad_repeat(api, static_cast<std::int64_t>(mask),
+               sizeof(T) == 4 ? "mask (continuous mode) is 1..64 for 32-bit types" : "mask is 1..128 for 16-bit types");
+  }
+  npu::detail::Core& core = npu::detail::current();
+  npu::detail::Buffer* w = Access::use(core, dst, repeat_span(repeatTimes, p.dstRepStride, p.dstBlkStride, per_block),
+                                       Use::vector_write, api, "dst");
+  npu::detail::Buffer* r0 = Access::use(
+      core, a, repeat_span(repeatTimes, p.src0RepStride, p.src0BlkStride, per_block), Use::vector_read, api, "src0");
+  npu::detail::Buffer* r1 = Access::use(
+      core, b, repeat_span(repeatTimes, p.src1RepStride, p.src1BlkStride, per_block), Use::vector_read, api, "src1");
+  if (repeatTimes == 0) return;
+  T* d = dst.GetPhyAddr();
+  const T* x = a.GetPhyAddr();
+  const T* y = b.GetPhyAddr();
+  for (std::int32_t r = 0; r < repeatTimes; ++r) {
+    for (std::uint32_t e = 0; e < mask; ++e) {
+      const std::uint32_t blk = e / per_block;
+      const std::uint32_t lane = e % per_block;
+      auto at = [&](std::uint32_t rep, std::uint32_t bs) { return (r * rep + blk * bs) * per_block + lane; };
+      map2(d + at(p.dstRepStride, p.dstBlkStride), x + at(p.src0RepStride, p.src0BlkStride),
+           y + at(p.src1RepStride, p.src1BlkStride), 1, f);
+    }
+  }
+  core.counters.vector_repeats += static_cast<std::uint64_t>(repeatTimes);
+  core.counters.vector_instructions += 1;
+  npu::detail::vector_time(core, static_cast<double>(repeatTimes), w, r0, r1);
+}
+
 }  // namespace detail_
+
+// ---- the repeat form [S27]: Add(dst, src0, src1, mask, repeatTimes, BinaryRepeatParams)
+template <class T>
+void Add(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, std::uint64_t mask,
+         std::int32_t repeatTimes, const BinaryRepeatParams& repeatParams) {
+  detail_::binary_repeat("Add", dst, src0, src1, mask, repeatTimes, repeatParams, [](auto a, auto b) { return a + b; });
+}
+template <class T>
+void Mul(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, std::uint64_t mask,
+         std::int32_t repeatTimes, const BinaryRepeatParams& repeatParams) {
+  detail_::binary_repeat("Mul", dst, src0, src1, mask, repeatTimes, repeatParams, [](auto a, auto b) { return a * b; });
+}
+template <class T>
+void Sub(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, std::uint64_t mask,
+         std::int32_t repeatTimes, const BinaryRepeatParams& repeatParams) {
+  detail_::binary_repeat("Sub", dst, src0, src1, mask, repeatTimes, repeatParams, [](auto a, auto b) { return a - b; });
+}
 
 // ---- dst = src0 op src1
 template <class T>
@@ -301,15 +386,88 @@ void SyncAll() {
   npu::detail::sync_all(npu::detail::current());
 }
 
-// A barrier on the issuing core: PIPE_ALL waits for every pipe; the emulator's scoreboard
-// already orders the others.
+// A barrier on the issuing core [S26]: PIPE_ALL waits for every pipe (strict mode: everything
+// issued before it is visible to every pipe after it); PIPE_V / PIPE_MTE2 / PIPE_MTE3 order one
+// pipe within itself (which the emulator's scoreboard already does); PIPE_S is a hardware error.
 template <pipe_t pipe>
 void PipeBarrier() {
+  static_assert(pipe != PIPE_S, "PipeBarrier<PIPE_S>() is a hardware error: the scalar unit orders itself");
   if constexpr (pipe == PIPE_ALL) {
     npu::detail::Core& core = npu::detail::current();
     core.time.issue = core.time.end();
+    core.pipes.barrier_all();
   }
 }
+
+namespace detail_ {
+
+// The (source, target) pipes of a vector core's event, or kNoPipe for the cube's.
+constexpr std::uint8_t event_pipe(HardEvent e, bool target) {
+  using namespace npu::detail;
+  switch (e) {
+    case HardEvent::MTE2_V: return target ? kPipeV : kPipeMte2;
+    case HardEvent::V_MTE2: return target ? kPipeMte2 : kPipeV;
+    case HardEvent::MTE3_V: return target ? kPipeV : kPipeMte3;
+    case HardEvent::V_MTE3: return target ? kPipeMte3 : kPipeV;
+    case HardEvent::V_V: return kPipeV;
+    case HardEvent::MTE3_MTE2: return target ? kPipeMte2 : kPipeMte3;
+    case HardEvent::MTE2_MTE3: return target ? kPipeMte3 : kPipeMte2;
+    case HardEvent::S_V: return target ? kPipeV : kPipeS;
+    case HardEvent::V_S: return target ? kPipeS : kPipeV;
+    case HardEvent::S_MTE2: return target ? kPipeMte2 : kPipeS;
+    case HardEvent::MTE2_S: return target ? kPipeS : kPipeMte2;
+    case HardEvent::S_MTE3: return target ? kPipeMte3 : kPipeS;
+    case HardEvent::MTE3_S: return target ? kPipeS : kPipeMte3;
+    default: return kNoPipe;
+  }
+}
+
+[[noreturn]] void bad_flag(const npu::detail::Core& core, const char* api, std::uint8_t from, std::uint8_t to,
+                           std::int32_t id, const char* why);
+
+}  // namespace detail_
+
+// SetFlag<A_B>(id): pipe A raises the flag once everything it was issued so far is done;
+// WaitFlag<A_B>(id): pipe B waits for it [S25]. In strict mode the pair makes A's earlier work
+// visible to B's later work; a WaitFlag without its SetFlag (a hang), a SetFlag on a flag still
+// raised, and an id outside 0..7 are errors. No time is charged: the emulator's scoreboard
+// already orders the data they protect.
+template <HardEvent event>
+void SetFlag(std::int32_t eventID) {
+  constexpr std::uint8_t from = detail_::event_pipe(event, false);
+  constexpr std::uint8_t to = detail_::event_pipe(event, true);
+  static_assert(from != npu::detail::kNoPipe, "the emulated vector core has no cube pipes (MTE1, M, FIX)");
+  npu::detail::Core& core = npu::detail::current();
+  if (eventID < 0 || eventID >= npu::detail::kEventIds) [[unlikely]] {
+    detail_::bad_flag(core, "SetFlag", from, to, eventID, "eventID is 0..7");
+  }
+  std::uint32_t& pending = core.pipes.pending[from][to][eventID];
+  if (pending != 0) [[unlikely]] {
+    detail_::bad_flag(core, "SetFlag", from, to, eventID, "the flag is already set and not yet waited for");
+  }
+  pending = core.pipes.seq + 1;
+}
+
+template <HardEvent event>
+void WaitFlag(std::int32_t eventID) {
+  constexpr std::uint8_t from = detail_::event_pipe(event, false);
+  constexpr std::uint8_t to = detail_::event_pipe(event, true);
+  static_assert(from != npu::detail::kNoPipe, "the emulated vector core has no cube pipes (MTE1, M, FIX)");
+  npu::detail::Core& core = npu::detail::current();
+  if (eventID < 0 || eventID >= npu::detail::kEventIds) [[unlikely]] {
+    detail_::bad_flag(core, "WaitFlag", from, to, eventID, "eventID is 0..7");
+  }
+  std::uint32_t& pending = core.pipes.pending[from][to][eventID];
+  if (pending == 0) [[unlikely]] {
+    detail_::bad_flag(core, "WaitFlag", from, to, eventID, "no SetFlag raised it: on the device this waits forever");
+  }
+  std::uint32_t& synced = core.pipes.synced[from][to];
+  if (pending > synced) synced = pending;
+  pending = 0;
+}
+
+// The kernel's TPipe (Ascend C's GetTPipePtr()).
+inline TPipe* GetTPipePtr() { return static_cast<TPipe*>(npu::detail::current().tpipe); }
 
 inline std::int64_t GetBlockIdx() { return npu::detail::current().block; }
 inline std::int64_t GetBlockNum() { return npu::detail::block_dim(npu::detail::current()); }

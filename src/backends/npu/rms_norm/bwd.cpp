@@ -25,6 +25,7 @@ using namespace AscendC;
 using kernel::AsFloat;
 using kernel::CopyRowsIn;
 using kernel::CopyRowsOut;
+using kernel::PipeSync;
 using kernel::StoreFloat;
 
 // Rows summed into the block partial before it joins the core's partial: the float chains stay
@@ -140,6 +141,7 @@ class KernelRmsNormGrad {
         [&](std::int64_t row0, std::int64_t n) { CopyIn(row0, n, 0, cols_, true); },
         [&](std::int64_t row0, std::int64_t n) {
           CopyRowsIn(rstdBuf_.Get<float>(), rstdGm_[static_cast<std::uint64_t>(row0)], 1, n, n);
+          PipeSync<HardEvent::MTE2_S>();  // rstd is read by the scalar unit
           stat0_ = 0;
           Grad(n, shape_.pitch(), cols_, true);
           CopyOut(row0, n, 0, cols_);
@@ -163,15 +165,21 @@ class KernelRmsNormGrad {
         [&](std::int64_t g0, std::int64_t gn) {
           Duplicate(dot, 0.0f, u32(gn));
           CopyRowsIn(rstd, rstdGm_[static_cast<std::uint64_t>(g0)], 1, gn, gn);
+          PipeSync<HardEvent::MTE2_S>();
         },
         in,
         [&](std::int64_t r, std::int64_t c) {
           if (r == 0) PrepareWeight(walk.start(c), walk.width(c));
-          DotChunk(dot[u32(r)], rstd.GetValue(u32(r)), walk.width(c));
+          DotChunk(r, rstd.GetValue(u32(r)), walk.width(c));
         },
         [&](std::int64_t g0, std::int64_t gn) {
+          PipeSync<HardEvent::S_V>();     // the dots the scalar unit summed
+          PipeSync<HardEvent::MTE3_V>();  // the last group's coefficients have left UB
           Coeff(coeff, dot, gn);
-          if (spill) CopyRowsOut(wsGm_[static_cast<std::uint64_t>(p_.ws_coeff + g0)], coeff, 1, gn, gn);
+          if (spill) {
+            PipeSync<HardEvent::V_MTE3>();
+            CopyRowsOut(wsGm_[static_cast<std::uint64_t>(p_.ws_coeff + g0)], coeff, 1, gn, gn);
+          }
         });
     if (spill) PipeBarrier<PIPE_ALL>();  // the coefficients come back from GM: MTE3 -> MTE2
     walk.pass2([&](std::int64_t c) { StartPartial(walk.start(c), walk.width(c)); },
@@ -179,6 +187,7 @@ class KernelRmsNormGrad {
                  if (!spill) return;
                  CopyRowsIn(rstd, rstdGm_[static_cast<std::uint64_t>(row)], 1, gn, gn);
                  CopyRowsIn(coeff, wsGm_[static_cast<std::uint64_t>(p_.ws_coeff + row)], 1, gn, gn);
+                 PipeSync<HardEvent::MTE2_S>();
                },
                in2,
                [&](std::int64_t j, std::int64_t c) {
@@ -210,8 +219,9 @@ class KernelRmsNormGrad {
     outDx_.FreeTensor(dx);
   }
 
-  // dot[r] += sum(dy * w' * xhat) over one chunk of a row (pass 1 of split rows).
-  void DotChunk(const LocalTensor<float>& dot, float rstd, std::int64_t width) {
+  // dot[r] += sum(dy * w' * xhat) over one chunk of a row (pass 1 of split rows), added on the
+  // scalar unit (dot[r] is no 32-byte aligned vector operand).
+  void DotChunk(std::int64_t r, float rstd, std::int64_t width) {
     LocalTensor<X> dy = inDy_.DeQue<X>();
     LocalTensor<X> x = inX_.DeQue<X>();
     const LocalTensor<float> dyf = AsFloat(dy, kernel::FloatScratch<X>(dyfBuf_), width);
@@ -226,7 +236,9 @@ class KernelRmsNormGrad {
       Mul(t, dyf, xf, u32(width));
     }
     ReduceSum(acc, t, workBuf_.Get<float>(), u32(width));
-    Add(dot, dot, acc, 1);
+    PipeSync<HardEvent::V_S>();
+    const LocalTensor<float> dot = dotBuf_.Get<float>();
+    dot.SetValue(u32(r), dot.GetValue(u32(r)) + acc.GetValue(0));
     inDy_.FreeTensor(dy);
     inX_.FreeTensor(x);
   }
@@ -274,6 +286,7 @@ class KernelRmsNormGrad {
       for (std::int64_t r = 0; r < n; ++r) ReduceSum(dot[u32(r)], row(t, r), workBuf_.Get<float>(), u32(width));
       Coeff(coeff, dot, n);
     }
+    PipeSync<HardEvent::V_S>();  // the coefficients, read by the scalar unit
     // dx = rstd * (m - c * xhat), in dx's tile for float, else in m's.
     const LocalTensor<float> dxf = kernel::FloatTile(dx, dyf);
     for (std::int64_t r = 0; r < n; ++r) {
@@ -319,6 +332,7 @@ class KernelRmsNormGrad {
     if (!p_.has_weight || width == 0) return;
     FoldBlock(width);
     const LocalTensor<float> dwp = dwpBuf_.Get<float>();
+    PipeSync<HardEvent::V_MTE3>();
     if (p_.impl == Impl::atomic) {
       SetAtomicAdd<float>();
       CopyRowsOut(AtomicTarget()[static_cast<std::uint64_t>(col0)], dwp, 1, width, width);
@@ -326,6 +340,7 @@ class KernelRmsNormGrad {
     } else {
       CopyRowsOut(wsGm_[static_cast<std::uint64_t>(block_ * cols_ + col0)], dwp, 1, width, width);
     }
+    PipeSync<HardEvent::MTE3_V>();  // the next chunk's partial starts in the same buffer
   }
 
   // dweight[c] = sum over k < parts of ws[first + k * cols + c], in k order, for this core's
@@ -343,7 +358,10 @@ class KernelRmsNormGrad {
     const LocalTensor<float> sum = sumBuf_.Get<float>();
     for (std::int64_t c0 = mine.first; c0 < mine.first + mine.count; c0 += step) {
       const std::int64_t width = std::min(step, mine.first + mine.count - c0);
+      PipeSync<HardEvent::V_MTE2>();     // the last step's sum was read by the vector unit
+      PipeSync<HardEvent::MTE3_MTE2>();  // or copied out
       CopyRowsIn(sum, wsGm_[static_cast<std::uint64_t>(first + c0)], 1, width, width);
+      PipeSync<HardEvent::MTE2_V>();
       for (std::int64_t k = 1; k < parts; ++k) {
         LocalTensor<float> part = inPart_.AllocTensor<float>();
         CopyRowsIn(part, wsGm_[static_cast<std::uint64_t>(first + k * cols_ + c0)], 1, width, width);
@@ -353,6 +371,11 @@ class KernelRmsNormGrad {
         inPart_.FreeTensor(part);
       }
       if constexpr (std::is_same_v<W, float>) {
+        if (parts > 1) {
+          PipeSync<HardEvent::V_MTE3>();
+        } else {
+          PipeSync<HardEvent::MTE2_MTE3>();
+        }
         CopyRowsOut(dwGm_[static_cast<std::uint64_t>(c0)], sum, 1, width, width);
       } else {
         LocalTensor<W> out = outDw_.AllocTensor<W>();

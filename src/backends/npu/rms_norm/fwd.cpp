@@ -27,6 +27,7 @@ using namespace AscendC;
 using kernel::AsFloat;
 using kernel::CopyRowsIn;
 using kernel::CopyRowsOut;
+using kernel::PipeSync;
 using kernel::StoreFloat;
 
 struct FwdParams {
@@ -149,6 +150,7 @@ class KernelRmsNorm {
     CopyRowsOut(yGm_[at(row0, col0)], y, n, width, cols_);
     outY_.FreeTensor(y);
     if (col0 == 0 && p_.plan.mode != TileMode::split_row) {
+      PipeSync<HardEvent::V_MTE3>();  // rstd is a vector result in a TBuf
       CopyRowsOut(rstdGm_[static_cast<std::uint64_t>(row0)], rstdBuf_.Get<float>(), 1, n, n);
     }
   }
@@ -172,11 +174,15 @@ class KernelRmsNorm {
     }
     const LocalTensor<float> scale = scaleBuf_.Get<float>();
     Duplicate(scale, 1.0f, static_cast<std::uint32_t>(n));
+    PipeSync<HardEvent::V_S>();  // the sums, read by the scalar unit
     for (std::int64_t r = 0; r < n; ++r) {
       const auto off = static_cast<std::uint32_t>(r * pitch);
       if (sums.GetValue(static_cast<std::uint32_t>(r)) == kInf) RescaleRow(r, xf[off], sq[off]);
     }
+    PipeSync<HardEvent::S_V>();     // a rescaled row's scale, set by the scalar unit
+    PipeSync<HardEvent::MTE3_V>();  // the last tile's rstd has left UB
     Rstd(rstd, sums, n);
+    PipeSync<HardEvent::V_S>();
     for (std::int64_t r = 0; r < n; ++r) {
       const auto off = static_cast<std::uint32_t>(r * pitch);
       Muls(yf[off], xf[off], rstd.GetValue(static_cast<std::uint32_t>(r)), static_cast<std::uint32_t>(cols_));
@@ -204,25 +210,31 @@ class KernelRmsNorm {
           Duplicate(sums, 0.0f, static_cast<std::uint32_t>(gn));
         },
         in,
-               [&](std::int64_t r, std::int64_t c) {
-                 SumChunk(sums[static_cast<std::uint32_t>(r)], groupStart_ + r, walk.start(c), walk.width(c));
-               },
+               [&](std::int64_t r, std::int64_t c) { SumChunk(r, groupStart_ + r, walk.start(c), walk.width(c)); },
                [&](std::int64_t g0, std::int64_t gn) {
+                 PipeSync<HardEvent::S_V>();  // the sums (and scales) the scalar unit set
                  Duplicate(scaleBuf_.Get<float>(), 1.0f, static_cast<std::uint32_t>(gn));
                  for (std::int64_t r = 0; r < gn; ++r) {
                    if (sums.GetValue(static_cast<std::uint32_t>(r)) == kInf) RescaleSplitRow(g0 + r, r);
                  }
+                 PipeSync<HardEvent::S_V>();
+                 PipeSync<HardEvent::MTE3_V>();  // the last group's rstd has left UB
                  Rstd(rstd, sums, gn);
+                 PipeSync<HardEvent::V_MTE3>();
                  CopyRowsOut(rstdGm_[static_cast<std::uint64_t>(g0)], rstd, 1, gn, gn);
                });
     // Pass 2: chunk by chunk (its weight loaded once), normalise every row of the core; with
     // several groups their rstd comes back from GM (MTE3 -> MTE2: a barrier first).
     // The fused op's pass 2 reads s back from GM (MTE3 -> MTE2 as well).
     if (walk.groups() > 1 || p_.fused) PipeBarrier<PIPE_ALL>();
+    PipeSync<HardEvent::V_S>();  // one group's rstd stays in UB for pass 2's scalar reads
     auto in2 = [&](std::int64_t row, std::int64_t c) { CopyIn(row, 1, walk.start(c), walk.width(c), p_.fused); };
     walk.pass2([&](std::int64_t c) { PrepareWeight(walk.start(c), walk.width(c)); },
                [&](std::int64_t row, std::int64_t gn) {
-                 if (walk.groups() > 1) CopyRowsIn(rstd, rstdGm_[static_cast<std::uint64_t>(row)], 1, gn, gn);
+                 if (walk.groups() > 1) {
+                   CopyRowsIn(rstd, rstdGm_[static_cast<std::uint64_t>(row)], 1, gn, gn);
+                   PipeSync<HardEvent::MTE2_S>();
+                 }
                },
                in2,
                [&](std::int64_t j, std::int64_t c) {
@@ -232,8 +244,10 @@ class KernelRmsNorm {
                [](std::int64_t) {});
   }
 
-  // `row`, `col0`: where the chunk is (the fused op writes its s there).
-  void SumChunk(const LocalTensor<float>& sum, std::int64_t row, std::int64_t col0, std::int64_t width) {
+  // sums[r] += the chunk's sum of squares; `row`, `col0`: where the chunk is (the fused op writes
+  // its s there). The per-row sums are added on the scalar unit: a vector operand starts 32-byte
+  // aligned, sums[r] does not.
+  void SumChunk(std::int64_t r, std::int64_t row, std::int64_t col0, std::int64_t width) {
     LocalTensor<X> x = inX_.DeQue<X>();
     LocalTensor<float> xf = AsFloat(x, kernel::FloatScratch<X>(xfBuf_), width);
     const LocalTensor<float> acc = accBuf_.Get<float>();
@@ -251,7 +265,10 @@ class KernelRmsNorm {
       Mul(xf, xf, xf, static_cast<std::uint32_t>(width));
     }
     ReduceSum(acc, sq, workBuf_.Get<float>(), static_cast<std::uint32_t>(width));
-    Add(sum, sum, acc, 1);
+    PipeSync<HardEvent::V_S>();
+    const LocalTensor<float> sums = sumsBuf_.Get<float>();
+    const auto i = static_cast<std::uint32_t>(r);
+    sums.SetValue(i, sums.GetValue(i) + acc.GetValue(0));
     inX_.FreeTensor(x);
   }
 
@@ -291,12 +308,14 @@ class KernelRmsNorm {
     const LocalTensor<float> acc = accBuf_.Get<float>();
     Abs(scratch, x, width);
     ReduceMax(acc, scratch, workBuf_.Get<float>(), width);
+    PipeSync<HardEvent::V_S>();
     const float largest = acc.GetValue(0);
     if (!std::isfinite(largest)) return;
     const float scale = ScaleFor(largest);
     Muls(scratch, x, scale, width);
     Mul(scratch, scratch, scratch, width);
     ReduceSum(sumsBuf_.Get<float>()[static_cast<std::uint32_t>(r)], scratch, workBuf_.Get<float>(), width);
+    PipeSync<HardEvent::V_S>();  // the next row's sum is read by the scalar unit
     scaleBuf_.Get<float>().SetValue(static_cast<std::uint32_t>(r), scale);
   }
 
@@ -318,6 +337,7 @@ class KernelRmsNorm {
     each_chunk([&](const LocalTensor<float>& xf, std::uint32_t width) {
       Abs(xf, xf, width);
       ReduceMax(acc, xf, workBuf_.Get<float>(), width);
+      PipeSync<HardEvent::V_S>();
       largest = std::max(largest, acc.GetValue(0));
     });
     if (!std::isfinite(largest)) return;
@@ -327,6 +347,7 @@ class KernelRmsNorm {
       Muls(xf, xf, scale, width);
       Mul(xf, xf, xf, width);
       ReduceSum(acc, xf, workBuf_.Get<float>(), width);
+      PipeSync<HardEvent::V_S>();
       sum += acc.GetValue(0);
     });
     sumsBuf_.Get<float>().SetValue(static_cast<std::uint32_t>(r), sum);
