@@ -54,6 +54,15 @@ Emulator* emulator_of(Registry& registry) {
   return backend != nullptr ? &backend->emulator() : nullptr;
 }
 
+Emulator& emulator_in(const KernelContext& ctx) {
+  auto* backend = dynamic_cast<NpuBackend*>(ctx.backend);
+  if (backend == nullptr) {
+    fail(ErrorKind::internal, "{}: runs on the npu backend's emulator, not on {}",
+         ctx.variant != nullptr ? ctx.variant->name : std::string("npu kernel"), ctx.backend->name());
+  }
+  return backend->emulator();
+}
+
 }  // namespace opreg::npu
 
 namespace opreg {

@@ -9,6 +9,7 @@
 #include "backends/npu/ascend/runtime.h"
 #include "backends/npu/profile.h"
 #include "opreg/device.h"
+#include "opreg/registry.h"
 
 namespace opreg {
 class Registry;
@@ -41,6 +42,9 @@ class NpuBackend final : public HostMemoryBackend {
 
 // The emulator of `registry`'s npu device, or nullptr when the registry has no npu backend.
 Emulator* emulator_of(Registry& registry);
+// The emulator a kernel call runs on (its context's backend); an internal error, naming the
+// variant, when the context is not the npu backend's.
+Emulator& emulator_in(const KernelContext& ctx);
 
 // The op families' lists (each family folder's list.cpp), registered on `registry` for the npu
 // backend registered there. The backend's device facts (DeviceProps::facts) are its DeviceModel.

@@ -18,15 +18,6 @@ namespace {
 using glu::Act;
 using glu::Impl;
 
-Emulator& emulator_in(const KernelContext& ctx) {
-  auto* backend = dynamic_cast<NpuBackend*>(ctx.backend);
-  if (backend == nullptr) {
-    fail(ErrorKind::internal, "{}: runs on the npu backend's emulator, not on {}",
-         ctx.variant != nullptr ? ctx.variant->name : std::string("npu kernel"), ctx.backend->name());
-  }
-  return backend->emulator();
-}
-
 template <Act A, Impl I, class Args>
 Verdict supports(const Args& a, const DeviceModel& device, glu::GluPlan& plan) {
   std::string why;

@@ -18,15 +18,6 @@ namespace {
 
 using rms::Impl;
 
-Emulator& emulator_in(const KernelContext& ctx) {
-  auto* backend = dynamic_cast<NpuBackend*>(ctx.backend);
-  if (backend == nullptr) {
-    fail(ErrorKind::internal, "{}: runs on the npu backend's emulator, not on {}",
-         ctx.variant != nullptr ? ctx.variant->name : std::string("npu kernel"), ctx.backend->name());
-  }
-  return backend->emulator();
-}
-
 Verdict verdict(bool fits, std::string why, Impl impl, const rms::Problem& s, const char* direction) {
   if (fits) return {true, std::move(why)};
   if (impl == Impl::single_pass) {
