@@ -22,6 +22,7 @@ using namespace AscendC;
 using kernel::AsFloat;
 using kernel::CopyRowsIn;
 using kernel::CopyRowsOut;
+using kernel::PipeSync;
 using kernel::StoreFloat;
 using namespace kernel_norm;
 
@@ -137,6 +138,7 @@ class KernelNormGrad {
         [&](std::int64_t set0, std::int64_t n) {
           CopyRowsIn(meanBuf_.Get<float>(), meanGm_[static_cast<std::uint64_t>(set0)], 1, n, n);
           CopyRowsIn(rstdBuf_.Get<float>(), rstdGm_[static_cast<std::uint64_t>(set0)], 1, n, n);
+          PipeSync<HardEvent::MTE2_S>();  // mean and rstd, read by the scalar unit
           GradTile(set0, n);
           CopyOut(at(set0), n * R, L);
         });
@@ -208,10 +210,13 @@ class KernelNormGrad {
     walk.pass1(
         [&](std::int64_t g0, std::int64_t gn) {
           group0 = g0;
+          PipeSync<HardEvent::MTE3_V>();  // the last group's c1 and c2 have left UB
           Duplicate(c1, 0.0f, u32(gn));
           Duplicate(c2, 0.0f, u32(gn));
           CopyRowsIn(mean, meanGm_[static_cast<std::uint64_t>(g0)], 1, gn, gn);
           CopyRowsIn(rstd, rstdGm_[static_cast<std::uint64_t>(g0)], 1, gn, gn);
+          PipeSync<HardEvent::V_S>();     // c1 and c2 are accumulated on the scalar unit
+          PipeSync<HardEvent::MTE2_S>();  // mean and rstd, read by it
         },
         in,
         [&](std::int64_t r, std::int64_t i) {
@@ -233,14 +238,20 @@ class KernelNormGrad {
         },
         [&](std::int64_t g0, std::int64_t gn) {
           const float inv = size_ == 0 ? 0.0f : 1.0f / static_cast<float>(size_);
+          PipeSync<HardEvent::S_V>();  // the sums the scalar unit set
           Muls(c1, c1, inv, u32(gn));
           Muls(c2, c2, inv, u32(gn));
           if (spill) {
+            PipeSync<HardEvent::V_MTE3>();
             CopyRowsOut(wsGm_[static_cast<std::uint64_t>(p_.ws_c + g0)], c1, 1, gn, gn);
             CopyRowsOut(wsGm_[static_cast<std::uint64_t>(p_.ws_c + s_.sets + g0)], c2, 1, gn, gn);
           }
         });
-    if (spill) PipeBarrier<PIPE_ALL>();
+    if (spill) {
+      PipeBarrier<PIPE_ALL>();
+    } else {
+      PipeSync<HardEvent::V_S>();  // the one group's c1 and c2 stay in UB for pass 2's scalar reads
+    }
     walk.pass2(
         [&](std::int64_t i) {
           const Piece pc = p_.plan.piece(i);
@@ -252,6 +263,7 @@ class KernelNormGrad {
           CopyRowsIn(rstd, rstdGm_[static_cast<std::uint64_t>(set)], 1, gn, gn);
           CopyRowsIn(c1, wsGm_[static_cast<std::uint64_t>(p_.ws_c + set)], 1, gn, gn);
           CopyRowsIn(c2, wsGm_[static_cast<std::uint64_t>(p_.ws_c + s_.sets + set)], 1, gn, gn);
+          PipeSync<HardEvent::MTE2_S>();
         },
         in,
         [&](std::int64_t j, std::int64_t i) {
@@ -388,11 +400,16 @@ class KernelNormGrad {
     if (s_.channel_mode() || width == 0) return;
     FoldBlock(width);
     const auto row = static_cast<std::uint64_t>(block_ * params_ + col0);
+    PipeSync<HardEvent::V_MTE3>();  // the partials, vector results
     if (p_.grads_w) CopyRowsOut(wsGm_[static_cast<std::uint64_t>(p_.ws_dw) + row], dwpBuf_.Get<float>(), 1, width, width);
     if (p_.grads_b) CopyRowsOut(wsGm_[static_cast<std::uint64_t>(p_.ws_db) + row], dbpBuf_.Get<float>(), 1, width, width);
+    PipeSync<HardEvent::MTE3_V>();  // the partials are the vector unit's again (the next slice)
   }
 
+  // v: channel partials the vector unit zeroed and the scalar unit accumulated.
   void FlushResident(const LocalTensor<float>& v, std::int64_t ws) {
+    PipeSync<HardEvent::V_MTE3>();
+    PipeSync<HardEvent::S_MTE3>();
     for (std::int64_t a = 0; a < params_; a += kPiece) {
       const std::int64_t w = std::min(kPiece, params_ - a);
       CopyRowsOut(wsGm_[static_cast<std::uint64_t>(ws + block_ * params_ + a)], v[u32(a)], 1, w, w);
@@ -421,7 +438,11 @@ class KernelNormGrad {
     auto reduce = [&](std::int64_t ws, const GlobalTensor<P>& dst) {
       for (std::int64_t c0 = mine.first; c0 < mine.first + mine.count; c0 += step) {
         const std::int64_t width = std::min(step, mine.first + mine.count - c0);
+        // sum, the vector unit's in the step before (Add, Cast), and for float P copied out from.
+        PipeSync<HardEvent::V_MTE2>();
+        if constexpr (std::is_same_v<P, float>) PipeSync<HardEvent::MTE3_MTE2>();
         CopyRowsIn(sum, wsGm_[static_cast<std::uint64_t>(ws + c0)], 1, width, width);
+        PipeSync<HardEvent::MTE2_V>();  // core 0's partial, the vector unit's to add to
         for (std::int64_t k = 1; k < cores; ++k) {
           LocalTensor<float> part = inPart_.AllocTensor<float>();
           CopyRowsIn(part, wsGm_[static_cast<std::uint64_t>(ws + k * params_ + c0)], 1, width, width);
@@ -431,6 +452,8 @@ class KernelNormGrad {
           inPart_.FreeTensor(part);
         }
         if constexpr (std::is_same_v<P, float>) {
+          if (cores == 1) PipeSync<HardEvent::MTE2_MTE3>();  // the one partial, copied out unchanged
+          PipeSync<HardEvent::V_MTE3>();
           CopyRowsOut(dst[static_cast<std::uint64_t>(c0)], sum, 1, width, width);
         } else {
           LocalTensor<P> out = outP_.AllocTensor<P>();

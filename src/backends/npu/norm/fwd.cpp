@@ -23,6 +23,7 @@ using namespace AscendC;
 using kernel::AsFloat;
 using kernel::CopyRowsIn;
 using kernel::CopyRowsOut;
+using kernel::PipeSync;
 using kernel::StoreFloat;
 using namespace kernel_norm;
 
@@ -101,6 +102,8 @@ class KernelNorm {
         [&](std::int64_t set0, std::int64_t n) {
           ComputeSets(set0, n);
           CopyOut(at(set0), n * R, L);
+          PipeSync<HardEvent::S_MTE3>();  // mean, set by the scalar unit
+          PipeSync<HardEvent::V_MTE3>();  // rstd, a vector result
           CopyRowsOut(meanGm_[static_cast<std::uint64_t>(set0)], meanBuf_.Get<float>(), 1, n, n);
           CopyRowsOut(rstdGm_[static_cast<std::uint64_t>(set0)], rstdBuf_.Get<float>(), 1, n, n);
         });
@@ -127,6 +130,7 @@ class KernelNorm {
     const std::int64_t span = n * R * pitch;
     const LocalTensor<float> xf = AsFloat(x, kernel::FloatScratch<X>(xfBuf_), span);
     const LocalTensor<float> yf = kernel::FloatTile(y, kernel::FloatScratch<X>(yfBuf_));
+    PipeSync<HardEvent::MTE3_S>();  // the last tile's mean has left UB
     for (std::int64_t k = 0; k < n; ++k) {
       const auto base = u32(k * R * pitch);
       Moments m = PieceMoments(xf[base], yf[base], R, L, pitch, Acc(), Work());
@@ -134,7 +138,10 @@ class KernelNorm {
       if (Overflowed(m)) scale = RescaleResident(xf[base], yf[base], R, L, pitch, m);
       PutStats(k, m, scale);
     }
+    PipeSync<HardEvent::S_V>();     // the statistics the scalar unit set
+    PipeSync<HardEvent::MTE3_V>();  // the last tile's rstd has left UB
     Rstd(n);
+    PipeSync<HardEvent::V_S>();  // rstd, read by the scalar unit
     const LocalTensor<float> mean = meanBuf_.Get<float>();
     const LocalTensor<float> rstd = rstdBuf_.Get<float>();
     for (std::int64_t k = 0; k < n; ++k) {
@@ -165,7 +172,11 @@ class KernelNorm {
     const std::int64_t pitch = shape_.pitch();
     auto in = [&](std::int64_t set, std::int64_t i) { PieceIn(set, i); };
     // Pass 1: each piece's moments merged into its set's (mean, M2), held in UB for the group.
-    walk.pass1([&](std::int64_t, std::int64_t) {}, in,
+    walk.pass1(
+        [&](std::int64_t, std::int64_t) {
+          PipeSync<HardEvent::MTE3_S>();  // the last group's mean has left UB
+          PipeSync<HardEvent::V_S>();     // and the vector unit is done with its m2 and scale
+        }, in,
                [&](std::int64_t r, std::int64_t i) {
                  const Piece pc = p_.plan.piece(i);
                  LocalTensor<X> x = inX_.DeQue<X>();
@@ -194,14 +205,22 @@ class KernelNorm {
                    if (Overflowed(m)) scale = RescaleSet(g0 + r, m);
                    PutStats(r, m, scale);
                  }
+                 PipeSync<HardEvent::S_V>();     // the statistics the scalar unit set
+                 PipeSync<HardEvent::MTE3_V>();  // the last group's rstd has left UB
                  Rstd(gn);
+                 PipeSync<HardEvent::S_MTE3>();
+                 PipeSync<HardEvent::V_MTE3>();
                  CopyRowsOut(meanGm_[static_cast<std::uint64_t>(g0)], mean, 1, gn, gn);
                  CopyRowsOut(rstdGm_[static_cast<std::uint64_t>(g0)], rstd, 1, gn, gn);
                });
     // Pass 2: piece by piece over every set of the core; with several groups the statistics come
     // back from GM (MTE3 -> MTE2: a barrier first).
     const bool spill = walk.groups() > 1;
-    if (spill) PipeBarrier<PIPE_ALL>();
+    if (spill) {
+      PipeBarrier<PIPE_ALL>();
+    } else {
+      PipeSync<HardEvent::V_S>();  // the one group's rstd stays in UB for pass 2's scalar reads
+    }
     walk.pass2(
         [&](std::int64_t i) {
           const Piece pc = p_.plan.piece(i);
@@ -211,6 +230,7 @@ class KernelNorm {
           if (!spill) return;
           CopyRowsIn(mean, meanGm_[static_cast<std::uint64_t>(set)], 1, gn, gn);
           CopyRowsIn(rstd, rstdGm_[static_cast<std::uint64_t>(set)], 1, gn, gn);
+          PipeSync<HardEvent::MTE2_S>();
         },
         in,
         [&](std::int64_t j, std::int64_t i) {

@@ -43,13 +43,14 @@ using namespace AscendC;
 inline std::uint32_t u32(std::int64_t v) { return static_cast<std::uint32_t>(v); }
 
 // The sum of `rows` rows of `width` floats `pitch` apart, each row by ReduceSum into `acc` (a
-// 32-byte slot) and the row sums added on the scalar unit in row order.
+// 32-byte slot) and the row sums added on the scalar unit in row order (V_S before each read).
 inline float RowsSum(const LocalTensor<float>& v, std::int64_t rows, std::int64_t width, std::int64_t pitch,
                      const LocalTensor<float>& acc, const LocalTensor<float>& work) {
   float sum = 0.0f;
   if (width == 0) return sum;
   for (std::int64_t r = 0; r < rows; ++r) {
     ReduceSum(acc, v[u32(r * pitch)], work, u32(width));
+    kernel::PipeSync<HardEvent::V_S>();
     sum += acc.GetValue(0);
   }
   return sum;
@@ -61,6 +62,7 @@ inline float RowsMax(const LocalTensor<float>& v, std::int64_t rows, std::int64_
   if (width == 0) return largest;
   for (std::int64_t r = 0; r < rows; ++r) {
     ReduceMax(acc, v[u32(r * pitch)], work, u32(width));
+    kernel::PipeSync<HardEvent::V_S>();
     const float m = acc.GetValue(0);
     largest = std::isnan(m) || m > largest ? m : largest;
   }
@@ -119,7 +121,9 @@ inline Moments PieceMoments(const LocalTensor<float>& x, const LocalTensor<float
   return m;
 }
 
-// dst[0, n) = the GM params [0, n) as float, in DataCopyPad-sized pieces through `raw` (16-bit P).
+// dst[0, n) = the GM params [0, n) as float, in DataCopyPad-sized pieces through `raw` (16-bit P),
+// for the scalar unit (a channel's gamma or beta is a GetValue): raw is the vector unit's between
+// copies (V_MTE2 before, MTE2_V after each), dst the scalar unit's at the end (MTE2_S or V_S).
 template <class P>
 inline void LoadParams(const LocalTensor<float>& dst, const GlobalTensor<P>& src, std::int64_t n, const LocalTensor<float>& raw) {
   constexpr std::int64_t kPiece = 8192;
@@ -130,9 +134,16 @@ inline void LoadParams(const LocalTensor<float>& dst, const GlobalTensor<P>& src
       kernel::CopyRowsIn(dst[u32(at)], src[static_cast<std::uint64_t>(at)], 1, w, w);
     } else {
       const LocalTensor<P> narrow = raw.ReinterpretCast<P>()[u32(at)];
+      kernel::PipeSync<HardEvent::V_MTE2>();
       kernel::CopyRowsIn(narrow, src[static_cast<std::uint64_t>(at)], 1, w, w);
+      kernel::PipeSync<HardEvent::MTE2_V>();
       Cast(dst[u32(at)], narrow, RoundMode::CAST_NONE, u32(w));
     }
+  }
+  if constexpr (std::is_same_v<P, float>) {
+    kernel::PipeSync<HardEvent::MTE2_S>();
+  } else {
+    kernel::PipeSync<HardEvent::V_S>();
   }
 }
 
