@@ -16,7 +16,6 @@ class Glu : public ::testing::Test {
  protected:
   void SetUp() override {
     reg = npu_registry(model());
-    register_glu(*reg);
     npu = reg->parse_device("npu");
     em = emulator_of(*reg);
   }

@@ -16,7 +16,6 @@ class NormNpu : public ::testing::Test {
  protected:
   void SetUp() override {
     reg = npu_registry(model());
-    register_norm(*reg);
     npu = reg->parse_device("npu");
   }
 

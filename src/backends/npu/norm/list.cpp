@@ -21,15 +21,6 @@ using norm::Impl;
 
 static_assert(sizeof(norm::Plan) <= kPlanBytes, "the norm plan must fit the registry's plan slot");
 
-Emulator& emulator_in(const KernelContext& ctx) {
-  auto* backend = dynamic_cast<NpuBackend*>(ctx.backend);
-  if (backend == nullptr) {
-    fail(ErrorKind::internal, "{}: runs on the npu backend's emulator, not on {}",
-         ctx.variant != nullptr ? ctx.variant->name : std::string("npu kernel"), ctx.backend->name());
-  }
-  return backend->emulator();
-}
-
 template <class Args>
 constexpr bool kLayer = std::is_same_v<Args, LayerNormFwdArgs> || std::is_same_v<Args, LayerNormBwdArgs>;
 
