@@ -104,11 +104,20 @@ inline float add_odd(float a, float b) {
 }
 
 // ---- Sums that do not lose a long chain's low bits (the devices need not have doubles):
-// Neumaier's compensated sum, a running (sum, compensation) pair.
+// Neumaier's compensated sum, a running (sum, compensation) pair. Once the sum is infinite (or
+// NaN) the compensation stays as it was: inf - inf would turn it into NaN, and sum + comp must
+// stay the infinity the plain sum is.
 inline void compensated_add(float* sum, float* comp, float v) {
   const float t = *sum + v;
-  *comp += fabs(*sum) >= fabs(v) ? (*sum - t) + v : (v - t) + *sum;
+  if (isfinite(t)) *comp += fabs(*sum) >= fabs(v) ? (*sum - t) + v : (v - t) + *sum;
   *sum = t;
+}
+
+// Adds a term (hi + lo) to a compensated sum (a non-finite lo comes only with a non-finite hi,
+// which decides the sum alone).
+inline void add_term(float* sum, float* comp, float hi, float lo) {
+  compensated_add(sum, comp, hi);
+  if (isfinite(lo)) *comp += lo;
 }
 
 // a * b = product + *error exactly (Dekker's product, no fused multiply-add needed: each half
@@ -193,4 +202,81 @@ inline float team_square_sum(local float* scratch, uint lid, uint t, uint team, 
   *m_out = (int)scales[lid - t];
   barrier(CLK_LOCAL_MEM_FENCE);
   return total;
+}
+
+// ---- Rows shared out to teams of a work-group.
+
+// How a group's work-items split into teams over the rows. Column loops run a count every
+// work-item of the group shares (steps = ceil(h / team)) and test the column inside, so a GPU
+// sees one trip count per group.
+typedef struct {
+  uint lid;        // the work-item in its group
+  uint t;          // its place in its team
+  uint team;       // work-items per row, a power of two
+  uint steps;      // column steps of a team over a row
+  ulong first;     // the group's first row
+  ulong stride;    // rows from one turn of the groups to the next
+} Teams;
+
+inline Teams teams_of(uint team, uint h) {
+  Teams g;
+  const uint per_group = (uint)get_local_size(0) / team;
+  g.lid = get_local_id(0);
+  g.t = g.lid & (team - 1);
+  g.team = team;
+  g.steps = (h + team - 1) / team;
+  g.first = (ulong)get_group_id(0) * per_group;
+  g.stride = (ulong)get_num_groups(0) * per_group;
+  return g;
+}
+
+// This work-item's row in the turn of the groups starting at `base`.
+inline ulong team_row(Teams g, ulong base) { return base + g.lid / g.team; }
+
+// ---- Parameter gradients from per-slot partials.
+
+// A parameter gradient (dweight, dbias) = the column sums of `partial`'s slots (each slot h
+// compensated sums, then their h compensations), in the parameter's format `wf`, rounded once.
+// A column tile is `cols` columns (a power of two dividing L), the groups striding over the
+// tiles; each column's L / cols lanes sum every (L / cols)-th slot with compensation, then a tree
+// in local memory joins the lanes in a fixed order (deterministic, no atomics).
+// `scratch` has two floats per work-item.
+inline void partials_reduce(global const float* partial, global uchar* dw, uint slots, uint h, uint cols,
+                            local float* scratch, int wf) {
+  const uint lid = get_local_id(0);
+  const uint size = (uint)get_local_size(0);
+  const uint lanes = size / cols;
+  const uint lane = lid / cols;
+  const uint tiles = (h + cols - 1) / cols;
+  local float* sums = scratch;
+  local float* comps = scratch + size;
+  for (uint tile = get_group_id(0); tile < tiles; tile += get_num_groups(0)) {
+    const uint j = tile * cols + (lid & (cols - 1));
+    float sum = 0.0f;
+    float comp = 0.0f;
+    if (j < h) {
+      for (uint k = lane; k < slots; k += lanes) {
+        add_term(&sum, &comp, partial[(ulong)k * 2 * h + j], partial[(ulong)k * 2 * h + h + j]);
+      }
+    }
+    sums[lid] = sum;
+    comps[lid] = comp;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint s = lanes >> 1; s > 0; s >>= 1) {
+      if (lane < s) {
+        float a = sums[lid];
+        float c = comps[lid] + comps[lid + s * cols];
+        compensated_add(&a, &c, sums[lid + s * cols]);
+        sums[lid] = a;
+        comps[lid] = c;
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lane == 0 && j < h) {
+      // add_odd keeps the pair's value for the one rounding to a 16-bit format.
+      const float total = wf == FMT_F32 ? sums[lid] + comps[lid] : add_odd(sums[lid], comps[lid]);
+      store_elem(dw, j, total, wf);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
 }

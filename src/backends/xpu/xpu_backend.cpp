@@ -128,6 +128,8 @@ void register_xpu(Registry& registry) {
   registry.add_backend(backend).release();
   // The op families' lists (each family folder's list.cpp).
   xpu::register_rms_norm(registry);
+  xpu::register_glu(registry);
+  xpu::register_norm(registry);
 }
 
 }  // namespace opreg

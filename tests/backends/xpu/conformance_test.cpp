@@ -1,10 +1,12 @@
 // The xpu backend's instantiation of the conformance harness on the OpenCL CPU device (PoCL):
-// every xpu variant, every (x, weight) dtype pair, llama/gemma/none with offsets, in place,
-// with and without a weight, on the shared shapes plus a row of 200,000 columns and 70,000
-// short rows (more rows than work-groups, so the groups loop), and the edge-case values. The casting modes and offsets
-// meet every shape up to 127 x 4099; the long rows and the many rows run with llama, since a
-// mode changes the arithmetic of an element, not how rows and columns are walked, and these
-// shapes are most of the label's time (under ASan above all).
+// every xpu variant of every op, every (x, weight) dtype pair, llama/gemma/none with offsets,
+// in place, with and without a weight (and bias), on the shared shapes plus a row of 200,000
+// columns and 70,000 short rows (more rows than work-groups, so the groups loop); group_norm on
+// the shared group shapes plus one channel per group, one group, and N x groups above 65535; and
+// the edge-case values. The casting modes and offsets meet every shape up to 127 x 4099; the
+// long rows and the many rows run with llama, since a mode changes the arithmetic of an element,
+// not how rows and columns are walked, and these shapes are most of the label's time (under
+// ASan above all).
 #include "conformance/harness.h"
 #include "xpu_test_support.h"
 
@@ -38,15 +40,41 @@ std::vector<Shape> long_and_many() {
   return out;
 }
 
+// group_norm: the shared group shapes split as the row shapes are, plus one channel per group
+// and one group over several channels (small), and 33000 x 2 = 66000 sets (more than 65535,
+// each a work-group's share of a team).
+std::vector<GroupShape> groups_up_to_medium() {
+  std::vector<GroupShape> out;
+  for (const GroupShape& s : standard_group_shapes()) {
+    if (s.shape.numel() <= 127 * 4099) out.push_back(s);
+  }
+  out.push_back({Shape{5, 6, 5}, 6});
+  out.push_back({Shape{3, 8, 41}, 1});
+  return out;
+}
+
+std::vector<GroupShape> groups_long_and_many() {
+  std::vector<GroupShape> out;
+  for (const GroupShape& s : standard_group_shapes()) {
+    if (s.shape.numel() > 127 * 4099) out.push_back(s);
+  }
+  out.push_back({Shape{33000, 4, 3}, 2});
+  return out;
+}
+
 Grid grid(std::vector<std::pair<DType, DType>> dtypes, std::vector<Shape> shapes,
           std::vector<std::pair<Casting, double>> modes, bool weight) {
+  const bool long_shapes = shapes.size() > 0 && shapes.back().numel() > 127 * 4099;
   Grid g;
   g.variants = variants_of("xpu");
   g.dtypes = std::move(dtypes);
   g.shapes = std::move(shapes);
+  g.group_shapes = long_shapes ? groups_long_and_many() : groups_up_to_medium();
   g.rms_modes = std::move(modes);
   g.in_place_too = true;
-  g.affine = {{weight, true}};
+  // With a weight: with and without a bias; without: with a bias.
+  g.affine = weight ? std::vector<std::pair<bool, bool>>{{true, true}, {true, false}}
+                    : std::vector<std::pair<bool, bool>>{{false, true}};
   g.seed = 12;
   return g;
 }
@@ -59,6 +87,7 @@ const std::vector<std::pair<Casting, double>> kLlama{{Casting::llama, 0.0}};
 // rows of one value, NaN and infinities that must propagate.
 Grid edge_grid() {
   Grid g = grid(kAllPairs, {Shape{3, 5}, Shape{4, 1}, Shape{5, 4099}}, kModes, true);
+  g.group_shapes = {{Shape{3, 6, 5}, 3}, {Shape{2, 4, 1}, 4}, {Shape{2, 4, 4099}, 2}};
   g.values = {Values::large, Values::equal, Values::special};
   return g;
 }

@@ -37,8 +37,10 @@ class XpuRuntime : public ::testing::Test {
 
 TEST_F(XpuRuntime, ContextIsMadeOnceWithEveryKernelBuiltAndWarmed) {
   EXPECT_EQ(&backend->runtime(device.index), rt);
-  // 5 (x, weight) pairs x {fwd, bwd} + 3 dw_columns + 3 dw_reduce.
-  EXPECT_EQ(rt->kernel_count(), 16U);
+  // rms_norm (and fused_add_rms_norm): 5 (x, weight) pairs x {fwd, bwd} + 3 dw_columns + 3
+  // dw_reduce; glu: 3 formats x {fwd, bwd}; norm (layer_norm and group_norm): 5 pairs x {fwd,
+  // bwd} + 3 dw_columns + 3 dw_reduce.
+  EXPECT_EQ(rt->kernel_count(), 16U + 6U + 16U);
   EXPECT_GE(rt->work_group_size(), 1U);
   EXPECT_LE(rt->work_group_size(), 1024U);
   EXPECT_EQ(rt->work_group_size() & (rt->work_group_size() - 1), 0U) << "a power of two";
@@ -156,6 +158,58 @@ TEST_F(XpuRuntime, DweightIsTheSameOnEveryRun) {
       }
     }
   }
+}
+
+// Every parameter gradient of every xpu backward variant (fused_add_rms_norm's dweight, layer_norm's
+// and group_norm's dweight and dbias) comes from partials summed in a fixed order: three runs of
+// one problem give the same bytes, on shapes where many work-groups and partial slots take part.
+TEST_F(XpuRuntime, EveryParameterGradientIsTheSameOnEveryRun) {
+  struct Case {
+    const char* op;
+    Shape shape;
+    std::int64_t groups;
+  };
+  const Case cases[] = {{"fused_add_rms_norm.bwd", Shape{3000, 1000}, 1},
+                        {"fused_add_rms_norm.bwd", Shape{3000, 100}, 1},
+                        {"layer_norm.bwd", Shape{3000, 1000}, 1},
+                        {"layer_norm.bwd", Shape{3000, 100}, 1},
+                        {"group_norm.bwd", Shape{400, 32, 50}, 8},
+                        {"group_norm.bwd", Shape{3, 6, 20000}, 3}};
+  int checked = 0;
+  for (const Case& c : cases) {
+    for (const auto& v : registry.variants(c.op)) {
+      if (v.backend != "xpu") continue;
+      for (DType wdtype : {DType::f32, DType::bf16}) {
+        ProblemSpec spec;
+        spec.op = c.op;
+        spec.dtype = DType::bf16;
+        spec.wdtype = wdtype;
+        spec.shape = c.shape;
+        spec.groups = c.groups;
+        spec.seed = 21;
+        std::vector<ProblemOutput> first;
+        for (int run = 0; run < 3; ++run) {
+          Problem p(registry, spec, device);
+          p.poison();
+          if (!p.run_variant(v.name).ok) break;  // a variant that refuses the shape
+          p.synchronize();
+          std::vector<ProblemOutput> outs = p.outputs();
+          std::erase_if(outs, [](const ProblemOutput& o) { return o.name != "dweight" && o.name != "dbias"; });
+          ASSERT_FALSE(outs.empty()) << v.name;
+          if (run == 0) {
+            first = std::move(outs);
+            continue;
+          }
+          for (std::size_t i = 0; i < outs.size(); ++i) {
+            ++checked;
+            EXPECT_EQ(0, std::memcmp(first[i].value.data(), outs[i].value.data(), outs[i].value.nbytes()))
+                << v.name << " " << outs[i].name << " run " << run << " on " << spec.cli_args("xpu");
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GE(checked, 6 * 2 * 2);
 }
 
 TEST_F(XpuRuntime, SupportsRulesFollowTheDeviceGeometry) {

@@ -3,8 +3,8 @@
 //
 //   xpu_child first-call   makes the xpu device's context (building and warming every kernel),
 //                          counts the kernel binaries PoCL compiled into POCL_CACHE_DIR, runs
-//                          every rms_norm variant on every (x, weight) pair on small and large
-//                          problems, and counts again: "warmed=N after=M".
+//                          every xpu variant of every op on every (x, weight) pair on small and
+//                          large problems, and counts again: "warmed=N after=M".
 //   xpu_child libraries    runs one rms_norm and prints the shared libraries the process loaded
 //                          that belong to Level Zero ("level_zero=none" when there are none).
 #include <cstdio>
@@ -61,7 +61,8 @@ int first_call(Registry& registry, Device device) {
   int failures = 0;
   for (const auto& [dtype, wdtype] : pairs) {
     for (const Shape& shape : shapes) {
-      for (const char* op : {"rms_norm.fwd", "rms_norm.bwd"}) {
+      for (const std::string& op : problem_ops()) {
+        if (!problem_options(op).wdtype && wdtype != dtype) continue;  // no parameters: one pair per x
         for (const auto& v : registry.variants(op)) {
           if (v.backend != "xpu") continue;
           ProblemSpec spec;

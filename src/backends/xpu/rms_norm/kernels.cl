@@ -1,5 +1,7 @@
-// rms_norm forward and backward (src/backends/xpu/rms_norm/list.cpp launches them; semantics:
-// docs/ops.md, src/ops/reference).
+// rms_norm and fused_add_rms_norm forward and backward (src/backends/xpu/rms_norm/list.cpp
+// launches them; semantics: docs/ops.md, src/ops/reference). The fused op is the same kernels
+// with `fused` set: the forward normalises s = round_x(x + residual) and stores s on the way, the
+// backward adds ds_out to dx.
 //
 // Geometry, shared by the row kernels: a work-group of L work-items is split into L / team teams
 // of `team` work-items (team a power of two); each team takes one row at a time, its work-items
@@ -48,42 +50,15 @@ inline float rms_dw_term(float g, float xv, float r, float r_hi, float r_lo, int
   return term;
 }
 
-// Adds a term (hi + lo) to a compensated sum.
-inline void add_term(float* sum, float* comp, float hi, float lo) {
-  compensated_add(sum, comp, hi);
-  *comp += lo;
-}
+// s = round_x(x + r): one rounding of the exact sum (add_odd keeps it for the 16-bit formats).
+inline float residual_sum(float xv, float r, int xf) { return xf == FMT_F32 ? xv + r : round_to(add_odd(xv, r), xf); }
 
-// How a group's work-items split into teams over the rows. Column loops run a count every
-// work-item of the group shares (steps = ceil(h / team)) and test the column inside, so a GPU
-// sees one trip count per group.
-typedef struct {
-  uint lid;        // the work-item in its group
-  uint t;          // its place in its team
-  uint team;       // work-items per row, a power of two
-  uint steps;      // column steps of a team over a row
-  ulong first;     // the group's first row
-  ulong stride;    // rows from one turn of the groups to the next
-} Teams;
-
-inline Teams teams_of(uint team, uint h) {
-  Teams g;
-  const uint per_group = (uint)get_local_size(0) / team;
-  g.lid = get_local_id(0);
-  g.t = g.lid & (team - 1);
-  g.team = team;
-  g.steps = (h + team - 1) / team;
-  g.first = (ulong)get_group_id(0) * per_group;
-  g.stride = (ulong)get_num_groups(0) * per_group;
-  return g;
-}
-
-// This work-item's row in the turn of the groups starting at `base`.
-inline ulong team_row(Teams g, ulong base) { return base + g.lid / g.team; }
-
-inline void rms_fwd(global const uchar* x, global const uchar* w, global uchar* y, global float* rstd,
-                    ulong rows, uint h, uint team, float eps, float offset, int casting, int has_weight,
-                    local float* scratch, int xf, int wf) {
+// With `fused`, x is the input, `res` the residual and `s` receives round_x(x + res), which is
+// what is normalised (the first pass stores s, the second reads it back: the same work-item's
+// elements).
+inline void rms_fwd(global const uchar* x, global const uchar* res, global const uchar* w, global uchar* y,
+                    global uchar* s, global float* rstd, ulong rows, uint h, uint team, float eps, float offset,
+                    int casting, int has_weight, int fused, local float* scratch, int xf, int wf) {
   const Teams g = teams_of(team, h);
   const uint t = g.t;
   for (ulong base = g.first; base < rows; base += g.stride) {
@@ -94,7 +69,14 @@ inline void rms_fwd(global const uchar* x, global const uchar* w, global uchar* 
     int m = 0;
     for (uint k = 0; k < g.steps; ++k) {
       const uint j = t + k * team;
-      if (valid && j < h) add_square(&squares, &m, load_elem(x, first + j, xf));
+      if (valid && j < h) {
+        float v = load_elem(x, first + j, xf);
+        if (fused) {
+          v = residual_sum(v, load_elem(res, first + j, xf), xf);
+          store_elem(s, first + j, v, xf);
+        }
+        add_square(&squares, &m, v);
+      }
     }
     const float total = team_square_sum(scratch, g.lid, t, team, squares, m, &m);
     // rstd = 2^-m / sqrt(total / h + eps 2^-2m): with m = 0, 1 / sqrt(mean + eps).
@@ -105,24 +87,30 @@ inline void rms_fwd(global const uchar* x, global const uchar* w, global uchar* 
     for (uint k = 0; k < g.steps; ++k) {
       const uint j = t + k * team;
       if (valid && j < h) {
-        const float xhat = load_elem(x, first + j, xf) * r;
-        const float s = rms_scale(w, j, offset, casting, has_weight, wf);
-        store_elem(y, first + j, casting == CAST_GEMMA ? xhat * s : round_to(xhat, xf) * s, xf);
+        const float xhat = load_elem(fused ? (global const uchar*)s : x, first + j, xf) * r;
+        const float sc = rms_scale(w, j, offset, casting, has_weight, wf);
+        store_elem(y, first + j, casting == CAST_GEMMA ? xhat * sc : round_to(xhat, xf) * sc, xf);
       }
     }
   }
 }
 
-// dx for one element (dy may be dx: the element is read before it is written).
-inline float rms_dx(float g, float s, float xv, float r, float coeff) { return r * (g * s - coeff * (xv * r)); }
+// dx for one element (dy may be dx: the element is read before it is written); with `fused`,
+// plus the element of ds (fused_add_rms_norm's ds_out), before dx's one rounding.
+inline float rms_dx(float g, float s, float xv, float r, float coeff, global const uchar* ds, ulong i, int fused,
+                    int xf) {
+  const float dx = r * (g * s - coeff * (xv * r));
+  return fused ? dx + load_elem(ds, i, xf) : dx;
+}
 
 // dx for every row, and with has_dw each team's share of dweight as one slot of `partial`
 // (team k of group g writes slot g * (L / team) + k): its columns' compensated sums kept in
 // private memory, which needs ceil(h / team) <= OPREG_FUSED_COLUMNS. A slot is 2 h floats:
 // the sums, then their compensations.
-inline void rms_bwd(global const uchar* dy, global const uchar* x, global const uchar* w, global const float* rstd,
-                    global uchar* dx, global float* partial, ulong rows, uint h, uint team, float offset, int casting,
-                    int has_weight, int has_dw, local float* scratch, int xf, int wf) {
+inline void rms_bwd(global const uchar* dy, global const uchar* ds, global const uchar* x, global const uchar* w,
+                    global const float* rstd, global uchar* dx, global float* partial, ulong rows, uint h, uint team,
+                    float offset, int casting, int has_weight, int has_dw, int fused, local float* scratch, int xf,
+                    int wf) {
   const Teams g = teams_of(team, h);
   const uint t = g.t;
   float sum[OPREG_FUSED_COLUMNS];
@@ -161,7 +149,7 @@ inline void rms_bwd(global const uchar* dy, global const uchar* x, global const 
           float lo;
           const float hi = rms_dw_term(g, xv, r, r_hi, r_lo, casting, xf, &lo);
           add_term(&sum[k], &comp[k], hi, lo);
-          store_elem(dx, first + j, rms_dx(g, s, xv, r, coeff), xf);
+          store_elem(dx, first + j, rms_dx(g, s, xv, r, coeff, ds, first + j, fused, xf), xf);
         }
       }
     } else {
@@ -171,7 +159,7 @@ inline void rms_bwd(global const uchar* dy, global const uchar* x, global const 
           const float g = load_elem(dy, first + j, xf);
           const float xv = load_elem(x, first + j, xf);
           const float s = rms_scale(w, j, offset, casting, has_weight, wf);
-          store_elem(dx, first + j, rms_dx(g, s, xv, r, coeff), xf);
+          store_elem(dx, first + j, rms_dx(g, s, xv, r, coeff, ds, first + j, fused, xf), xf);
         }
       }
     }
@@ -220,68 +208,26 @@ inline void rms_dw_columns(global const uchar* dy, global const uchar* x, global
   }
 }
 
-// dweight = the column sums of `partial`'s slots, in the weight's format, rounded once. A column tile is `cols` columns (a power of two dividing L), the groups striding over
-// the tiles; each column's L / cols lanes sum every (L / cols)-th slot with compensation, then
-// a tree in local memory joins the lanes in a fixed order (deterministic, no atomics).
-// `scratch` has two floats per work-item.
-inline void rms_dw_reduce(global const float* partial, global uchar* dw, uint slots, uint h, uint cols,
-                          local float* scratch, int wf) {
-  const uint lid = get_local_id(0);
-  const uint size = (uint)get_local_size(0);
-  const uint lanes = size / cols;
-  const uint lane = lid / cols;
-  const uint tiles = (h + cols - 1) / cols;
-  local float* sums = scratch;
-  local float* comps = scratch + size;
-  for (uint tile = get_group_id(0); tile < tiles; tile += get_num_groups(0)) {
-    const uint j = tile * cols + (lid & (cols - 1));
-    float sum = 0.0f;
-    float comp = 0.0f;
-    if (j < h) {
-      for (uint k = lane; k < slots; k += lanes) {
-        add_term(&sum, &comp, partial[(ulong)k * 2 * h + j], partial[(ulong)k * 2 * h + h + j]);
-      }
-    }
-    sums[lid] = sum;
-    comps[lid] = comp;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint s = lanes >> 1; s > 0; s >>= 1) {
-      if (lane < s) {
-        float a = sums[lid];
-        float c = comps[lid] + comps[lid + s * cols];
-        compensated_add(&a, &c, sums[lid + s * cols]);
-        sums[lid] = a;
-        comps[lid] = c;
-      }
-      barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    if (lane == 0 && j < h) {
-      // add_odd keeps the pair's value for the one rounding to a 16-bit format.
-      const float total = wf == FMT_F32 ? sums[lid] + comps[lid] : add_odd(sums[lid], comps[lid]);
-      store_elem(dw, j, total, wf);
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-}
-
 // ---- Kernels: one per (x format, weight format) pair, so every format branch above folds.
 
 #define RMS_FWD_PARAMS                                                                                       \
-  global const uchar *x, ulong x_off, global const uchar *w, ulong w_off, global uchar *y, ulong y_off,      \
-      global uchar *rstd, ulong rstd_off, ulong rows, uint h, uint team, float eps, float offset, int casting, \
-      int has_weight, local float *scratch
-#define RMS_FWD_ARGS                                                                                        \
-  x + x_off, w + w_off, y + y_off, (global float*)(rstd + rstd_off), rows, h, team, eps, offset, casting, \
-      has_weight, scratch
+  global const uchar *x, ulong x_off, global const uchar *res, ulong res_off, global const uchar *w,          \
+      ulong w_off, global uchar *y, ulong y_off, global uchar *s, ulong s_off, global uchar *rstd,            \
+      ulong rstd_off, ulong rows, uint h, uint team, float eps, float offset, int casting, int has_weight,     \
+      int fused, local float *scratch
+#define RMS_FWD_ARGS                                                                                         \
+  x + x_off, res + res_off, w + w_off, y + y_off, s + s_off, (global float*)(rstd + rstd_off), rows, h, team, \
+      eps, offset, casting, has_weight, fused, scratch
 
 #define RMS_BWD_PARAMS                                                                                       \
-  global const uchar *dy, ulong dy_off, global const uchar *x, ulong x_off, global const uchar *w, ulong w_off, \
-      global const uchar *rstd, ulong rstd_off, global uchar *dx, ulong dx_off, global uchar *partial,           \
-      ulong partial_off, ulong rows, uint h, uint team, float offset, int casting, int has_weight, int has_dw,   \
-      local float *scratch
+  global const uchar *dy, ulong dy_off, global const uchar *ds, ulong ds_off, global const uchar *x,          \
+      ulong x_off, global const uchar *w, ulong w_off, global const uchar *rstd, ulong rstd_off,              \
+      global uchar *dx, ulong dx_off, global uchar *partial, ulong partial_off, ulong rows, uint h, uint team, \
+      float offset, int casting, int has_weight, int has_dw, int fused, local float *scratch
 #define RMS_BWD_ARGS                                                                                          \
-  dy + dy_off, x + x_off, w + w_off, (global const float*)(rstd + rstd_off), dx + dx_off,                   \
-      (global float*)(partial + partial_off), rows, h, team, offset, casting, has_weight, has_dw, scratch
+  dy + dy_off, ds + ds_off, x + x_off, w + w_off, (global const float*)(rstd + rstd_off), dx + dx_off,      \
+      (global float*)(partial + partial_off), rows, h, team, offset, casting, has_weight, has_dw, fused,      \
+      scratch
 
 #define RMS_ROW_KERNELS(name, xf, wf)                                                                     \
   kernel void rms_norm_fwd_##name(RMS_FWD_PARAMS) { rms_fwd(RMS_FWD_ARGS, xf, wf); }                    \
@@ -310,7 +256,7 @@ RMS_DW_COLUMNS_KERNEL(bf16, FMT_BF16)
 #define RMS_DW_REDUCE_KERNEL(name, wf)                                                                        \
   kernel void rms_norm_dw_reduce_##name(global const uchar* partial, ulong partial_off, global uchar* dw,     \
                                         ulong dw_off, uint slots, uint h, uint cols, local float* scratch) {  \
-    rms_dw_reduce((global const float*)(partial + partial_off), dw + dw_off, slots, h, cols, scratch, wf);    \
+    partials_reduce((global const float*)(partial + partial_off), dw + dw_off, slots, h, cols, scratch, wf);    \
   }
 
 RMS_DW_REDUCE_KERNEL(f32, FMT_F32)

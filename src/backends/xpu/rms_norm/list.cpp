@@ -1,5 +1,7 @@
-// The xpu rms_norm lists and their launch planning (kernels in kernels.cl): which kernel, how
-// many work-groups, how rows pack into them, and where dweight's partials go.
+// The xpu rms_norm and fused_add_rms_norm lists and their launch planning (kernels in
+// kernels.cl): which kernel, how many work-groups, how rows pack into them, and where dweight's
+// partials go. The fused op has the same five variants on the same kernels (`fused` set: s is
+// stored and normalised, ds_out added to dx), xpu.fused_add_rms_norm.<dir>.<impl>.
 //   xpu.rms_norm.fwd.packed  several short rows per work-group (hidden <= 2 L)
 //   xpu.rms_norm.fwd.row     one row per work-group at a time, groups striding over the rows
 //   xpu.rms_norm.bwd.packed  as fwd.packed, dweight per team in private memory (fused)
@@ -16,9 +18,7 @@
 #include <limits>
 #include <string>
 
-#include <fmt/format.h>
-
-#include "backends/xpu/xpu_backend.h"
+#include "backends/xpu/launch.h"
 #include "opreg/ops.h"
 #include "opreg/variants.h"
 #include "registry/fail.h"
@@ -40,29 +40,10 @@ constexpr std::uint64_t kSlotBytesPerColumn = 2 * sizeof(float);
 // Kernels index columns with 32-bit integers.
 constexpr std::uint64_t kMaxHidden = std::numeric_limits<std::int32_t>::max();
 
-std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
-
-std::uint64_t ceil_pow2(std::uint64_t v) {
-  std::uint64_t p = 1;
-  while (p < v) p *= 2;
-  return p;
-}
-
 // The team size of a packed launch: a power of two near hidden / kPackedElements, at most half
 // the group (so a group always holds two rows or more).
 std::uint64_t packed_team(std::uint64_t hidden, std::uint64_t group) {
   return std::min(ceil_pow2(ceil_div(std::max<std::uint64_t>(hidden, 1), kPackedElements)), group / 2);
-}
-
-const char* format_name(DType dtype) {
-  switch (dtype) {
-    case DType::f16:
-      return "f16";
-    case DType::bf16:
-      return "bf16";
-    default:
-      return "f32";
-  }
 }
 
 // The kernel for an (x, weight) pair; without a weight, the pair (x, x).
@@ -71,38 +52,18 @@ std::string kernel_name(const char* direction, const Tensor& x, const Tensor& we
   return fmt::format("rms_norm_{}_{}_{}", direction, format_name(x.dtype()), format_name(w));
 }
 
-struct Call {
-  XpuBackend& backend;
-  DeviceRuntime& rt;
-  cl_command_queue queue;
-  const char* variant;
+struct Call : Launch {
   std::uint64_t rows;
   std::uint64_t hidden;
-  std::uint64_t group;  // L
 
-  Call(const KernelContext& ctx, const Tensor& x, const char* name)
-      : backend(static_cast<XpuBackend&>(*ctx.backend)),
-        rt(backend.runtime(ctx.device.index)),
-        queue(rt.queue(ctx.stream)),
-        variant(name) {
+  Call(const KernelContext& ctx, const Tensor& x, const char* name) : Launch(ctx, name) {
     const RowsHidden shape = rows_hidden(x.shape());
     rows = static_cast<std::uint64_t>(shape.rows);
     hidden = static_cast<std::uint64_t>(shape.hidden);
-    group = rt.work_group_size();
     if (hidden > kMaxHidden) {
       fail(ErrorKind::unsupported, "{}: hidden {} on {}: the kernels take at most {} columns", variant, hidden,
            rt.label(), kMaxHidden);
     }
-  }
-
-  DevicePointer at(const Tensor& t, const char* what) const {
-    return rt.locate(t.data(), t.nbytes(), fmt::format("{}: tensor {}", variant, what));
-  }
-
-  // Work-groups for `items` units of work: one each, up to the most a launch uses (the kernels
-  // stride over the rest).
-  std::uint64_t groups_for(std::uint64_t items) const {
-    return std::max<std::uint64_t>(1, std::min<std::uint64_t>(items, rt.info().max_groups));
   }
 
   std::uint64_t team(Layout layout) const { return layout == Layout::packed ? packed_team(hidden, group) : group; }
@@ -118,35 +79,77 @@ struct Call {
   }
 };
 
-void forward(const RmsNormFwdArgs& a, const KernelContext& ctx, Layout layout, const char* variant) {
+// The tensors the kernels see: rms_norm's, or fused_add_rms_norm's with its residual and s
+// (forward) or ds_out (backward); `x` is the normalised input (s for the fused backward).
+const Tensor kNone;
+struct FwdTensors {
+  const Tensor& x;
+  const Tensor& residual;  // undefined for rms_norm
+  const Tensor& weight;
+  const Tensor& y;
+  const Tensor& s;  // undefined for rms_norm
+  const Tensor& rstd;
+  double eps;
+  double offset;
+  Casting casting;
+};
+FwdTensors tensors(const RmsNormFwdArgs& a) {
+  return {a.x, kNone, a.weight, a.y, kNone, a.rstd, a.eps, a.offset, a.casting};
+}
+FwdTensors tensors(const FusedAddRmsNormFwdArgs& a) {
+  return {a.x, a.residual, a.weight, a.y, a.s, a.rstd, a.eps, a.offset, a.casting};
+}
+struct BwdTensors {
+  const Tensor& dy;
+  const Tensor& ds_out;  // undefined for rms_norm
+  const Tensor& x;
+  const Tensor& weight;
+  const Tensor& rstd;
+  const Tensor& dx;
+  const Tensor& dweight;
+  double offset;
+  Casting casting;
+};
+BwdTensors tensors(const RmsNormBwdArgs& a) {
+  return {a.dy, kNone, a.x, a.weight, a.rstd, a.dx, a.dweight, a.offset, a.casting};
+}
+BwdTensors tensors(const FusedAddRmsNormBwdArgs& a) {
+  return {a.dy, a.ds_out, a.s, a.weight, a.rstd, a.dx, a.dweight, a.offset, a.casting};
+}
+
+void forward(const FwdTensors& a, const KernelContext& ctx, Layout layout, const char* variant) {
   Call c(ctx, a.x, variant);
   if (c.rows == 0) return;
   const std::uint64_t team = c.team(layout);
   const std::uint64_t per_group = c.group / team;
   const bool has_weight = a.weight.defined();
+  const bool fused = a.residual.defined();
   const DevicePointer x = c.at(a.x, "x");
+  const DevicePointer res = fused ? c.at(a.residual, "residual") : x;
   const DevicePointer w = has_weight ? c.at(a.weight, "weight") : x;
   const DevicePointer y = c.at(a.y, "y");
+  const DevicePointer s = fused ? c.at(a.s, "s") : y;  // not written unless fused
   const DevicePointer rstd = c.at(a.rstd, "rstd");
-  c.rt.launch(c.queue, c.rt.kernel(kernel_name("fwd", a.x, a.weight)), c.groups_for(ceil_div(c.rows, per_group)) * c.group, c.group,
-              SvmArg{x.base}, x.offset, SvmArg{w.base}, w.offset, SvmArg{y.base}, y.offset, SvmArg{rstd.base},
-              rstd.offset, static_cast<cl_ulong>(c.rows), static_cast<cl_uint>(c.hidden), static_cast<cl_uint>(team),
-              static_cast<cl_float>(a.eps), static_cast<cl_float>(a.offset), static_cast<cl_int>(a.casting),
-              static_cast<cl_int>(has_weight), LocalArg{2 * sizeof(float) * c.group});
+  c.rt.launch(c.queue, c.rt.kernel(kernel_name("fwd", a.x, a.weight)),
+              c.groups_for(ceil_div(c.rows, per_group)) * c.group, c.group, SvmArg{x.base}, x.offset,
+              SvmArg{res.base}, res.offset, SvmArg{w.base}, w.offset, SvmArg{y.base}, y.offset, SvmArg{s.base},
+              s.offset, SvmArg{rstd.base}, rstd.offset, static_cast<cl_ulong>(c.rows),
+              static_cast<cl_uint>(c.hidden), static_cast<cl_uint>(team), static_cast<cl_float>(a.eps),
+              static_cast<cl_float>(a.offset), static_cast<cl_int>(a.casting), static_cast<cl_int>(has_weight),
+              static_cast<cl_int>(fused), LocalArg{2 * sizeof(float) * c.group});
 }
 
-void backward(const RmsNormBwdArgs& a, const KernelContext& ctx, Layout layout, const char* variant) {
+void backward(const BwdTensors& a, const KernelContext& ctx, Layout layout, const char* variant) {
   Call c(ctx, a.x, variant);
   const bool has_dw = a.weight.defined();
+  const bool has_ds = a.ds_out.defined();
   if (c.rows == 0 || c.hidden == 0) {
     // No rows: dweight is a sum of nothing. No columns: nothing to write.
-    if (has_dw && a.dweight.numel() > 0) {
-      const std::uint32_t zero = 0;
-      c.rt.fill(c.queue, a.dweight.data(), a.dweight.nbytes(), &zero, element_size(a.dweight.dtype()));
-    }
+    if (has_dw) c.zero(a.dweight);
     return;
   }
   const DevicePointer dy = c.at(a.dy, "dy");
+  const DevicePointer ds = has_ds ? c.at(a.ds_out, "ds_out") : dy;
   const DevicePointer x = c.at(a.x, "x");
   const DevicePointer w = has_dw ? c.at(a.weight, "weight") : x;
   const DevicePointer rstd = c.at(a.rstd, "rstd");
@@ -193,11 +196,11 @@ void backward(const RmsNormBwdArgs& a, const KernelContext& ctx, Layout layout, 
     partial = c.rt.locate(lease.data(), lease.bytes(), "dweight partials");
   }
   c.rt.launch(c.queue, c.rt.kernel(kernel_name("bwd", a.x, a.weight)), groups * c.group, c.group, SvmArg{dy.base},
-              dy.offset, SvmArg{x.base}, x.offset, SvmArg{w.base}, w.offset, SvmArg{rstd.base}, rstd.offset,
+              dy.offset, SvmArg{ds.base}, ds.offset, SvmArg{x.base}, x.offset, SvmArg{w.base}, w.offset, SvmArg{rstd.base}, rstd.offset,
               SvmArg{dx.base}, dx.offset, SvmArg{partial.base}, partial.offset, static_cast<cl_ulong>(c.rows),
               static_cast<cl_uint>(c.hidden), static_cast<cl_uint>(team), static_cast<cl_float>(a.offset),
               static_cast<cl_int>(a.casting), static_cast<cl_int>(has_dw), static_cast<cl_int>(fused),
-              LocalArg{sizeof(float) * c.group});
+              static_cast<cl_int>(has_ds), LocalArg{sizeof(float) * c.group});
   if (fused) c.reduce(partial, slots, a.dweight);
 }
 
@@ -212,7 +215,9 @@ Verdict packed_fits(const Tensor& x, const DeviceInfo& device) {
   return Verdict::accept();
 }
 
-Verdict row_fused_fits(const RmsNormBwdArgs& a, const DeviceInfo& device) {
+template <class Args>
+Verdict row_fused_fits(const Args& args, const DeviceInfo& device) {
+  const BwdTensors a = tensors(args);
   if (!a.weight.defined()) return Verdict::accept();
   const std::uint64_t group = device.work_group_size;
   const auto most = static_cast<std::uint64_t>(device.fused_columns);
@@ -231,29 +236,36 @@ std::vector<Tunable> tunables(Layout layout) {
   return out;
 }
 
-template <Layout L>
-void fwd_run(const RmsNormFwdArgs& a, const KernelContext& ctx) {
-  forward(a, ctx, L, ctx.variant->name.c_str());
+template <class Args, Layout L>
+void fwd_run(const Args& a, const KernelContext& ctx) {
+  forward(tensors(a), ctx, L, ctx.variant->name.c_str());
 }
-template <Layout L>
-void bwd_run(const RmsNormBwdArgs& a, const KernelContext& ctx) {
-  backward(a, ctx, L, ctx.variant->name.c_str());
+template <class Args, Layout L>
+void bwd_run(const Args& a, const KernelContext& ctx) {
+  backward(tensors(a), ctx, L, ctx.variant->name.c_str());
 }
 template <class Args>
 Verdict packed_supports(const Args& a, const DeviceInfo& device) {
-  return packed_fits(a.x, device);
+  return packed_fits(tensors(a).x, device);
+}
+
+// The forward and backward lists of one op of the family (rms_norm or fused_add_rms_norm).
+template <class Fwd, class Bwd>
+void register_op(Registry& r, const Op<Fwd>& fwd, const Op<Bwd>& bwd) {
+  register_list(r, fwd, "xpu",
+                {{"packed", &packed_supports<Fwd>, &fwd_run<Fwd, Layout::packed>, tunables(Layout::packed)},
+                 {"row", &fwd_run<Fwd, Layout::row>, tunables(Layout::row)}});
+  register_list(r, bwd, "xpu",
+                {{"packed", &packed_supports<Bwd>, &bwd_run<Bwd, Layout::packed>, tunables(Layout::packed)},
+                 {"row", &row_fused_fits<Bwd>, &bwd_run<Bwd, Layout::row>, tunables(Layout::row)},
+                 {"split", &bwd_run<Bwd, Layout::split>, tunables(Layout::split)}});
 }
 
 }  // namespace
 
 void register_rms_norm(Registry& r) {
-  register_list(r, rms_norm_fwd_op(), "xpu",
-                {{"packed", &packed_supports<RmsNormFwdArgs>, &fwd_run<Layout::packed>, tunables(Layout::packed)},
-                 {"row", &fwd_run<Layout::row>, tunables(Layout::row)}});
-  register_list(r, rms_norm_bwd_op(), "xpu",
-                {{"packed", &packed_supports<RmsNormBwdArgs>, &bwd_run<Layout::packed>, tunables(Layout::packed)},
-                 {"row", &row_fused_fits, &bwd_run<Layout::row>, tunables(Layout::row)},
-                 {"split", &bwd_run<Layout::split>, tunables(Layout::split)}});
+  register_op(r, rms_norm_fwd_op(), rms_norm_bwd_op());
+  register_op(r, fused_add_rms_norm_fwd_op(), fused_add_rms_norm_bwd_op());
 }
 
 }  // namespace opreg::xpu

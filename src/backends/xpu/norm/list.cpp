@@ -1,0 +1,186 @@
+// The xpu layer_norm and group_norm lists (kernels in kernels.cl): one family, the ops' sets as
+// src/ops/families.h describes them (layer_norm: a row is a set of H channels of spread 1;
+// group_norm: an (n, group) is a set of C / G channels of spread S).
+//   xpu.<layer_norm|group_norm>.fwd.set   teams of work-items per set (several short sets per
+//                                         work-group), two-pass statistics, then y
+//   xpu.<layer_norm|group_norm>.bwd.set   dweight and dbias first (a column kernel's per-chunk
+//                                         partials, reduced in a fixed order), then dx per set
+// Every problem is accepted; the launch is sized at the call from the device's work-group size
+// L and max_groups.
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "backends/xpu/launch.h"
+#include "opreg/ops.h"
+#include "opreg/variants.h"
+#include "ops/describe.h"
+#include "registry/fail.h"
+
+namespace opreg::xpu {
+namespace {
+
+// A team aims at this many elements per work-item: short sets share a work-group.
+constexpr std::uint64_t kSetElements = 4;
+// Parameter-gradient partials: at most this many bytes of workspace (both gradients), and at
+// least this many elements summed into each partial.
+constexpr std::uint64_t kPartialBudget = 32ull << 20;
+constexpr std::uint64_t kMinElementsPerSlot = 8;
+// Kernels index a set's elements and the parameters with 32-bit integers.
+constexpr std::uint64_t kMaxIndex = std::numeric_limits<std::int32_t>::max();
+
+struct Geometry {
+  std::uint64_t sets = 0;
+  std::uint64_t groups = 1;
+  std::uint64_t channels = 0;
+  std::uint64_t spread = 1;
+  std::uint64_t size() const { return channels * spread; }
+  std::uint64_t params() const { return groups * channels; }
+};
+
+Geometry geometry(const family::NormSets& s) {
+  return {static_cast<std::uint64_t>(s.sets), static_cast<std::uint64_t>(s.groups),
+          static_cast<std::uint64_t>(s.channels), static_cast<std::uint64_t>(s.spread)};
+}
+
+void check_size(const Launch& l, const Geometry& g) {
+  if (g.size() > kMaxIndex || g.params() > kMaxIndex) {
+    fail(ErrorKind::unsupported, "{}: a normalisation set of {} elements ({} parameters) on {}: the kernels take at most {}",
+         l.variant, g.size(), g.params(), l.rt.label(), kMaxIndex);
+  }
+}
+
+// Work-items per set: a power of two near size / kSetElements, at most L.
+std::uint64_t team_for(const Launch& l, const Geometry& g) {
+  return std::min(l.group, ceil_pow2(ceil_div(std::max<std::uint64_t>(g.size(), 1), kSetElements)));
+}
+
+std::string kernel_name(const char* direction, const Tensor& x, DType params) {
+  return fmt::format("norm_{}_{}_{}", direction, format_name(x.dtype()), format_name(params));
+}
+
+// The parameters' dtype: the first defined of `tensors`, else x's (a pair the kernels have).
+DType param_dtype(const Tensor& x, std::initializer_list<const Tensor*> tensors) {
+  for (const Tensor* t : tensors) {
+    if (t->defined()) return t->dtype();
+  }
+  return x.dtype();
+}
+
+template <class Args>
+void fwd_run(const Args& a, const KernelContext& ctx) {
+  Launch l(ctx, ctx.variant->name.c_str());
+  const Geometry g = geometry(family::describe(a).shape);
+  if (g.sets == 0) return;
+  check_size(l, g);
+  const std::uint64_t team = team_for(l, g);
+  const bool has_weight = a.weight.defined();
+  const bool has_bias = a.bias.defined();
+  const DevicePointer x = l.at(a.x, "x");
+  const DevicePointer w = has_weight ? l.at(a.weight, "weight") : x;
+  const DevicePointer b = has_bias ? l.at(a.bias, "bias") : x;
+  const DevicePointer y = l.at(a.y, "y");
+  const DevicePointer mean = l.at(a.mean, "mean");
+  const DevicePointer rstd = l.at(a.rstd, "rstd");
+  l.rt.launch(l.queue, l.kernel(kernel_name("fwd", a.x, param_dtype(a.x, {&a.weight, &a.bias}))),
+              l.groups_for(ceil_div(g.sets, l.group / team)) * l.group, l.group, SvmArg{x.base}, x.offset,
+              SvmArg{w.base}, w.offset, SvmArg{b.base}, b.offset, SvmArg{y.base}, y.offset, SvmArg{mean.base},
+              mean.offset, SvmArg{rstd.base}, rstd.offset, static_cast<cl_ulong>(g.sets),
+              static_cast<cl_uint>(g.groups), static_cast<cl_uint>(g.channels), static_cast<cl_uint>(g.spread),
+              static_cast<cl_uint>(team), static_cast<cl_float>(a.eps), static_cast<cl_int>(has_weight),
+              static_cast<cl_int>(has_bias), LocalArg{2 * sizeof(float) * l.group});
+}
+
+// dweight and dbias (those wanted) from per-chunk partials of the batch, reduced in a fixed order.
+template <class Args>
+void parameter_grads(const Args& a, const Launch& l, const Geometry& g, const DevicePointer& dy,
+                     const DevicePointer& x, const DevicePointer& mean, const DevicePointer& rstd,
+                     const KernelContext& ctx) {
+  const bool want_w = a.dweight.defined();
+  const bool want_b = a.dbias.defined();
+  const std::uint64_t items = g.sets / g.groups;  // rows (layer_norm) or N (group_norm)
+  const std::uint64_t params = g.params();
+  if (items == 0 || g.spread == 0) {
+    l.zero(a.dweight);
+    l.zero(a.dbias);
+    return;
+  }
+  const std::uint64_t slot_bytes = 2 * 2 * sizeof(float) * params;  // (sum, comp) x (dweight, dbias)
+  const std::uint64_t tiles = ceil_div(params, l.group);
+  std::uint64_t chunks = std::max<std::uint64_t>(1, ceil_div(l.rt.info().max_groups, tiles));
+  chunks = std::min({chunks, ceil_div(items * g.spread, kMinElementsPerSlot),
+                     std::max<std::uint64_t>(1, kPartialBudget / slot_bytes)});
+  chunks = std::max<std::uint64_t>(1, std::min(chunks, items));
+  const std::uint64_t per_chunk = ceil_div(items, chunks);
+  const std::uint64_t slots = ceil_div(items, per_chunk);
+  Workspace::Lease lease = l.backend.workspace(ctx.device.index).acquire(slots * slot_bytes, ctx.stream);
+  const DevicePointer pw = l.rt.locate(lease.data(), lease.bytes(), "parameter-gradient partials");
+  const DevicePointer pb{pw.base, pw.offset + slots * slot_bytes / 2};
+  l.rt.launch(l.queue, l.kernel(fmt::format("norm_dw_columns_{}", format_name(a.x.dtype()))),
+              l.groups_for(tiles * slots) * l.group, l.group, SvmArg{dy.base}, dy.offset, SvmArg{x.base}, x.offset,
+              SvmArg{mean.base}, mean.offset, SvmArg{rstd.base}, rstd.offset, SvmArg{pw.base}, pw.offset,
+              SvmArg{pb.base}, pb.offset, static_cast<cl_ulong>(items), static_cast<cl_uint>(g.groups),
+              static_cast<cl_uint>(g.channels), static_cast<cl_uint>(g.spread), static_cast<cl_uint>(tiles),
+              static_cast<cl_uint>(slots), static_cast<cl_ulong>(per_chunk), static_cast<cl_int>(want_w),
+              static_cast<cl_int>(want_b));
+  const std::uint64_t cols = std::min(l.group, ceil_pow2(params));
+  const auto reduce = [&](const DevicePointer& partial, const Tensor& grad, const char* what) {
+    const DevicePointer out = l.at(grad, what);
+    l.rt.launch(l.queue, l.kernel(fmt::format("norm_dw_reduce_{}", format_name(grad.dtype()))),
+                l.groups_for(ceil_div(params, cols)) * l.group, l.group, SvmArg{partial.base}, partial.offset,
+                SvmArg{out.base}, out.offset, static_cast<cl_uint>(slots), static_cast<cl_uint>(params),
+                static_cast<cl_uint>(cols), LocalArg{2 * sizeof(float) * l.group});
+  };
+  if (want_w) reduce(pw, a.dweight, "dweight");
+  if (want_b) reduce(pb, a.dbias, "dbias");
+}
+
+template <class Args>
+void bwd_run(const Args& a, const KernelContext& ctx) {
+  Launch l(ctx, ctx.variant->name.c_str());
+  const Geometry g = geometry(family::describe(a).shape);
+  check_size(l, g);
+  if (g.sets == 0 || g.size() == 0) {
+    // No sets: the parameter gradients are sums of nothing; empty sets: nothing else to write.
+    l.zero(a.dweight);
+    l.zero(a.dbias);
+    return;
+  }
+  const bool has_weight = a.weight.defined();
+  const DevicePointer dy = l.at(a.dy, "dy");
+  const DevicePointer x = l.at(a.x, "x");
+  const DevicePointer w = has_weight ? l.at(a.weight, "weight") : x;
+  const DevicePointer mean = l.at(a.mean, "mean");
+  const DevicePointer rstd = l.at(a.rstd, "rstd");
+  const DevicePointer dx = l.at(a.dx, "dx");
+  // The parameter gradients first: dx may be dy.
+  if (a.dweight.defined() || a.dbias.defined()) parameter_grads(a, l, g, dy, x, mean, rstd, ctx);
+  const std::uint64_t team = team_for(l, g);
+  l.rt.launch(l.queue, l.kernel(kernel_name("bwd", a.x, param_dtype(a.x, {&a.weight, &a.dweight, &a.dbias}))),
+              l.groups_for(ceil_div(g.sets, l.group / team)) * l.group, l.group, SvmArg{dy.base}, dy.offset,
+              SvmArg{x.base}, x.offset, SvmArg{w.base}, w.offset, SvmArg{mean.base}, mean.offset, SvmArg{rstd.base},
+              rstd.offset, SvmArg{dx.base}, dx.offset, static_cast<cl_ulong>(g.sets), static_cast<cl_uint>(g.groups),
+              static_cast<cl_uint>(g.channels), static_cast<cl_uint>(g.spread), static_cast<cl_uint>(team),
+              static_cast<cl_int>(has_weight), LocalArg{2 * sizeof(float) * l.group});
+}
+
+std::vector<Tunable> tunables(bool backward) {
+  std::vector<Tunable> out{{"work_group", "device work_group_size"},
+                           {"elements_per_item", std::to_string(kSetElements)},
+                           {"max_groups", "compute_units*4"}};
+  if (backward) out.push_back({"min_elements_per_partial", std::to_string(kMinElementsPerSlot)});
+  return out;
+}
+
+}  // namespace
+
+void register_norm(Registry& r) {
+  register_list(r, layer_norm_fwd_op(), "xpu", {{"set", &fwd_run<LayerNormFwdArgs>, tunables(false)}});
+  register_list(r, layer_norm_bwd_op(), "xpu", {{"set", &bwd_run<LayerNormBwdArgs>, tunables(true)}});
+  register_list(r, group_norm_fwd_op(), "xpu", {{"set", &fwd_run<GroupNormFwdArgs>, tunables(false)}});
+  register_list(r, group_norm_bwd_op(), "xpu", {{"set", &bwd_run<GroupNormBwdArgs>, tunables(true)}});
+}
+
+}  // namespace opreg::xpu
