@@ -79,7 +79,7 @@ fi
 tests=$build/tests/backends/cuda/opreg_cuda_tests
 if has test; then
   stage memory-tests 60 "$out/tests.log" $build/tests/opreg_backend_memory_tests --gtest_brief=1
-  stage cuda-tests 240 "$out/tests.log" $tests --gtest_brief=1
+  stage cuda-tests 480 "$out/tests.log" $tests --gtest_brief=1
   grep -E "^\[  (PASSED|FAILED|SKIPPED) +\]|tests? ran" "$out/tests.log" | tail -8 | tee -a "$log"
 fi
 

@@ -9,6 +9,7 @@
 #include "backends/cuda_like/gpu_vendor.h"
 #include "backends/cuda_like/facts.h"
 #include "backends/cuda_like/glu/glu.h"
+#include "backends/cuda_like/norm/norm.h"
 #include "backends/cuda_like/rms_norm/rms_norm.h"
 #include "opreg/registry.h"
 #include "registry/fail.h"
@@ -152,6 +153,7 @@ void register_cuda_like(Registry& registry) {
   // The op families' lists (each family folder's list.cpp).
   cuda_like::register_rms_norm(registry);
   cuda_like::register_glu(registry);
+  cuda_like::register_norm(registry);
 }
 
 }  // namespace opreg

@@ -62,7 +62,16 @@ std::vector<conformance::Case> forced_cases() {
   g.shapes = cuda_shapes();
   g.rms_modes = {{Casting::llama, 0.0}, {Casting::gemma, 1.0}, {Casting::none, 0.5}};
   g.in_place_too = true;
-  g.affine = {{true, true}, {false, true}};  // with and without a weight
+  g.affine = {{true, true}, {false, true}, {true, false}};  // with and without a weight, a bias
+  // group_norm: the shared shapes, N x groups past 65535, one group larger than a block's work,
+  // one channel a group, spatial sizes 1, 3 and 7.
+  g.group_shapes = conformance::standard_group_shapes();
+  for (const conformance::GroupShape& s :
+       {conformance::GroupShape{Shape{33000, 4, 3}, 2}, conformance::GroupShape{Shape{2, 16, 20011}, 1},
+        conformance::GroupShape{Shape{3, 12, 7}, 12}, conformance::GroupShape{Shape{5, 8, 1}, 4},
+        conformance::GroupShape{Shape{4, 64, 33}, 32}}) {
+    g.group_shapes.push_back(s);
+  }
   g.seed = 17;
   std::vector<conformance::Case> cases = conformance::expand(g, "cuda:0");
   // The numerical edge cases (problem.h's Values) on the rows path, the cluster path and split
@@ -72,6 +81,7 @@ std::vector<conformance::Case> forced_cases() {
   edges.variants = g.variants;
   edges.dtypes = {{DType::f32, DType::f32}, {DType::f16, DType::f16}, {DType::bf16, DType::f32}};
   edges.shapes = {Shape{3, 5}, Shape{4, 1}, Shape{5, 4099}, Shape{37, 5120}, Shape{3, 16384}, Shape{2, 200000}};
+  edges.group_shapes = {{Shape{3, 6, 5}, 3}, {Shape{2, 4, 1}, 4}, {Shape{2, 4, 4099}, 2}};
   edges.values = {Values::large, Values::equal, Values::special};
   edges.in_place_too = true;
   edges.seed = 13;
