@@ -4,6 +4,7 @@
 #pragma once
 
 #include "backends/cuda_like/gpu_vendor.h"
+#include "registry/fail.h"
 
 namespace opreg::cuda_like {
 
@@ -33,6 +34,21 @@ class CurrentDevice {
  private:
   int previous_ = -1;
   gpuError_t error_ = gpuSuccess;
+};
+
+// A kernel call's device (a variant's run, or a plan that queries the device) is current while it runs (and while a plan queries it); the caller's is
+// restored after.
+class DeviceGuard {
+ public:
+  DeviceGuard(int index, const char* variant) : current_(index) {
+    if (current_.error() != gpuSuccess) {
+      fail(ErrorKind::device, "{} on cuda:{}: cudaSetDevice failed: {}", variant, index,
+           gpuGetErrorString(current_.error()));
+    }
+  }
+
+ private:
+  CurrentDevice current_;
 };
 
 }  // namespace opreg::cuda_like

@@ -63,6 +63,15 @@ Emulator& emulator_in(const KernelContext& ctx) {
   return backend->emulator();
 }
 
+LaunchCounters empty_launch(const std::string& kernel, const Emulator& emulator) {
+  LaunchCounters c;
+  c.kernel = kernel;
+  c.profile = emulator.profile().name;
+  c.cores = emulator.vector_cores();
+  c.ub_size = emulator.ub_bytes();
+  return c;
+}
+
 }  // namespace opreg::npu
 
 namespace opreg {

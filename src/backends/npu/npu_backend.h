@@ -45,6 +45,8 @@ Emulator* emulator_of(Registry& registry);
 // The emulator a kernel call runs on (its context's backend); an internal error, naming the
 // variant, when the context is not the npu backend's.
 Emulator& emulator_in(const KernelContext& ctx);
+// The counters of a call that had nothing to launch (an empty problem), for Emulator::record.
+LaunchCounters empty_launch(const std::string& kernel, const Emulator& emulator);
 
 // The op families' lists (each family folder's list.cpp), registered on `registry` for the npu
 // backend registered there. The backend's device facts (DeviceProps::facts) are its DeviceModel.

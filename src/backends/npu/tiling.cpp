@@ -11,21 +11,6 @@ std::int64_t round32(std::int64_t bytes) { return (bytes + 31) / 32 * 32; }
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 std::int64_t round_up(std::int64_t a, std::int64_t b) { return ceil_div(a, b) * b; }
 
-// The largest n in [1, hi] with fits(n), or 0 (fits is monotone: true up to some n).
-template <class Fits>
-std::int64_t largest(std::int64_t hi, Fits fits) {
-  if (hi < 1 || !fits(1)) return 0;
-  std::int64_t lo = 1;
-  while (lo < hi) {
-    const std::int64_t mid = lo + (hi - lo + 1) / 2;
-    if (fits(mid)) {
-      lo = mid;
-    } else {
-      hi = mid - 1;
-    }
-  }
-  return lo;
-}
 
 // CANN SwiGLU's rule for double buffering [C6]: double-buffer unless each core has a single
 // tile, or exactly two tiles that one single-buffered tile would hold.
@@ -243,6 +228,14 @@ std::int64_t fit_width(std::span<const UbItem> layout, std::int64_t avail, int d
   return kSubAlign * largest(cap / kSubAlign, [&](std::int64_t k) {
            return layout_bytes(layout, {1, k * kSubAlign, stat_rows, align}, depth) <= avail;
          });
+}
+
+ReduceLayout reduce_layout(DType param) {
+  ReduceLayout l;
+  l.acc = {"sum", Extent::row, 4, false};
+  l.in = {"partial_in", Extent::row, 4, true};
+  l.out = {"param_out", Extent::row, param == DType::f32 ? 0U : static_cast<std::uint32_t>(element_size(param)), true};
+  return l;
 }
 
 RowRange rows_of_block(const Tiles& p, std::int64_t block) {

@@ -7,10 +7,13 @@
 // the emulator's UB arena checks it.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
+
+#include "opreg/dtype.h"
 
 namespace opreg::npu {
 
@@ -121,6 +124,32 @@ Plan plan_tiles(const PlanRequest& request);
 // of per-core partials.
 std::int64_t fit_width(std::span<const UbItem> layout, std::int64_t avail, int depth, std::int64_t cap,
                        std::int64_t stat_rows = 1, std::int64_t align = 1);
+
+// The largest n in [1, hi] with fits(n), or 0 (fits is monotone: true up to some n). The
+// planners' search for the biggest tile that fits.
+template <class Fits>
+std::int64_t largest(std::int64_t hi, Fits fits) {
+  if (hi < 1 || !fits(1)) return 0;
+  std::int64_t lo = 1;
+  while (lo < hi) {
+    const std::int64_t mid = lo + (hi - lo + 1) / 2;
+    if (fits(mid)) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
+
+// The UB of the parameter-gradient reduction after SyncAll (rms_norm's dW, layer/group norm's dW
+// and dB): each core sums its columns of the [cores x params] partials in core order, a float
+// sum, the partials coming in (a queue) and, for a 16-bit parameter, its rounded copy going out.
+struct ReduceLayout {
+  UbItem acc, in, out;
+  std::array<UbItem, 3> items() const { return {acc, in, out}; }
+};
+ReduceLayout reduce_layout(DType param);
 
 // The rows block `block` takes: first, first + stride, ... (count of them).
 struct RowRange {

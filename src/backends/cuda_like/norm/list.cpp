@@ -32,11 +32,7 @@ Verdict norm_supports(const Args& a, const GpuInfo& gpu, NormLaunch& plan) {
 template <class Args>
 void norm_run(const Args& a, const NormLaunch& plan, const KernelContext& ctx) {
   const char* variant = ctx.variant != nullptr ? ctx.variant->name.c_str() : "cuda norm";
-  const CurrentDevice current(ctx.device.index);
-  if (current.error() != gpuSuccess) {
-    fail(ErrorKind::device, "{} on cuda:{}: cudaSetDevice failed: {}", variant, ctx.device.index,
-         gpuGetErrorString(current.error()));
-  }
+  const DeviceGuard guard(ctx.device.index, variant);
   const auto d = family::describe(a);
   const auto stream = static_cast<gpuStream_t>(ctx.stream);
   gpuError_t err = gpuSuccess;

@@ -221,21 +221,6 @@ ShapeOrWhy cluster_shape(const RowProblem& p, bool backward) {
 
 namespace {
 
-// The call's device is current while it runs (and while a plan queries it); the caller's is
-// restored after.
-class DeviceGuard {
- public:
-  DeviceGuard(int index, const char* variant) : current_(index) {
-    if (current_.error() != gpuSuccess) {
-      fail(ErrorKind::device, "{} on cuda:{}: cudaSetDevice failed: {}", variant, index,
-           gpuGetErrorString(current_.error()));
-    }
-  }
-
- private:
-  CurrentDevice current_;
-};
-
 // A failed runtime call, named with the variant, the kernel and the problem. A failed call also
 // leaves the runtime's last error set: it is cleared, or the next launch's check (here or in the
 // caller's code) would report this one.

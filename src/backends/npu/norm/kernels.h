@@ -11,12 +11,14 @@
 
 #include "backends/npu/ascend/kernel_operator.h"
 #include "backends/npu/kernel_util.h"
+#include "backends/npu/npu_backend.h"
 #include "backends/npu/norm/plan.h"
 #include "opreg/ops.h"
 #include "opreg/registry.h"
 #include "ops/describe.h"
 
 namespace opreg::npu::norm {
+
 
 // The descriptor of a call and what its kernels need besides (an op knows whether it is layer_norm).
 struct FwdCall {
@@ -34,7 +36,6 @@ void run_bwd(const BwdCall& call, const Plan& plan, Emulator& emulator, const Ke
 // ub overflow); where it would fit, nothing more (the caller then computes with a real plan).
 void probe_gpu_port(const Problem& s, const Plan& plan, bool backward, Emulator& emulator);
 
-LaunchCounters empty_launch(const std::string& kernel, const Emulator& emulator);
 
 namespace kernel_norm {
 

@@ -107,14 +107,6 @@ void register_norm(Registry& r) {
 
 namespace norm {
 
-LaunchCounters empty_launch(const std::string& kernel, const Emulator& emulator) {
-  LaunchCounters c;
-  c.kernel = kernel;
-  c.profile = emulator.profile().name;
-  c.cores = emulator.vector_cores();
-  c.ub_size = emulator.ub_bytes();
-  return c;
-}
 
 void probe_gpu_port(const Problem& s, const Plan& plan, bool backward, Emulator& emulator) {
   if (s.sets == 0) return;

@@ -15,21 +15,6 @@ std::uint32_t widened(DType x) { return x == DType::f32 ? 0 : 4; }
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 std::int64_t round_up(std::int64_t a, std::int64_t b) { return ceil_div(a, b) * b; }
 
-// The largest n in [1, hi] with fits(n), or 0 (fits is monotone).
-template <class Fits>
-std::int64_t largest(std::int64_t hi, Fits fits) {
-  if (hi < 1 || !fits(1)) return 0;
-  std::int64_t lo = 1;
-  while (lo < hi) {
-    const std::int64_t mid = lo + (hi - lo + 1) / 2;
-    if (fits(mid)) {
-      lo = mid;
-    } else {
-      hi = mid - 1;
-    }
-  }
-  return lo;
-}
 
 // Resident [C] params in channel mode, as float (and their raw 16-bit copy on the way in).
 UbItem resident(const char* name, const Problem& s, bool present, std::uint32_t elem = 4) {
@@ -302,13 +287,6 @@ BwdLayout bwd_layout(const Problem& s) {
   return l;
 }
 
-ReduceLayout reduce_layout(DType p) {
-  ReduceLayout l;
-  l.acc = {"sum", Extent::row, 4, false};
-  l.in = {"partial_in", Extent::row, 4, true};
-  l.out = {"param_out", Extent::row, p == DType::f32 ? 0U : bytes_of(p), true};
-  return l;
-}
 
 Plan plan_fwd(Impl impl, const Problem& s, const DeviceModel& device, std::string* why) {
   const auto items = fwd_layout(s).items();

@@ -77,12 +77,8 @@ struct BwdLayout {
 };
 BwdLayout bwd_layout(const Problem& p);
 
-// After SyncAll each core sums its share of the param columns over the per-core partials.
-struct ReduceLayout {
-  UbItem acc, in, out;
-  std::array<UbItem, 3> items() const { return {acc, in, out}; }
-};
-ReduceLayout reduce_layout(DType p);
+// After SyncAll each core sums its share of the param columns over the per-core partials
+// (tiling.h's reduce_layout).
 
 // A set's pieces (chunked): `piece_rows` DMA rows of full width each, or, when one row does not
 // fit (piece_rows 0), BLOCK_SIZE_SUB chunks of one row; in flat order within the set.

@@ -7,12 +7,14 @@
 
 #include "backends/npu/ascend/kernel_operator.h"
 #include "backends/npu/kernel_util.h"
+#include "backends/npu/npu_backend.h"
 #include "backends/npu/rms_norm/plan.h"
 #include "opreg/ops.h"
 #include "opreg/registry.h"
 #include "ops/describe.h"
 
 namespace opreg::npu::rms {
+
 
 // Args: RmsNormFwdArgs / RmsNormBwdArgs, or fused_add_rms_norm's (the same kernels with the
 // residual's and ds_out's tiles).
@@ -22,8 +24,6 @@ void run_fwd(const Args& args, const FwdPlan& plan, Emulator& emulator);
 template <class Args>
 void run_bwd(const Args& args, const BwdPlan& plan, Emulator& emulator, const KernelContext& ctx);
 
-// The counters of a call that had nothing to launch (an empty problem).
-LaunchCounters empty_launch(const std::string& kernel, const Emulator& emulator);
 
 // wf = offset + w over columns [col0, col0 + width), as float, rounded to `round` (casting none);
 // `scratch` holds the raw weight of a 16-bit dtype on the way.

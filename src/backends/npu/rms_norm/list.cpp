@@ -147,14 +147,6 @@ void register_rms_norm(Registry& r) {
 
 namespace rms {
 
-LaunchCounters empty_launch(const std::string& kernel, const Emulator& emulator) {
-  LaunchCounters c;
-  c.kernel = kernel;
-  c.profile = emulator.profile().name;
-  c.cores = emulator.vector_cores();
-  c.ub_size = emulator.ub_bytes();
-  return c;
-}
 
 }  // namespace rms
 }  // namespace opreg::npu

@@ -99,13 +99,6 @@ BwdLayout bwd_layout(DType x, bool has_weight, bool fused) {
   return l;
 }
 
-ReduceLayout reduce_layout(DType w) {
-  ReduceLayout l;
-  l.acc = {"dw_sum", Extent::row, 4, false};
-  l.in = {"dw_in", Extent::row, 4, true};
-  l.out = {"dw_out", Extent::row, w == DType::f32 ? 0U : bytes_of(w), true};
-  return l;
-}
 
 FwdPlan plan_fwd(Impl impl, const Problem& s, const DeviceModel& device, std::string* why) {
   const auto items = fwd_layout(s.x, s.has_weight, s.fused).items();

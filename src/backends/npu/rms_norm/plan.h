@@ -55,12 +55,8 @@ struct BwdLayout {
 };
 BwdLayout bwd_layout(DType x, bool has_weight, bool fused = false);
 
-// After SyncAll, each core sums its columns of the [cores x hidden] partials in core order.
-struct ReduceLayout {
-  UbItem acc, in, out;
-  std::array<UbItem, 3> items() const { return {acc, in, out}; }
-};
-ReduceLayout reduce_layout(DType w);
+// After SyncAll, each core sums its columns of the [cores x hidden] partials in core order
+// (tiling.h's reduce_layout).
 
 // What a variant's supports() decides and its kernel runs (plain data: the choice cache keeps it).
 struct FwdPlan {
