@@ -41,7 +41,7 @@ test: build
 release: deps
 	@cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=$(CXX) >/dev/null
 	@cmake --build build-release -j $(JOBS)
-	ctest --test-dir build-release --output-on-failure -j $(JOBS)
+	ctest --test-dir build-release --output-on-failure -j $(JOBS) -LE slow
 
 # Sanitizer builds are Debug at -O1, as the sanitizers' docs advise: -O0 made the kernels' inline
 # helpers ten times slower and the ASan suite over half an hour on two cores.
@@ -60,7 +60,7 @@ asan: deps
 	@$(ASAN_CONFIGURE)
 	@cmake --build build-asan -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  $(XPU_SANITIZER_ENV) ctest --test-dir build-asan --output-on-failure -j $(JOBS)
+	  $(XPU_SANITIZER_ENV) ctest --test-dir build-asan --output-on-failure -j $(JOBS) -LE slow
 
 # The fuzzers share build-asan's instrumented library (a `make asan` before costs nothing more).
 # Each target runs from its seed corpus (tests/fuzz/corpus/<target>) for FUZZ_SECONDS.
