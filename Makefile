@@ -6,7 +6,7 @@ CMAKE_ARGS ?=
 OPREG      := $(BUILD)/tools/opreg/opreg
 CLANG      := -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_C_COMPILER=clang-14
 
-.PHONY: all deps configure build run test release asan tsan fuzz bench format clean help
+.PHONY: all deps configure build run test release asan tsan fuzz hip bench format clean help
 
 all: build
 
@@ -20,6 +20,9 @@ help:
 	@echo "make tsan   TSan build (clang-14, CUDA off) in build-tsan, registry tests"
 	@echo "make fuzz   each libFuzzer target (tests/fuzz) for FUZZ_SECONDS (30) in build-asan's"
 	@echo "            instrumented build; any crash, sanitizer report, leak or uncaught exception fails"
+	@echo "make hip    the cuda backend built with HIP for AMD GPUs (hipcc, ROCm 5.2; gfx90a, gfx940) in"
+	@echo "            build-hip, and its registered variants checked against the CUDA build's"
+	@echo "            (tests/hip/variants.sh; compiles and links only: no AMD GPU here)"
 	@echo "make bench  build and run the benchmarks"
 	@echo "make format clang-format every source file"
 
@@ -55,6 +58,15 @@ FUZZERS := fuzz_parsers fuzz_env fuzz_run_args fuzz_op_check fuzz_dlpack fuzz_pl
 # LLVM's process-lifetime allocations suppressed (tests/backends/xpu/lsan.supp).
 XPU_SANITIZER_ENV := OCL_ICD_VENDORS=/etc/OpenCL/vendors/pocl.icd \
   LSAN_OPTIONS=suppressions=$(CURDIR)/tests/backends/xpu/lsan.supp
+
+# The HIP build: the library and the CLI only (no tests, benchmarks, npu or xpu), compared with
+# the main build's cuda variants.
+hip: build
+	@scripts/install-deps.sh hip
+	@cmake -S . -B build-hip -DOPREG_GPU_VENDOR=hip -DOPREG_WITH_CUDA=ON -DOPREG_WERROR=ON -DOPREG_BUILD_TESTS=OFF \
+	  -DOPREG_BUILD_BENCH=OFF -DOPREG_WITH_NPU=OFF -DOPREG_WITH_XPU=OFF $(CMAKE_ARGS) >/dev/null
+	@cmake --build build-hip -j $(JOBS) --target opreg_cli
+	tests/hip/variants.sh $(OPREG) build-hip/tools/opreg/opreg
 
 asan: deps
 	@$(ASAN_CONFIGURE)

@@ -23,7 +23,7 @@ using cuda_like::CurrentDevice;
 // check would report it.
 void check(gpuError_t err, const char* what, int index) {
   if (err != gpuSuccess) {
-    gpuGetLastError();
+    gpu_clear_error();
     fail(ErrorKind::device, "cuda:{}: {} failed: {}", index, what, gpuGetErrorString(err));
   }
 }
@@ -43,16 +43,16 @@ class CudaBackend final : public Backend {
     if (count == 0) return {false, 0, fmt::format("{}: no device", OPREG_GPU_RUNTIME)};
     int runtime = 0;
     int driver = 0;
-    gpuRuntimeGetVersion(&runtime);
-    gpuDriverGetVersion(&driver);
+    (void)gpuRuntimeGetVersion(&runtime);  // 0 where it cannot say
+    (void)gpuDriverGetVersion(&driver);
     facts_.assign(static_cast<std::size_t>(count), {});
     for (int i = 0; i < count; ++i) {
       gpuDeviceProp p{};
       if (gpuGetDeviceProperties(&p, i) != gpuSuccess) {
-        gpuGetLastError();
+        gpu_clear_error();
         continue;  // properties() reports it
       }
-      facts_[static_cast<std::size_t>(i)] = {i, std::max(p.multiProcessorCount, 1), p.major, p.sharedMemPerBlockOptin};
+      facts_[static_cast<std::size_t>(i)] = {i, std::max(p.multiProcessorCount, 1), p.major, gpu_smem_optin(p)};
     }
     return {true, count, fmt::format("{} runtime {}, driver {}", OPREG_GPU_RUNTIME, runtime, driver)};
   }
@@ -67,7 +67,7 @@ class CudaBackend final : public Backend {
     props.extra = {{"sm_count", std::to_string(p.multiProcessorCount)},
                    {"compute_capability", fmt::format("{}.{}", p.major, p.minor)},
                    {"l2_bytes", std::to_string(p.l2CacheSize)},
-                   {"smem_per_block_optin", std::to_string(p.sharedMemPerBlockOptin)},
+                   {"smem_per_block_optin", std::to_string(gpu_smem_optin(p))},
                    {"max_threads_per_block", std::to_string(p.maxThreadsPerBlock)}};
     props.facts = &facts_.at(static_cast<std::size_t>(index));
     return props;
@@ -80,7 +80,7 @@ class CudaBackend final : public Backend {
     void* p = nullptr;
     gpuError_t err = gpuMalloc(&p, std::max<std::size_t>(bytes, 1));
     if (err != gpuSuccess) {
-      gpuGetLastError();
+      gpu_clear_error();
       fail(ErrorKind::device, "cuda:{}: allocating {} bytes failed: {}", index, bytes, gpuGetErrorString(err));
     }
     return p;
@@ -92,14 +92,14 @@ class CudaBackend final : public Backend {
     std::size_t free_bytes = 0;
     std::size_t total_bytes = 0;
     if (current.error() != gpuSuccess || gpuMemGetInfo(&free_bytes, &total_bytes) != gpuSuccess) {
-      gpuGetLastError();
+      gpu_clear_error();
       return 0;
     }
     return free_bytes;
   }
   void deallocate(int index, void* ptr, std::size_t) noexcept override {
     const CurrentDevice current(index);
-    gpuFree(ptr);
+    (void)gpuFree(ptr);
   }
   void copy(int index, void* dst, const void* src, std::size_t bytes, void* stream) {
     if (bytes == 0) return;

@@ -14,7 +14,7 @@ class CurrentDevice {
   // in its own words.
   explicit CurrentDevice(int index) noexcept {
     if (gpuGetDevice(&previous_) != gpuSuccess) {
-      gpuGetLastError();
+      gpu_clear_error();
       previous_ = -1;
     }
     if (previous_ == index) {
@@ -22,10 +22,10 @@ class CurrentDevice {
       return;
     }
     error_ = gpuSetDevice(index);
-    if (error_ != gpuSuccess) gpuGetLastError();
+    if (error_ != gpuSuccess) gpu_clear_error();
   }
   ~CurrentDevice() {
-    if (previous_ >= 0) gpuSetDevice(previous_);
+    if (previous_ >= 0) (void)gpuSetDevice(previous_);
   }
   CurrentDevice(const CurrentDevice&) = delete;
   CurrentDevice& operator=(const CurrentDevice&) = delete;

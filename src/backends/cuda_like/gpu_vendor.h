@@ -42,6 +42,8 @@ inline constexpr auto gpuFuncAttributeMaxDynamicSharedMemorySize = hipFuncAttrib
 #define OPREG_GPU_DLPACK_DEVICE 10  // kDLROCM
 // HIP has no thread-block clusters: the cluster variants are not built.
 #define OPREG_GPU_CLUSTERS 0
+// ROCm 5.2's hipDeviceProp_t has no sharedMemPerBlockOptin: a block's LDS has no opt-in beyond it.
+#define gpu_smem_optin(prop) ((prop).sharedMemPerBlock)
 #else
 #include <cuda_runtime_api.h>
 using gpuError_t = cudaError_t;
@@ -82,6 +84,7 @@ inline constexpr auto gpuFuncAttributeMaxDynamicSharedMemorySize = cudaFuncAttri
 // Thread-block clusters (sm_90 and later): cudaLaunchKernelEx with a cluster dimension, and
 // distributed shared memory through cooperative_groups::this_cluster().
 #define OPREG_GPU_CLUSTERS 1
+#define gpu_smem_optin(prop) ((prop).sharedMemPerBlockOptin)
 #define gpuLaunchKernelEx cudaLaunchKernelEx
 #define gpuOccupancyMaxActiveClusters cudaOccupancyMaxActiveClusters
 using gpuLaunchConfig_t = cudaLaunchConfig_t;
@@ -92,14 +95,23 @@ inline constexpr auto gpuLaunchAttributeProgrammaticStreamSerialization =
     cudaLaunchAttributeProgrammaticStreamSerialization;
 #endif
 
+// Clears the runtime's last error after a failed call that is reported otherwise (HIP's calls are
+// [[nodiscard]]).
+inline void gpu_clear_error() { (void)gpuGetLastError(); }
+
 // ---- Device code only.
 #if defined(__CUDACC__) || defined(__HIPCC__)
 #if defined(OPREG_USE_HIP)
-#include <hip/hip_bf16.h>
 #include <hip/hip_fp16.h>
 #include <hip/hip_runtime.h>
-using gpu_bf16 = __hip_bfloat16;
-using gpu_bf16x2 = __hip_bfloat162;
+// ROCm 5.2 (Debian bookworm's HIP) has no hip_bf16.h and no __hip_bfloat16 with its intrinsics
+// (../shared/research/hip-rocm52.md): bf16 is kept as its 16-bit word, converted by elem.cuh.
+struct alignas(2) gpu_bf16 {
+  unsigned short bits;
+};
+struct alignas(4) gpu_bf16x2 {
+  gpu_bf16 x, y;
+};
 #define OPREG_GPU_FULL_MASK 0xFFFFFFFFFFFFFFFFull
 #define OPREG_GPU_WARP 64
 #define gpu_shfl_xor(value, offset) __shfl_xor((value), (offset))

@@ -56,7 +56,7 @@ void glu_run(const Args& a, const GluLaunch& plan, const KernelContext& ctx) {
     err = launch_glu_fwd(d, Act, plan, stream);
   }
   if (err != gpuSuccess) {
-    gpuGetLastError();
+    gpu_clear_error();
     fail(ErrorKind::device, "{} on cuda:{}: launching failed ({} elements, {}): {}", variant, ctx.device.index, d.n,
          family::elem_name(d.type), gpuGetErrorString(err));
   }

@@ -46,7 +46,7 @@ void norm_run(const Args& a, const NormLaunch& plan, const KernelContext& ctx) {
     err = launch_norm_fwd(d, plan, stream);
   }
   if (err != gpuSuccess) {
-    gpuGetLastError();
+    gpu_clear_error();
     fail(ErrorKind::device, "{} on cuda:{}: launching failed ({} sets of {} x {}, x {}): {}", variant,
          ctx.device.index, d.shape.sets, d.shape.channels, d.shape.spread, family::elem_name(d.x_type),
          gpuGetErrorString(err));

@@ -383,7 +383,8 @@ gpuError_t allow_smem(Kernel kernel, int device, std::size_t bytes) {
   std::size_t& have = allowed[Key{reinterpret_cast<const void*>(kernel), device}];
   if (have >= bytes) return gpuSuccess;
   const gpuError_t err =
-      gpuFuncSetAttribute(kernel, gpuFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+      gpuFuncSetAttribute(reinterpret_cast<const void*>(kernel), gpuFuncAttributeMaxDynamicSharedMemorySize,
+                          static_cast<int>(bytes));
   if (err == gpuSuccess) have = bytes;
   return err;
 }

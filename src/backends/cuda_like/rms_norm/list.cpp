@@ -227,7 +227,7 @@ namespace {
 void check(gpuError_t err, const char* variant, int device, const RowProblem& problem, const char* call,
            const char* kernel) {
   if (err == gpuSuccess) return;
-  gpuGetLastError();
+  gpu_clear_error();
   fail(ErrorKind::device, "{} on cuda:{}: {} failed for kernel {} ({}x{}, x {}, weight {}): {}", variant, device, call,
        kernel, problem.rows, problem.hidden, family::elem_name(problem.x_type), family::elem_name(problem.w_type),
        gpuGetErrorString(err));
@@ -373,8 +373,10 @@ void split_run(const Args& a, const SplitPlan& plan, const KernelContext& ctx) {
   }
 }
 
+#if OPREG_GPU_CLUSTERS
 constexpr char kFwdCluster[] = "cuda.rms_norm.fwd.cluster";
 constexpr char kBwdCluster[] = "cuda.rms_norm.bwd.cluster";
+#endif
 constexpr char kFwdRows[] = "cuda.rms_norm.fwd.rows";
 constexpr char kBwdRows[] = "cuda.rms_norm.bwd.rows";
 constexpr char kFwdSplit[] = "cuda.rms_norm.fwd.split";
@@ -387,12 +389,21 @@ using Bwd = RmsNormBwdArgs;
 
 }  // namespace
 
-// Priority order. cluster needs thread-block clusters (sm_90 and later, CUDA): a HIP build, or
-// an older GPU, lists it refusing every problem with the reason (cluster_shape).
+// The cluster variants' entries, where their kernels are built (CUDA; not HIP, which has no
+// thread-block clusters: a HIP build does not list them).
+#if OPREG_GPU_CLUSTERS
+#define OPREG_IF_CLUSTERS(...) __VA_ARGS__,
+#else
+#define OPREG_IF_CLUSTERS(...)
+#endif
+
+// Priority order. cluster needs thread-block clusters (sm_90 and later): an older GPU lists it
+// refusing every problem with the reason (cluster_shape).
 void register_rms_norm(Registry& r) {
   register_list(r, rms_norm_fwd_op(), "cuda",
-                {{"cluster", &resident_supports<Fwd, cluster_shape, kFwdCluster>, &resident_run<Fwd, cluster_shape>,
-                  {{"max_cluster", "8"}, {"accesses_per_thread", "4"}, {"access_bytes", "16"}}},
+                {OPREG_IF_CLUSTERS({"cluster", &resident_supports<Fwd, cluster_shape, kFwdCluster>,
+                                    &resident_run<Fwd, cluster_shape>,
+                                    {{"max_cluster", "8"}, {"accesses_per_thread", "4"}, {"access_bytes", "16"}}})
                  {"rows", &resident_supports<Fwd, rows_shape, kFwdRows>, &resident_run<Fwd, rows_shape>,
                   {{"accesses_per_thread", "4,8,2"},
                    {"access_bytes", "16 or 1 element"},
@@ -401,8 +412,9 @@ void register_rms_norm(Registry& r) {
                  {"split", &split_plan<Fwd, kFwdSplit>, &split_run<Fwd>,
                   {{"threads", "256"}, {"accesses_per_thread", "4"}}}});
   register_list(r, rms_norm_bwd_op(), "cuda",
-                {{"cluster", &resident_supports<Bwd, cluster_shape, kBwdCluster>, &resident_run<Bwd, cluster_shape>,
-                  {{"max_cluster", "8"}, {"accesses_per_thread", "2"}, {"access_bytes", "16"}}},
+                {OPREG_IF_CLUSTERS({"cluster", &resident_supports<Bwd, cluster_shape, kBwdCluster>,
+                                    &resident_run<Bwd, cluster_shape>,
+                                    {{"max_cluster", "8"}, {"accesses_per_thread", "2"}, {"access_bytes", "16"}}})
                  {"rows", &resident_supports<Bwd, rows_shape, kBwdRows>, &resident_run<Bwd, rows_shape>,
                   {{"accesses_per_thread", "1,2,4"},
                    {"access_bytes", "16 or 1 element"},

@@ -360,7 +360,7 @@ gpuError_t launch_dw_finish(const void* partial_in, Elem xt, std::int64_t partia
     l.call = "cudaLaunchKernelEx";
     const gpuError_t err = gpuLaunchKernelEx(&config, kernel, partial, partials, hidden, out);
     if (err != gpuErrorNotSupported && err != gpuErrorInvalidValue) return err;
-    gpuGetLastError();
+    gpu_clear_error();
     refused.store(true, std::memory_order_relaxed);
     kernel<<<blocks, 32 * kFinishParts, 0, stream>>>(partial, partials, hidden, out);
     l.call = "kernel launch";
