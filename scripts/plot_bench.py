@@ -10,6 +10,7 @@ device's bandwidth ceiling dashed, emulated estimates dotted.
 Exit status: 0 drawn, 2 bad arguments or data, 4 matplotlib is not installed."""
 import argparse
 import csv
+import json
 import math
 import os
 import sys
@@ -73,7 +74,14 @@ def main():
             elif "float32" in r["extra_benchmark_config_str"]:
                 dtype = "f32"
             who = r["gpu_name"] if r["_peer"] else r["device"]
-            key = (r["_peer"], who, r["kernel_provider"], dtype, r.get("emulated") == "1" and r.get("estimate") == "1")
+            # A compared row's shape is its own (another M is another line).
+            rows_m = ""
+            if r["_peer"]:
+                try:
+                    rows_m = str(json.loads(r["extra_benchmark_config_str"]).get("M", ""))
+                except ValueError:
+                    pass
+            key = (r["_peer"], who, r["kernel_provider"], dtype, r.get("estimate") == "1", rows_m)
             lines.setdefault(key, []).append((int(r["x_value"]), g, number(r.get("gbps_20")), number(r.get("gbps_80"))))
             c = number(r.get("ceiling_gbps"))
             if not r["_peer"] and math.isfinite(c):
@@ -83,14 +91,14 @@ def main():
         fig, ax = plt.subplots(figsize=(9, 5.5), dpi=90)
         colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
         device_color = {}
-        for i, (peer, who, provider, dtype, est) in enumerate(sorted(lines)):
-            pts = sorted(lines[(peer, who, provider, dtype, est)])
+        for peer, who, provider, dtype, est, rows_m in sorted(lines):
+            pts = sorted(lines[(peer, who, provider, dtype, est, rows_m)])
             xs = [p[0] for p in pts]
             ys = [p[1] for p in pts]
             color = device_color.setdefault((peer, who, provider), colors[len(device_color) % len(colors)])
             if peer:
                 style, marker = "-.", "s"
-                label = f"{provider} on {who} ({dtype}, compared)"
+                label = f"{provider} on {who} ({dtype}, M={rows_m}, compared)"
             elif est:
                 style, marker = ":", "^"
                 label = f"{who} {provider} ({dtype}, emulated est.)"
@@ -102,7 +110,7 @@ def main():
             hi = [p[2] for p in pts]
             if all(math.isfinite(v) for v in lo + hi):
                 ax.fill_between(xs, lo, hi, color=color, alpha=0.15, linewidth=0)
-        for j, ((device, name, est), c) in enumerate(sorted(ceilings.items())):
+        for (device, name, est), c in sorted(ceilings.items()):
             ax.axhline(c, linestyle="--", color="0.35" if not est else "0.6", linewidth=1.2,
                        label=f"{device} ceiling {c:.0f} GB/s" + (" (emulated est.)" if est else " (measured copy)"))
         ax.set_xscale("log", base=2)

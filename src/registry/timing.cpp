@@ -1,12 +1,12 @@
 // The default benchmark clock and bandwidth ceiling of every backend (opreg/device.h): the host's
 // wall clock around synchronized work, and a timed copy on the device. Backends with a better
 // clock (CUDA events) or a modelled device (the npu emulator) override them.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <memory>
-
-#include <fmt/format.h>
 
 #include "opreg/device.h"
 #include "opreg/error.h"

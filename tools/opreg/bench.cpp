@@ -93,7 +93,7 @@ std::string config_for(const std::string& op, DType dtype, std::int64_t rows) {
 
 struct DeviceInfo {
   Device device;
-  std::string name;      // npu:0
+  std::string name;  // npu:0
   DeviceProps props;
   BandwidthCeiling ceiling;
   std::string timer;
@@ -276,7 +276,8 @@ int run_bench(const BenchOptions& o) {
   const std::vector<DeviceInfo> devices = devices_for(reg, o);
   std::error_code ec;
   std::filesystem::create_directories(o.out_dir, ec);
-  if (ec) fail(ErrorKind::invalid_argument, "bench: --out {}: cannot create the directory: {}", o.out_dir, ec.message());
+  if (ec)
+    fail(ErrorKind::invalid_argument, "bench: --out {}: cannot create the directory: {}", o.out_dir, ec.message());
 
   std::vector<BenchRecord> compare;
   if (o.compare) {
@@ -302,8 +303,8 @@ int run_bench(const BenchOptions& o) {
       for (const auto dtype : o.dtypes) {
         for (const auto& dev : devices) {
           for (const auto hidden : o.hidden) {
-            const std::string label = fmt::format("{} {} {} {}x{} on {}", op, to_string(mode), to_string(dtype),
-                                                  o.rows, hidden, dev.name);
+            const std::string label =
+                fmt::format("{} {} {} {}x{} on {}", op, to_string(mode), to_string(dtype), o.rows, hidden, dev.name);
             progress.show(done, label);
             const double share = std::max(0.0, o.budget_s - progress.elapsed()) / static_cast<double>(total - done);
             CaseResult result;
@@ -325,7 +326,8 @@ int run_bench(const BenchOptions& o) {
               const double g = gbps(p, p.ms_50);
               line += fmt::format("{:.4g} ms (p20 {:.4g}, p80 {:.4g}, {} runs{}) {:.1f} GB/s", p.ms_50, p.ms_20,
                                   p.ms_80, p.runs, dev.estimate ? ", estimated" : "", g);
-              if (dev.ceiling.gbps > 0) line += fmt::format(" = {:.2f} of {:.0f}", g / dev.ceiling.gbps, dev.ceiling.gbps);
+              if (dev.ceiling.gbps > 0)
+                line += fmt::format(" = {:.2f} of {:.3g}", g / dev.ceiling.gbps, dev.ceiling.gbps);
               line += fmt::format(" {}", result.provider);
             } else {
               failed += p.status == "failed";
@@ -369,12 +371,13 @@ int run_bench(const BenchOptions& o) {
     compare_csv = (std::filesystem::path(o.out_dir) / "compare_data.csv").string();
     write_bench_csv(compare_csv, compare);
   }
-  fmt::print("bench: {} cases ({} timed, {} failed their check, {} errors) in {:.1f} s (budget {} s); wrote {} and {}\n",
-             total, timed, failed, errors, progress.elapsed(), o.budget_s, json, csv);
+  fmt::print(
+      "bench: {} cases ({} timed, {} failed their check, {} errors) in {:.1f} s (budget {} s); wrote {} and {}\n",
+      total, timed, failed, errors, progress.elapsed(), o.budget_s, json, csv);
   int code = failed > 0 ? 1 : (timed == 0 && errors > 0 ? 3 : 0);
   if (o.plot) {
-    std::vector<std::string> args = {plot_script(), "--csv", csv, "--out", o.out_dir, "--title",
-                                     fmt::format("{}, {}", machine_name(), version)};
+    std::vector<std::string> args = {
+        plot_script(), "--csv", csv, "--out", o.out_dir, "--title", fmt::format("{}, {}", machine_name(), version)};
     if (!compare_csv.empty()) {
       args.emplace_back("--compare");
       args.push_back(compare_csv);

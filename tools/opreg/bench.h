@@ -14,13 +14,13 @@ namespace opreg::cli {
 
 // Liger-Kernel's operation modes: forward (.fwd), backward (.bwd), full (.fwd then .bwd, timed as one).
 enum class BenchMode : std::uint8_t { forward, backward, full };
-std::string_view to_string(BenchMode mode);       // "forward", "backward", "full"
-std::string_view option_name(BenchMode mode);     // "fwd", "bwd", "fwdbwd" (--dirs)
+std::string_view to_string(BenchMode mode);    // "forward", "backward", "full"
+std::string_view option_name(BenchMode mode);  // "fwd", "bwd", "fwdbwd" (--dirs)
 
 struct BenchOptions {
-  std::vector<std::string> ops;        // base names (rms_norm, ...)
+  std::vector<std::string> ops;  // base names (rms_norm, ...)
   std::vector<BenchMode> modes;
-  std::vector<std::string> devices;    // as given; empty: every available device
+  std::vector<std::string> devices;  // as given; empty: every available device
   std::vector<DType> dtypes;
   std::vector<std::int64_t> hidden;
   std::int64_t rows = 2048;

@@ -178,8 +178,7 @@ BenchOptions parse_bench_args(const std::vector<std::string_view>& args) {
     } else if (name == "--hidden") {
       o.hidden.clear();
       for (const auto h : split_list(name, value, "integers from 1 to 1048576")) {
-        o.hidden.push_back(
-            parse_int_value<std::int64_t>(kCommand, name, h, 1, 1 << 20, "integers from 1 to 1048576"));
+        o.hidden.push_back(parse_int_value<std::int64_t>(kCommand, name, h, 1, 1 << 20, "integers from 1 to 1048576"));
       }
       std::sort(o.hidden.begin(), o.hidden.end());
     } else if (name == "--rows") {
@@ -197,9 +196,10 @@ BenchOptions parse_bench_args(const std::vector<std::string_view>& args) {
   const bool group_norm = std::find(o.ops.begin(), o.ops.end(), "group_norm") != o.ops.end();
   for (const auto h : o.hidden) {
     if (group_norm && h % 32 != 0) {
-      throw Usage{fmt::format("bench: --hidden {} does not suit group_norm (C=32 channels x hidden/32): use "
-                              "multiples of 32, or leave group_norm out of --ops",
-                              h)};
+      throw Usage{
+          fmt::format("bench: --hidden {} does not suit group_norm (C=32 channels x hidden/32): use "
+                      "multiples of 32, or leave group_norm out of --ops",
+                      h)};
     }
   }
   return o;

@@ -21,13 +21,14 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // Liger's BenchmarkDataCSVRow, in its order, then opreg's columns.
-constexpr std::string_view kLigerColumns[] = {
-    "kernel_name", "kernel_provider", "kernel_operation_mode", "metric_name", "metric_unit",
-    "x_name",      "x_label",         "x_value",               "y_value_50",  "y_value_20",
-    "y_value_80",  "extra_benchmark_config_str", "gpu_name", "timestamp", "liger_version"};
-constexpr std::string_view kExtraColumns[] = {"device",  "emulated", "timer",    "estimate",     "status",
-                                              "gbps_50", "gbps_20",  "gbps_80",  "ceiling_gbps", "ceiling_fraction",
-                                              "note"};
+constexpr std::string_view kLigerColumns[] = {"kernel_name", "kernel_provider", "kernel_operation_mode",
+                                              "metric_name", "metric_unit",     "x_name",
+                                              "x_label",     "x_value",         "y_value_50",
+                                              "y_value_20",  "y_value_80",      "extra_benchmark_config_str",
+                                              "gpu_name",    "timestamp",       "liger_version"};
+constexpr std::string_view kExtraColumns[] = {"device",       "emulated",         "timer",   "estimate",
+                                              "status",       "gbps_50",          "gbps_20", "gbps_80",
+                                              "ceiling_gbps", "ceiling_fraction", "note"};
 
 std::string json_string(std::string_view s) {
   std::string out = "\"";
@@ -87,8 +88,12 @@ void write_bench_json(const std::string& path, const std::vector<BenchRecord>& r
       for (const auto& p : rec.points) items.push_back(value(p));
       return fmt::format("[{}]", fmt::join(items, ", "));
     };
-    auto ms = [&](double BenchPoint::*field) { return list([&](const BenchPoint& p) { return json_number(ms_or_nan(p, p.*field)); }); };
-    auto rate = [&](double BenchPoint::*field) { return list([&](const BenchPoint& p) { return json_number(gbps(p, p.*field)); }); };
+    auto ms = [&](double BenchPoint::*field) {
+      return list([&](const BenchPoint& p) { return json_number(ms_or_nan(p, p.*field)); });
+    };
+    auto rate = [&](double BenchPoint::*field) {
+      return list([&](const BenchPoint& p) { return json_number(gbps(p, p.*field)); });
+    };
     out += r == 0 ? "\n" : ",\n";
     out += "  {\n";
     out += fmt::format("    \"kernel_name\": {},\n", json_string(rec.kernel_name));
@@ -134,14 +139,32 @@ void write_bench_csv(const std::string& path, const std::vector<BenchRecord>& re
   for (const BenchRecord& rec : records) {
     for (const BenchPoint& p : rec.points) {
       const double g50 = gbps(p, p.ms_50);
-      const std::string cells[] = {
-          csv_field(rec.kernel_name), csv_field(rec.provider), std::string(to_string(rec.mode)), "speed", "ms", "H",
-          "hidden size", std::to_string(p.hidden), csv_number(ms_or_nan(p, p.ms_50)), csv_number(ms_or_nan(p, p.ms_20)),
-          csv_number(ms_or_nan(p, p.ms_80)), csv_field(rec.config), csv_field(rec.gpu_name), csv_field(rec.timestamp),
-          csv_field(rec.version), csv_field(rec.device), rec.emulated ? "1" : "0", csv_field(rec.timer),
-          rec.estimate ? "1" : "0", csv_field(p.status), csv_number(g50), csv_number(gbps(p, p.ms_20)),
-          csv_number(gbps(p, p.ms_80)), csv_number(rec.ceiling_gbps > 0 ? rec.ceiling_gbps : kNaN),
-          csv_number(rec.ceiling_gbps > 0 ? g50 / rec.ceiling_gbps : kNaN), csv_field(p.note)};
+      const std::string cells[] = {csv_field(rec.kernel_name),
+                                   csv_field(rec.provider),
+                                   std::string(to_string(rec.mode)),
+                                   "speed",
+                                   "ms",
+                                   "H",
+                                   "hidden size",
+                                   std::to_string(p.hidden),
+                                   csv_number(ms_or_nan(p, p.ms_50)),
+                                   csv_number(ms_or_nan(p, p.ms_20)),
+                                   csv_number(ms_or_nan(p, p.ms_80)),
+                                   csv_field(rec.config),
+                                   csv_field(rec.gpu_name),
+                                   csv_field(rec.timestamp),
+                                   csv_field(rec.version),
+                                   csv_field(rec.device),
+                                   rec.emulated ? "1" : "0",
+                                   csv_field(rec.timer),
+                                   rec.estimate ? "1" : "0",
+                                   csv_field(p.status),
+                                   csv_number(g50),
+                                   csv_number(gbps(p, p.ms_20)),
+                                   csv_number(gbps(p, p.ms_80)),
+                                   csv_number(rec.ceiling_gbps > 0 ? rec.ceiling_gbps : kNaN),
+                                   csv_number(rec.ceiling_gbps > 0 ? g50 / rec.ceiling_gbps : kNaN),
+                                   csv_field(p.note)};
       out += fmt::format("{}\n", fmt::join(cells, ","));
     }
   }
@@ -250,8 +273,8 @@ std::vector<BenchRecord> read_compare_csv(const std::string& path, const std::ve
     if (name != "liger_version" && !column.contains(std::string(name))) missing.push_back(name);
   }
   if (!missing.empty()) {
-    fail(ErrorKind::invalid_argument, "bench: --compare {}: not a CSV of Liger-Kernel's benchmark schema (no {})",
-         path, fmt::join(missing, ", "));
+    fail(ErrorKind::invalid_argument, "bench: --compare {}: not a CSV of Liger-Kernel's benchmark schema (no {})", path,
+         fmt::join(missing, ", "));
   }
   std::map<std::string, int> skip_counts;
   std::map<std::string, std::size_t> record_of;
@@ -291,7 +314,9 @@ std::vector<BenchRecord> read_compare_csv(const std::string& path, const std::ve
     const std::string torch_dtype = config_value(config, "dtype").value_or("");
     std::optional<DType> dtype;
     for (const auto d : {DType::bf16, DType::f16, DType::f32}) {
-      const std::string_view torch_name = d == DType::bf16 ? "torch.bfloat16" : d == DType::f16 ? "torch.float16" : "torch.float32";
+      const std::string_view torch_name = d == DType::bf16  ? "torch.bfloat16"
+                                          : d == DType::f16 ? "torch.float16"
+                                                            : "torch.float32";
       if (torch_dtype == torch_name) dtype = d;
     }
     if (!mode || !hidden || !m_rows || !dtype) {
@@ -313,8 +338,8 @@ std::vector<BenchRecord> read_compare_csv(const std::string& path, const std::ve
     p.bytes = (fwd ? bytes_moved(op, Direction::fwd, shape, *dtype, *dtype) : 0) +
               (bwd ? bytes_moved(op, Direction::bwd, shape, *dtype, *dtype) : 0);
     p.runs = 0;
-    const std::string key = fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}", op, cell("kernel_provider"), mode_text,
-                                        cell("gpu_name"), config);
+    const std::string key =
+        fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}", op, cell("kernel_provider"), mode_text, cell("gpu_name"), config);
     auto [it, fresh] = record_of.try_emplace(key, records.size());
     if (fresh) {
       BenchRecord rec;

@@ -29,9 +29,9 @@ struct BenchRecord {
   std::string kernel_name;  // the op's base name
   std::string provider;     // opreg:<variant> (full: opreg:<fwd variant>+<bwd variant>), or a peer's
   BenchMode mode = BenchMode::forward;
-  std::string dtype;        // bf16, f16, f32
-  std::string device;       // npu:0 (empty for rows read from another CSV)
-  std::string gpu_name;     // the device's name
+  std::string dtype;     // bf16, f16, f32
+  std::string device;    // npu:0 (empty for rows read from another CSV)
+  std::string gpu_name;  // the device's name
   bool emulated = false;
   std::string timer;        // the clock's method
   bool estimate = false;    // the times are a model's estimate
