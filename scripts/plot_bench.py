@@ -4,7 +4,10 @@ per op and mode, GB/s against the hidden size, a line per device, provider and d
 device's bandwidth ceiling dashed, emulated estimates dotted.
 
   plot_bench.py --csv DIR/all_benchmark_data.csv --out DIR [--compare DIR/compare_data.csv]
-                [--title TEXT]
+                [--title MACHINE]
+
+The title names the op, the mode, MACHINE and the build in the CSV's liger_version column
+(opreg's version and commit).
 
 --compare overlays another CSV of the same columns (what `opreg bench --compare` converts).
 Exit status: 0 drawn, 2 bad arguments or data, 4 matplotlib is not installed."""
@@ -34,7 +37,7 @@ def main():
     ap.add_argument("--csv", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--compare")
-    ap.add_argument("--title", default="")
+    ap.add_argument("--title", default="", help="the machine, for the titles")
     a = ap.parse_args()
     try:
         import matplotlib
@@ -90,20 +93,24 @@ def main():
             continue
         fig, ax = plt.subplots(figsize=(9, 5.5), dpi=90)
         colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        markers = "o^vDPX*"
+        # One colour per device (and compared GPU), shared by its ceiling; one marker per provider.
         device_color = {}
+        provider_marker = {}
         for peer, who, provider, dtype, est, rows_m in sorted(lines):
             pts = sorted(lines[(peer, who, provider, dtype, est, rows_m)])
             xs = [p[0] for p in pts]
             ys = [p[1] for p in pts]
-            color = device_color.setdefault((peer, who, provider), colors[len(device_color) % len(colors)])
+            color = device_color.setdefault((peer, who), colors[len(device_color) % len(colors)])
+            marker = provider_marker.setdefault(provider, markers[len(provider_marker) % len(markers)])
             if peer:
-                style, marker = "-.", "s"
+                style = "-."
                 label = f"{provider} on {who} ({dtype}, M={rows_m}, compared)"
             elif est:
-                style, marker = ":", "^"
+                style = ":"
                 label = f"{who} {provider} ({dtype}, emulated est.)"
             else:
-                style, marker = "-", "o"
+                style = "-"
                 label = f"{who} {provider} ({dtype})"
             ax.plot(xs, ys, linestyle=style, marker=marker, color=color, label=label, linewidth=1.8)
             lo = [p[3] for p in pts]  # 80th percentile of time: the lower GB/s
@@ -111,19 +118,25 @@ def main():
             if all(math.isfinite(v) for v in lo + hi):
                 ax.fill_between(xs, lo, hi, color=color, alpha=0.15, linewidth=0)
         for (device, name, est), c in sorted(ceilings.items()):
-            ax.axhline(c, linestyle="--", color="0.35" if not est else "0.6", linewidth=1.2,
-                       label=f"{device} ceiling {c:.0f} GB/s" + (" (emulated est.)" if est else " (measured copy)"))
+            ax.axhline(c, linestyle="--", color=device_color.get((False, device), "0.4"), linewidth=1.2,
+                       label=f"{device} ceiling {c:.3g} GB/s" + (" (profile, emulated est.)" if est else " (measured copy)"))
         ax.set_xscale("log", base=2)
+        # Devices orders of magnitude apart (a cpu beside a GPU or the npu model) share a log axis.
+        ys_all = [p[1] for pts in lines.values() for p in pts] + list(ceilings.values())
+        log_y = min(ys_all) > 0 and max(ys_all) / min(ys_all) > 30
         xs_all = sorted({p[0] for pts in lines.values() for p in pts})
         ax.set_xticks(xs_all)
         ax.set_xticklabels([str(x) for x in xs_all])
         ax.set_xlabel("hidden size (elements per row)")
-        ax.set_ylabel("GB/s (opreg byte model / median time)")
-        ax.set_ylim(bottom=0)
+        ax.set_ylabel("GB/s (opreg byte model / median time)" + (", log scale" if log_y else ""))
+        if log_y:
+            ax.set_yscale("log")
+        else:
+            ax.set_ylim(bottom=0)
         ax.grid(True, alpha=0.3)
-        title = f"{op} {mode}: GB/s vs hidden size"
-        if a.title:
-            title += f"\n{a.title}"
+        # The build that measured the data: its liger_version column (opreg's version and commit).
+        builds = sorted({r["liger_version"] for r in frs if not r["_peer"]})
+        title = f"{op} {mode}: GB/s vs hidden size\n" + ", ".join(filter(None, [a.title] + builds))
         ax.set_title(title, fontsize=10)
         ax.legend(fontsize=7, loc="best")
         fig.tight_layout()

@@ -377,7 +377,7 @@ int run_bench(const BenchOptions& o) {
   int code = failed > 0 ? 1 : (timed == 0 && errors > 0 ? 3 : 0);
   if (o.plot) {
     std::vector<std::string> args = {
-        plot_script(), "--csv", csv, "--out", o.out_dir, "--title", fmt::format("{}, {}", machine_name(), version)};
+        plot_script(), "--csv", csv, "--out", o.out_dir, "--title", machine_name()};
     if (!compare_csv.empty()) {
       args.emplace_back("--compare");
       args.push_back(compare_csv);
