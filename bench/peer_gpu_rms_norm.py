@@ -2,7 +2,9 @@
 """The GPU peers of bench_cuda_rms_norm, timed the same way on the same shapes in the same device
 call, and the table that puts both side by side.
 
-  peer_gpu_rms_norm.py run OUT.jsonl      time the peers; one JSON object a line
+  peer_gpu_rms_norm.py run OUT.jsonl [--csv FILE]   time the peers; one JSON object a line, and
+                                          with --csv the same times in Liger-Kernel's benchmark
+                                          CSV schema (what `opreg bench --compare FILE` overlays)
   peer_gpu_rms_norm.py table BENCH.json OUT.jsonl   the markdown table (opreg's chosen variant,
                                           each peer, fraction of the copy bandwidth, ratio to the
                                           fastest peer, the issue's goals)
@@ -18,9 +20,11 @@ zeroed), CUDA events around the work alone on the current stream, the median of 
 warm-ups. fwdbwd is the forward then the backward (autograd: dx and dweight) between one pair of
 events. GB/s use opreg's byte model (src/ops/ops.cpp bytes_moved): forward 2*R*H*sx + H*sw + 4*R,
 backward 3*R*H*sx + 2*H*sw + 4*R, fwdbwd their sum (the weight in x's dtype here)."""
+import csv
 import json
 import statistics
 import sys
+import time
 import traceback
 
 SHAPES = [(4096, 1024), (4096, 2048), (4096, 4096), (4096, 5120), (4096, 8192), (4096, 14336), (4096, 16384),
@@ -38,7 +42,21 @@ def iterations_for(nbytes):
     return int(min(200, max(20, 4_000_000_000 // max(nbytes, 1))))
 
 
-def run(out_path):
+# Liger-Kernel's BenchmarkDataCSVRow columns (benchmark/scripts/utils.py), in its order.
+CSV_COLUMNS = ["kernel_name", "kernel_provider", "kernel_operation_mode", "metric_name", "metric_unit", "x_name",
+               "x_label", "x_value", "y_value_50", "y_value_20", "y_value_80", "extra_benchmark_config_str",
+               "gpu_name", "timestamp", "liger_version"]
+
+
+def quantile(sorted_values, q):
+    """Linear interpolation between order statistics, as torch.quantile (Liger's quantiles)."""
+    pos = q * (len(sorted_values) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def run(out_path, csv_path=None):
     import torch
     import torch.nn.functional as F
 
@@ -61,7 +79,11 @@ def run(out_path):
             stop.record()
             stop.synchronize()
             times.append(start.elapsed_time(stop))
+        times.sort()
+        quantiles[0] = (quantile(times, 0.2), quantile(times, 0.8))
         return statistics.median(times)
+
+    quantiles = [(None, None)]  # the last median_ms call's 20th and 80th percentiles
 
     def llama(x, w):
         xf = x.float()
@@ -92,6 +114,13 @@ def run(out_path):
         peers["liger"] = f"missing: cannot import liger_kernel: {e!r}"
 
     out = open(out_path, "w")
+    csv_rows = []
+    try:
+        from importlib.metadata import version as package_version
+
+        liger_version = package_version("liger-kernel")
+    except Exception:  # noqa: BLE001 - not installed: the column says so
+        liger_version = "not installed"
 
     def emit(rec):
         out.write(json.dumps(rec) + "\n")
@@ -136,6 +165,16 @@ def run(out_path):
                             ms = median_ms(lambda: fn(xg, wg).backward(dyc), prep, iterations_for(nbytes))
                         emit({"peer": name, "dir": direction, "dtype": dname, "shape": shape, "us": ms * 1e3,
                               "gbps": nbytes / (ms * 1e6)})
+                        torch_dtype = "torch.bfloat16" if dname == "bf16" else "torch.float32"
+                        csv_rows.append({
+                            "kernel_name": "rms_norm", "kernel_provider": name,
+                            "kernel_operation_mode": "forward" if direction == "fwd" else "full",
+                            "metric_name": "speed", "metric_unit": "ms", "x_name": "H", "x_label": "hidden size",
+                            "x_value": hidden, "y_value_50": ms, "y_value_20": quantiles[0][0],
+                            "y_value_80": quantiles[0][1],
+                            "extra_benchmark_config_str": json.dumps({"M": rows, "dtype": torch_dtype, "eps": EPS}),
+                            "gpu_name": torch.cuda.get_device_name(), "timestamp": time.strftime("%Y-%m-%d %H:%M:%S"),
+                            "liger_version": liger_version})
                     except Exception as e:  # noqa: BLE001
                         traceback.print_exc()
                         emit({"peer": name, "dir": direction, "dtype": dname, "shape": shape,
@@ -143,6 +182,12 @@ def run(out_path):
             del x, w, dy
             torch.cuda.empty_cache()
     out.close()
+    if csv_path:
+        with open(csv_path, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
+            writer.writeheader()
+            writer.writerows(csv_rows)
+        print(f"wrote {len(csv_rows)} rows to {csv_path}", flush=True)
 
 
 def goal(direction, hidden):
@@ -248,6 +293,8 @@ def sweep(bench_path, top=4):
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "run":
         run(sys.argv[2])
+    elif len(sys.argv) == 5 and sys.argv[1] == "run" and sys.argv[3] == "--csv":
+        run(sys.argv[2], sys.argv[4])
     elif len(sys.argv) == 3 and sys.argv[1] == "sweep":
         sweep(sys.argv[2])
     elif len(sys.argv) == 4 and sys.argv[1] == "table":

@@ -54,6 +54,31 @@ struct DeviceProps {
   std::string_view get(std::string_view key) const;
 };
 
+// How a benchmark (`opreg bench`) times work on one device: the backend's own clock. One timed
+// span is prepare(), start(), the work, stop_us(); the bench calls them in that order, on the
+// stream it runs the work on.
+class KernelTimer {
+ public:
+  virtual ~KernelTimer() = default;
+  // Before each timed span and outside it (a GPU flushes its L2 here, so every run starts cold).
+  virtual void prepare() {}
+  virtual void start() = 0;
+  // After the span's work was issued: waits for it and returns its time in microseconds.
+  virtual double stop_us() = 0;
+  // What the time is, for reports: "wall clock", "cuda events, L2 flushed", "emulator est_us".
+  virtual std::string method() const = 0;
+  // True when the figure is a model's estimate rather than a measurement (the npu emulator).
+  virtual bool estimate() const { return false; }
+};
+
+// The bandwidth a device can reach, measured (a copy) or taken from its model, which benchmarks
+// divide their GB/s by.
+struct BandwidthCeiling {
+  double gbps = 0;     // reads and writes together, 10^9 B/s; 0: unknown (see method)
+  std::string method;  // "copy on device of 2 x 128 MiB, best of 5", "profile HBM bandwidth", ...
+  bool estimate = false;
+};
+
 // Cached scratch memory for kernels (partial dW/dB, chunk buffers): blocks are kept per stream
 // after release and reused by the next acquire on that stream, so a steady state allocates
 // nothing. Reuse on the same stream is safe for asynchronous devices because work on one
@@ -134,6 +159,12 @@ class Backend : public std::enable_shared_from_this<Backend> {
   // space), which `opreg run` appends to its result line; empty when the backend has none (the
   // npu emulator reports its launch counters here).
   virtual std::string last_run_note(int /*index*/) const { return {}; }
+  // The clock `opreg bench` times device `index` with, on `stream`. Default: the host's wall
+  // clock with synchronize(index, stream) before the start and before the stop.
+  virtual std::unique_ptr<KernelTimer> make_timer(int index, void* stream);
+  // Device `index`'s bandwidth ceiling. Default: copy_on_device of a 128 MiB buffer, timed with
+  // make_timer, best of a few (each copy reads and writes every byte once).
+  virtual BandwidthCeiling bandwidth_ceiling(int index);
   // Bytes of device memory that can be allocated now, for the admission checks that refuse a
   // request before allocating it (0: unknown, the checks then use properties().memory_bytes).
   // Host memory: the kernel's MemAvailable.

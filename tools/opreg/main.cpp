@@ -18,6 +18,7 @@
 
 #include "opreg/ops.h"
 #include "opreg/registry.h"
+#include "bench.h"
 #include "opreg/version.h"
 #include "ops/problem.h"
 #include "registry/fail.h"
@@ -67,6 +68,7 @@ commands:
   devices   every backend, its devices and properties, and the device inference picks
   ops       every op and, per backend, its variants in choice order
   run       run one op on a device, check it against the reference, time it
+  bench     time every op on every device; Liger-Kernel-schema JSON and CSV, plots
   help      this text; `opreg <command> --help` for one command
   --version the library's version
 
@@ -337,6 +339,13 @@ int run(int argc, char** argv) {
   if (command == "devices") return cmd_devices(args);
   if (command == "ops") return cmd_ops(args);
   if (command == "run") return cmd_run(args);
+  if (command == "bench") {
+    if (wants_help(args)) {
+      std::fputs(opreg::cli::kBenchHelp, stdout);
+      return kExitOk;
+    }
+    return opreg::cli::run_bench(opreg::cli::parse_bench_args(args));
+  }
   throw Usage{fmt::format("unknown command '{}'", command)};
 }
 
@@ -369,7 +378,7 @@ int main(int argc, char** argv) {
   } catch (const Usage& u) {
     // A command's own usage error points at that command's help, where its options are.
     std::string see = "opreg --help";
-    for (const char* cmd : {"devices", "ops", "run"}) {
+    for (const char* cmd : {"devices", "ops", "run", "bench"}) {
       if (u.message.starts_with(std::string(cmd) + ": ")) see = fmt::format("opreg {} --help", cmd);
     }
     print_error(fmt::format("{} (see `{}`)", u.message, see));

@@ -15,7 +15,7 @@ namespace opreg::cli {
 namespace {
 
 [[noreturn]] void bad_value(std::string_view option, std::string_view value, std::string_view accepted) {
-  throw Usage{fmt::format("run: invalid {} '{}'; accepted: {}", option, value, accepted)};
+  bad_option_value("run", option, value, accepted);
 }
 
 // One of a fixed set of spellings; the error lists them all.
@@ -29,32 +29,28 @@ T pick(std::string_view option, std::string_view text, std::initializer_list<std
   bad_value(option, text, fmt::format("{}", fmt::join(names, ", ")));
 }
 
-template <class Int>
-Int parse_int(std::string_view option, std::string_view text, Int lo, Int hi, std::string_view accepted) {
-  Int value{};
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc{} || end != text.data() + text.size() || value < lo || value > hi) {
-    bad_value(option, text, accepted);
-  }
-  return value;
+}  // namespace
+
+void bad_option_value(std::string_view command, std::string_view option, std::string_view value,
+                      std::string_view accepted) {
+  throw Usage{fmt::format("{}: invalid {} '{}'; accepted: {}", command, option, value, accepted)};
 }
 
 // A decimal number. One rule for the ends of the range: a value too large for a double is
 // refused; one too small (1e-400) is what the nearest double is, 0 or a subnormal, as 4.9e-324 is.
-double parse_number(std::string_view option, std::string_view text, double lo, double hi, std::string_view accepted) {
+double parse_number_value(std::string_view command, std::string_view option, std::string_view text, double lo,
+                          double hi, std::string_view accepted) {
   double value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   const bool whole = !text.empty() && end == text.data() + text.size();
   if (whole && ec == std::errc::result_out_of_range) {
     value = std::strtod(std::string(text).c_str(), nullptr);  // the syntax is checked: underflow or overflow
   } else if (!whole || ec != std::errc{}) {
-    bad_value(option, text, accepted);
+    bad_option_value(command, option, text, accepted);
   }
-  if (!std::isfinite(value) || value < lo || value > hi) bad_value(option, text, accepted);
+  if (!std::isfinite(value) || value < lo || value > hi) bad_option_value(command, option, text, accepted);
   return value;
 }
-
-}  // namespace
 
 RunOptions parse_run_args(const std::vector<std::string_view>& args) {
   RunOptions o;
@@ -117,11 +113,11 @@ RunOptions parse_run_args(const std::vector<std::string_view>& args) {
         throw Usage{fmt::format("run: --shape: {}", e.what())};
       }
     } else if (name == "--groups") {
-      o.groups = parse_int<std::int64_t>(name, value, 1, INT64_MAX, "an integer >= 1 that divides C (shape[1])");
+      o.groups = parse_int_value<std::int64_t>("run", name, value, 1, INT64_MAX, "an integer >= 1 that divides C (shape[1])");
     } else if (name == "--eps") {
-      o.eps = parse_number(name, value, 0.0, 1e300, "a number from 0 to 1e300, e.g. 1e-6");
+      o.eps = parse_number_value("run", name, value, 0.0, 1e300, "a number from 0 to 1e300, e.g. 1e-6");
     } else if (name == "--offset") {
-      o.offset = parse_number(name, value, -1e300, 1e300, "a number from -1e300 to 1e300, e.g. 0 or 1");
+      o.offset = parse_number_value("run", name, value, -1e300, 1e300, "a number from -1e300 to 1e300, e.g. 0 or 1");
     } else if (name == "--casting") {
       o.casting = pick<opreg::Casting>(
           name, value,
@@ -133,12 +129,12 @@ RunOptions parse_run_args(const std::vector<std::string_view>& args) {
                                       {"equal", opreg::Values::equal},
                                       {"special", opreg::Values::special}});
     } else if (name == "--seed") {
-      o.seed = parse_int<std::uint64_t>(name, value, 0, UINT64_MAX, "an integer from 0 to 2^64-1");
+      o.seed = parse_int_value<std::uint64_t>("run", name, value, 0, UINT64_MAX, "an integer from 0 to 2^64-1");
     } else if (name == "--repeat") {
-      o.repeat = parse_int<std::int64_t>(name, value, 1, 100000, "an integer from 1 to 100000");
+      o.repeat = parse_int_value<std::int64_t>("run", name, value, 1, 100000, "an integer from 1 to 100000");
     } else if (name == "--tol-scale") {
       o.tol_scale =
-          parse_number(name, value, 0.0, HUGE_VAL, "a finite number >= 0 (1: the tolerance table; 0: exact)");
+          parse_number_value("run", name, value, 0.0, HUGE_VAL, "a finite number >= 0 (1: the tolerance table; 0: exact)");
     }
   }
   if (!have_op) throw Usage{"run: no op given; usage: opreg run OP [options], e.g. opreg run rms_norm.fwd"};

@@ -3,7 +3,9 @@
 // it without running anything.
 #pragma once
 
+#include <charconv>
 #include <cstdint>
+#include <system_error>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -17,6 +19,25 @@ namespace opreg::cli {
 struct Usage {
   std::string message;
 };
+
+// Option values, for every command's parser: anything but an accepted value is a Usage error
+// "<command>: invalid <option> '<value>'; accepted: <accepted>".
+[[noreturn]] void bad_option_value(std::string_view command, std::string_view option, std::string_view value,
+                                   std::string_view accepted);
+// A whole decimal integer from lo to hi.
+template <class Int>
+Int parse_int_value(std::string_view command, std::string_view option, std::string_view text, Int lo, Int hi,
+                    std::string_view accepted) {
+  Int value{};
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (text.empty() || ec != std::errc{} || end != text.data() + text.size() || value < lo || value > hi) {
+    bad_option_value(command, option, text, accepted);
+  }
+  return value;
+}
+// A finite decimal number from lo to hi (one too small for a double is the nearest one).
+double parse_number_value(std::string_view command, std::string_view option, std::string_view text, double lo,
+                          double hi, std::string_view accepted);
 
 struct RunOptions {
   std::string op;

@@ -2,6 +2,7 @@
 // The kernels' variants (rms_norm.cpp) are registered with it.
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "backends/builtin.h"
@@ -27,6 +28,54 @@ void check(gpuError_t err, const char* what, int index) {
     fail(ErrorKind::device, "cuda:{}: {} failed: {}", index, what, gpuGetErrorString(err));
   }
 }
+
+// `opreg bench`'s clock: CUDA events recorded on the timed stream around the work, each span
+// starting with the L2 flushed (a memset of a buffer larger than any L2, outside the span), as
+// bench/bench_cuda_rms_norm.cpp and the peer scripts time.
+class EventTimer final : public KernelTimer {
+ public:
+  EventTimer(int index, void* stream) : index_(index), stream_(static_cast<gpuStream_t>(stream)) {
+    const CurrentDevice current(index);
+    check(current.error(), "selecting the device", index);
+    check(gpuMalloc(&flush_, kFlushBytes), "allocating the L2 flush buffer", index);
+    check(gpuEventCreate(&start_), "creating an event", index);
+    check(gpuEventCreate(&stop_), "creating an event", index);
+  }
+  ~EventTimer() override {
+    const CurrentDevice current(index_);
+    if (start_ != nullptr) gpuEventDestroy(start_);
+    if (stop_ != nullptr) gpuEventDestroy(stop_);
+    if (flush_ != nullptr) gpuFree(flush_);
+  }
+  EventTimer(const EventTimer&) = delete;
+  EventTimer& operator=(const EventTimer&) = delete;
+
+  void prepare() override {
+    const CurrentDevice current(index_);
+    check(gpuMemsetAsync(flush_, 0, kFlushBytes, stream_), "flushing the L2", index_);
+  }
+  void start() override {
+    const CurrentDevice current(index_);
+    check(gpuEventRecord(start_, stream_), "recording an event", index_);
+  }
+  double stop_us() override {
+    const CurrentDevice current(index_);
+    check(gpuEventRecord(stop_, stream_), "recording an event", index_);
+    check(gpuEventSynchronize(stop_), "waiting for an event", index_);
+    float ms = 0;
+    check(gpuEventElapsedTime(&ms, start_, stop_), "reading an event time", index_);
+    return static_cast<double>(ms) * 1e3;
+  }
+  std::string method() const override { return "cuda events, L2 flushed"; }
+
+ private:
+  static constexpr std::size_t kFlushBytes = std::size_t{256} << 20;  // > any L2 (H100: 50 MiB)
+  int index_;
+  gpuStream_t stream_;
+  void* flush_ = nullptr;
+  gpuEvent_t start_ = nullptr;
+  gpuEvent_t stop_ = nullptr;
+};
 
 class CudaBackend final : public Backend {
  public:
@@ -140,6 +189,9 @@ class CudaBackend final : public Backend {
     const CurrentDevice current(index);
     check(current.error(), "selecting the device", index);
     check(gpuStreamSynchronize(static_cast<gpuStream_t>(stream)), "synchronizing", index);
+  }
+  std::unique_ptr<KernelTimer> make_timer(int index, void* stream) override {
+    return std::make_unique<EventTimer>(index, stream);
   }
 
  private:

@@ -47,6 +47,32 @@ std::string NpuBackend::last_run_note(int) const {
   return last ? last->note() : std::string();
 }
 
+namespace {
+
+class EstimateTimer final : public KernelTimer {
+ public:
+  explicit EstimateTimer(const Emulator& emulator) : emulator_(emulator) {}
+  void start() override { start_us_ = emulator_.est_us_total(); }
+  double stop_us() override { return emulator_.est_us_total() - start_us_; }
+  std::string method() const override { return "emulator est_us"; }
+  bool estimate() const override { return true; }
+
+ private:
+  const Emulator& emulator_;
+  double start_us_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<KernelTimer> NpuBackend::make_timer(int, void*) { return std::make_unique<EstimateTimer>(*emulator_); }
+
+BandwidthCeiling NpuBackend::bandwidth_ceiling(int) {
+  const Profile& p = emulator_->profile();
+  return {p.hbm_gbps,
+          fmt::format("{} profile HBM bandwidth{}", p.name, p.hbm_gbps_verified ? "" : " (unverified parameter)"),
+          true};
+}
+
 Emulator* emulator_of(Registry& registry) {
   const auto id = registry.find_backend("npu");
   if (!id) return nullptr;

@@ -31,6 +31,10 @@ class NpuBackend final : public HostMemoryBackend {
   Availability probe() override;
   DeviceProps properties(int index) const override;
   std::string last_run_note(int index) const override;
+  // Benchmarks: the cost model's est_us of the launches in a span (an estimate, not a time the
+  // host measured), and the profile's HBM bandwidth as the ceiling.
+  std::unique_ptr<KernelTimer> make_timer(int index, void* stream) override;
+  BandwidthCeiling bandwidth_ceiling(int index) override;
 
   // The emulated device (after probe()).
   Emulator& emulator() const { return *emulator_; }

@@ -477,6 +477,12 @@ std::optional<LaunchCounters> Emulator::last_launch() const {
 void Emulator::record(const LaunchCounters& counters) {
   std::lock_guard lock(last_mutex_);
   last_ = counters;
+  est_us_total_ += counters.est_us;
+}
+
+double Emulator::est_us_total() const {
+  std::lock_guard lock(last_mutex_);
+  return est_us_total_;
 }
 
 std::int64_t grid_blocks(std::span<const std::int64_t> grid) {

@@ -258,6 +258,9 @@ class Emulator {
   // Records counters of a call that launched nothing (an empty problem), so that they replace
   // the last launch's.
   void record(const LaunchCounters& counters);
+  // The est_us of every launch (and record()) so far, summed: a benchmark's clock, whose
+  // difference over a span counts every launch in it (a backward that launches twice, fwd + bwd).
+  double est_us_total() const;
 
  private:
   friend class detail::Launch;
@@ -268,6 +271,7 @@ class Emulator {
   std::mutex launch_mutex_;
   mutable std::mutex last_mutex_;
   std::optional<LaunchCounters> last_;
+  double est_us_total_ = 0;  // under last_mutex_
   std::atomic<std::uint64_t> seed_{0x5EED0A5CE4D0ULL};
   std::atomic<std::uint64_t> launches_{0};
   std::atomic<int> host_threads_{0};
