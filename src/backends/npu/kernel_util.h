@@ -11,6 +11,8 @@
 #include <type_traits>
 
 #include "backends/npu/ascend/kernel_operator.h"
+#include "backends/npu/compensated.h"
+#include "backends/npu/tiling.h"
 #include "opreg/dtype.h"
 
 namespace opreg::npu::kernel {
@@ -193,6 +195,98 @@ inline ColumnRange columns_of(std::int64_t cols, std::int64_t parts, std::int64_
   const std::int64_t end = std::min(cols, first + (q + (part < extra ? 1 : 0)) * unit);
   return {std::min(first, cols), std::max<std::int64_t>(0, end - first)};
 }
+
+// The parameter-gradient reduction after SyncAll (rms_norm's dW, layer/group norm's dW and dB):
+// each core takes its columns (columns_of) of the [parts x stride] float partials in a GM
+// workspace and sums them in part order, `width` columns a step, into P. The same bits whatever
+// order the blocks ran in. Compensated (f32 gradients): each partial is a (hi, lo) pair, the lo
+// parts `lo_offset` floats after the hi parts, summed with TwoSum into a (hi, lo) pair that is
+// added once at the end. The kernel resets its TPipe first: the reduction re-plans the UB
+// (tiling.h's reduce_layout, which the plan sized `width` and `depth` from).
+template <class P>
+class ParamReduce {
+ public:
+  struct Partials {
+    GlobalTensor<float> ws;     // the workspace
+    std::int64_t first = 0;     // part 0's column 0
+    std::int64_t parts = 1;     // summed in order 0, 1, ...
+    std::int64_t stride = 0;    // floats from one part to the next
+    std::int64_t lo_offset = -1;  // compensated: floats from a hi part to its lo part; -1: plain
+  };
+
+  ParamReduce(TPipe& pipe, bool compensated, std::int64_t width, int depth) : width_(width) {
+    const ReduceLayout l = reduce_layout(dtype_of<P>(), compensated);
+    const TileShape s{1, width, 1, 1};
+    const auto d = static_cast<std::uint8_t>(depth);
+    pipe.InitBuffer(sumBuf_, static_cast<std::uint32_t>(item_bytes(l.acc, s)));
+    pipe.InitBuffer(inPart_, d, static_cast<std::uint32_t>(item_bytes(l.in, s)));
+    if (l.out.size != 0) pipe.InitBuffer(outP_, d, static_cast<std::uint32_t>(item_bytes(l.out, s)));
+    if (compensated) {
+      pipe.InitBuffer(loBuf_, static_cast<std::uint32_t>(item_bytes(l.lo, s)));
+      pipe.InitBuffer(tmpBuf_, static_cast<std::uint32_t>(item_bytes(l.tmp, s)));
+    }
+  }
+
+  // dst[c] for c in `mine`.
+  void Run(const GlobalTensor<P>& dst, const Partials& in, ColumnRange mine) {
+    const bool comp = in.lo_offset >= 0;
+    const LocalTensor<float> sum = sumBuf_.Get<float>();
+    const std::uint32_t pitch = static_cast<std::uint32_t>(row_pitch(width_, kRowAlign<float>));
+    LocalTensor<float> lo, tmp[kSumTemps];
+    if (comp) {
+      lo = loBuf_.Get<float>();
+      for (std::uint32_t i = 0; i < kSumTemps; ++i) tmp[i] = tmpBuf_.Get<float>()[i * pitch];
+    }
+    auto at = [&](std::int64_t k, std::int64_t c) { return static_cast<std::uint64_t>(in.first + k * in.stride + c); };
+    for (std::int64_t c0 = mine.first; c0 < mine.first + mine.count; c0 += width_) {
+      const std::int64_t width = std::min(width_, mine.first + mine.count - c0);
+      const auto n = static_cast<std::uint32_t>(width);
+      PipeSync<HardEvent::V_MTE2>();     // the last step's sum was the vector unit's (Add, Cast)
+      PipeSync<HardEvent::MTE3_MTE2>();  // or copied out
+      CopyRowsIn(sum, in.ws[at(0, c0)], 1, width, width);
+      if (comp) CopyRowsIn(lo, in.ws[at(0, c0) + static_cast<std::uint64_t>(in.lo_offset)], 1, width, width);
+      PipeSync<HardEvent::MTE2_V>();  // part 0, the vector unit's to add to
+      for (std::int64_t k = 1; k < in.parts; ++k) {
+        LocalTensor<float> part = Fetch(in.ws[at(k, c0)], width);
+        if (comp) {
+          AddCompensated(sum, lo, part, tmp, n);
+          inPart_.FreeTensor(part);
+          part = Fetch(in.ws[at(k, c0) + static_cast<std::uint64_t>(in.lo_offset)], width);
+          Add(lo, lo, part, n);
+        } else {
+          Add(sum, sum, part, n);
+        }
+        inPart_.FreeTensor(part);
+      }
+      if (comp) Add(sum, sum, lo, n);
+      if constexpr (std::is_same_v<P, float>) {
+        PipeSync<HardEvent::MTE2_MTE3>();  // one plain part: copied out unchanged
+        PipeSync<HardEvent::V_MTE3>();
+        CopyRowsOut(dst[static_cast<std::uint64_t>(c0)], sum, 1, width, width);
+      } else {
+        LocalTensor<P> out = outP_.template AllocTensor<P>();
+        Cast(out, sum, RoundMode::CAST_RINT, n);
+        outP_.EnQue(out);
+        out = outP_.template DeQue<P>();
+        CopyRowsOut(dst[static_cast<std::uint64_t>(c0)], out, 1, width, width);
+        outP_.FreeTensor(out);
+      }
+    }
+  }
+
+ private:
+  LocalTensor<float> Fetch(const GlobalTensor<float>& src, std::int64_t width) {
+    LocalTensor<float> part = inPart_.template AllocTensor<float>();
+    CopyRowsIn(part, src, 1, width, width);
+    inPart_.EnQue(part);
+    return inPart_.template DeQue<float>();
+  }
+
+  std::int64_t width_;
+  TBuf<TPosition::VECCALC> sumBuf_, loBuf_, tmpBuf_;
+  TQue<TPosition::VECIN, 2> inPart_;
+  TQue<TPosition::VECOUT, 2> outP_;
+};
 
 // Items 0..n-1, each a copy in and then a compute-and-copy-out. Double-buffered (depth 2), the
 // copy in of item i + 1 is issued before item i's compute, so MTE2 overlaps that compute even

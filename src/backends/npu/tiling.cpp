@@ -230,11 +230,13 @@ std::int64_t fit_width(std::span<const UbItem> layout, std::int64_t avail, int d
          });
 }
 
-ReduceLayout reduce_layout(DType param) {
+ReduceLayout reduce_layout(DType param, bool compensated) {
   ReduceLayout l;
   l.acc = {"sum", Extent::row, 4, false};
   l.in = {"partial_in", Extent::row, 4, true};
   l.out = {"param_out", Extent::row, param == DType::f32 ? 0U : static_cast<std::uint32_t>(element_size(param)), true};
+  l.lo = {"sum_lo", Extent::row, compensated ? 4U : 0U, false};
+  l.tmp = {"two_sum_tmp", Extent::row, compensated ? 20U : 0U, false};  // five floats a column
   return l;
 }
 

@@ -145,11 +145,13 @@ std::int64_t largest(std::int64_t hi, Fits fits) {
 // The UB of the parameter-gradient reduction after SyncAll (rms_norm's dW, layer/group norm's dW
 // and dB): each core sums its columns of the [cores x params] partials in core order, a float
 // sum, the partials coming in (a queue) and, for a 16-bit parameter, its rounded copy going out.
+// Compensated (f32 gradients, compensated.h): the partials are (hi, lo) pairs, summed into a
+// (hi, lo) pair with TwoSum's five temporaries.
 struct ReduceLayout {
-  UbItem acc, in, out;
-  std::array<UbItem, 3> items() const { return {acc, in, out}; }
+  UbItem acc, in, out, lo, tmp;
+  std::array<UbItem, 5> items() const { return {acc, in, out, lo, tmp}; }
 };
-ReduceLayout reduce_layout(DType param);
+ReduceLayout reduce_layout(DType param, bool compensated = false);
 
 // The rows block `block` takes: first, first + stride, ... (count of them).
 struct RowRange {

@@ -98,7 +98,9 @@ TEST_F(Counted, BackwardWritesEachCoresPartialOnce) {
                                                std::tuple{"npu.rms_norm.bwd.chunked", 64, 20000, DType::f32},
                                                std::tuple{"npu.rms_norm.bwd.chunked", 300, 3000, DType::f16}}) {
     const LaunchCounters c = bwd(variant, rows, cols, x, DType::f32);
-    const auto partials = static_cast<std::uint64_t>(c.block_dim) * bytes(cols, DType::f32);
+    // An f32 x's partial is a (hi, lo) pair (compensated.h): two rows a core.
+    const std::uint64_t per_core = x == DType::f32 ? 2 : 1;
+    const auto partials = per_core * static_cast<std::uint64_t>(c.block_dim) * bytes(cols, DType::f32);
     // dx, each core's partial once, dweight.
     EXPECT_EQ(c.counters.gm_write, bytes(rows * cols, x) + partials + bytes(cols, DType::f32)) << variant;
     EXPECT_EQ(c.counters.atomic_adds, 0U);
@@ -124,7 +126,7 @@ TEST_F(Counted, EmptyProblemsLaunchNothingOrClearDweight) {
   EXPECT_EQ(none.note(), " block_dim=0 est_us=0");
   const LaunchCounters clear = bwd("npu.rms_norm.bwd.single_pass", 0, 64, DType::f32, DType::f32);
   EXPECT_EQ(clear.block_dim, 1);
-  EXPECT_EQ(clear.counters.gm_write, 2 * bytes(64, DType::f32));  // a zero partial, then dweight
+  EXPECT_EQ(clear.counters.gm_write, 3 * bytes(64, DType::f32));  // a zero (hi, lo) partial, then dweight
 }
 
 // [P1]: a Triton rms_norm on a "910B", f32 (8, 256, 4096), 38.66 (us assumed), L2-resident. The

@@ -8,3 +8,4 @@
 #include "backends/npu/ascend/tensor.h"
 #include "backends/npu/ascend/types.h"
 #include "backends/npu/ascend/vector.h"
+#include "backends/npu/ascend/vector_repeat.h"

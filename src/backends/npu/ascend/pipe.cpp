@@ -1,7 +1,7 @@
 // TPipe's UB allocation (with the real "ub overflow" text), the queue state machine, and the
 // messages of a misused tensor.
 #include "backends/npu/ascend/pipe.h"
-#include "backends/npu/ascend/vector.h"
+#include "backends/npu/ascend/vector_repeat.h"
 
 #include <cstring>
 #include <string>
@@ -265,6 +265,13 @@ namespace detail_ {
 void bad_repeat(const char* api, std::int64_t value, const char* what) {
   npu::detail::kernel_fail(npu::detail::current(), fmt::format("{} (repeat form): {} is out of range: {}", api, value,
                                                               what));
+}
+
+void bad_field(const char* api, const char* field, std::int64_t value, std::int64_t max) {
+  npu::detail::kernel_fail(npu::detail::current(),
+                           fmt::format("{} (repeat form): {} = {} is out of range: the device's field holds 0..{} "
+                                       "(a larger value would wrap silently)",
+                                       api, field, value, max));
 }
 
 void bad_flag(const npu::detail::Core& core, const char* api, std::uint8_t from, std::uint8_t to, std::int32_t id,

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 
 #include "opreg/dtype.h"
 
@@ -59,15 +60,59 @@ struct DataCopyParams {
   std::uint16_t dstStride = 0;
 };
 
-// The repeat form's strides, in 32-byte blocks, uint8 fields [S27]: block b of repeat r of an
-// operand starts at (r * repStride + b * blkStride) blocks.
+// A field of a repeat-parameter struct. On the device it is a uint8_t or uint16_t and a larger
+// value wraps silently when assigned; the emulator keeps what the kernel assigned, so that the
+// API reading the struct refuses a value the device's field cannot hold, naming the API, the
+// field and the value (RepeatParamsCheck in vector_repeat.h).
+template <class Device>
+class RepeatField {
+ public:
+  static constexpr std::int64_t kMax = std::numeric_limits<Device>::max();
+  constexpr RepeatField(std::int64_t v = 0) : v_(v) {}  // NOLINT: assigned like the device's integer
+  constexpr operator Device() const { return static_cast<Device>(v_); }
+  constexpr std::int64_t value() const { return v_; }
+
+ private:
+  std::int64_t v_;
+};
+
+// The repeat forms' strides, in 32-byte blocks [S27]: block b of repeat r of an operand starts at
+// (r * repStride + b * blkStride) blocks. BinaryRepeatParams (atlasascendc_api_07_0013): every
+// stride a uint8_t. UnaryRepeatParams (atlasascendc_api_07_0012): block strides uint16_t,
+// repeat strides uint8_t. BrcbRepeatParams (kernel_struct_brcb.h): uint16_t dst strides.
 struct BinaryRepeatParams {
-  std::uint8_t dstBlkStride = 1;
-  std::uint8_t src0BlkStride = 1;
-  std::uint8_t src1BlkStride = 1;
-  std::uint8_t dstRepStride = 8;
-  std::uint8_t src0RepStride = 8;
-  std::uint8_t src1RepStride = 8;
+  BinaryRepeatParams() = default;
+  BinaryRepeatParams(std::int64_t dstBlk, std::int64_t src0Blk, std::int64_t src1Blk, std::int64_t dstRep,
+                     std::int64_t src0Rep, std::int64_t src1Rep)
+      : dstBlkStride(dstBlk),
+        src0BlkStride(src0Blk),
+        src1BlkStride(src1Blk),
+        dstRepStride(dstRep),
+        src0RepStride(src0Rep),
+        src1RepStride(src1Rep) {}
+  RepeatField<std::uint8_t> dstBlkStride = 1;
+  RepeatField<std::uint8_t> src0BlkStride = 1;
+  RepeatField<std::uint8_t> src1BlkStride = 1;
+  RepeatField<std::uint8_t> dstRepStride = 8;
+  RepeatField<std::uint8_t> src0RepStride = 8;
+  RepeatField<std::uint8_t> src1RepStride = 8;
+};
+
+struct UnaryRepeatParams {
+  UnaryRepeatParams() = default;
+  UnaryRepeatParams(std::int64_t dstBlk, std::int64_t srcBlk, std::int64_t dstRep, std::int64_t srcRep)
+      : dstBlkStride(dstBlk), srcBlkStride(srcBlk), dstRepStride(dstRep), srcRepStride(srcRep) {}
+  RepeatField<std::uint16_t> dstBlkStride = 1;
+  RepeatField<std::uint16_t> srcBlkStride = 1;
+  RepeatField<std::uint8_t> dstRepStride = 8;
+  RepeatField<std::uint8_t> srcRepStride = 8;
+};
+
+struct BrcbRepeatParams {
+  BrcbRepeatParams() = default;
+  BrcbRepeatParams(std::int64_t dstBlk, std::int64_t dstRep) : dstBlkStride(dstBlk), dstRepStride(dstRep) {}
+  RepeatField<std::uint16_t> dstBlkStride = 1;
+  RepeatField<std::uint16_t> dstRepStride = 8;
 };
 
 // DataCopyPad's older parameter form (DataCopyParams with DataCopyPadParams): blockLen in bytes,

@@ -1,6 +1,6 @@
-// Vector instructions (Ascend C's count-form API): they read and write LocalTensors only, so a GM
-// tensor handed to one does not compile, and a type-erased address outside the core's UB is
-// refused when the instruction runs. An instruction covers up to 255 repeats of 256 bytes; a
+// Vector instructions (Ascend C's count-form API; the repeat forms are in vector_repeat.h): they
+// read and write LocalTensors only, so a GM tensor handed to one does not compile, and a
+// type-erased address outside the core's UB is refused when the instruction runs. An instruction covers up to 255 repeats of 256 bytes; a
 // longer count is several instructions, and the counters and the cost model charge per
 // instruction and per repeat, never per element. Arithmetic follows the A2 vector unit's types:
 // float and half (rounded to half after each operation), int16/int32 for the integer ops; int64
@@ -173,73 +173,7 @@ void reduce(const char* api, const LocalTensor<float>& dst, const LocalTensor<fl
   }
 }
 
-// The repeat form [S22][S27]: `repeatTimes` repeats of 8 blocks of 32 bytes, the first `mask`
-// elements of each repeat computed, operand blocks placed by their block and repeat strides.
-// Elements an operand spans: up to the last block of its last repeat.
-inline std::uint64_t repeat_span(std::int32_t repeats, std::uint32_t rep_stride, std::uint32_t blk_stride,
-                                 std::uint32_t per_block) {
-  if (repeats == 0) return 0;
-  return (std::uint64_t(repeats - 1) * rep_stride + 7u * blk_stride + 1u) * per_block;
-}
-
-[[noreturn]] void bad_repeat(const char* api, std::int64_t value, const char* what);
-
-template <class T, class F>
-void binary_repeat(const char* api, const LocalTensor<T>& dst, const LocalTensor<T>& a, const LocalTensor<T>& b,
-                   std::uint64_t mask, std::int32_t repeatTimes, const BinaryRepeatParams& p, F f) {
-  static_assert(kVectorArith<T>, "the repeat form runs on the vector unit's types (float, half, int16, int32)");
-  constexpr std::uint32_t per_block = ONE_BLK_SIZE / sizeof(T);
-  constexpr std::uint32_t lanes = ONE_REPEAT_BYTE_SIZE / sizeof(T);
-  if (repeatTimes < 0 || repeatTimes > static_cast<std::int32_t>(MAX_REPEAT_TIMES)) [[unlikely]] {
-    bad_repeat(api, repeatTimes, "repeatTimes is 0..255 (a uint8 field): split the work into several calls");
-  }
-  if (mask < 1 || mask > lanes) [[unlikely]] {
-    bad_repeat(api, static_cast<std::int64_t>(mask),
-               sizeof(T) == 4 ? "mask (continuous mode) is 1..64 for 32-bit types" : "mask is 1..128 for 16-bit types");
-  }
-  npu::detail::Core& core = npu::detail::current();
-  npu::detail::Buffer* w = Access::use(core, dst, repeat_span(repeatTimes, p.dstRepStride, p.dstBlkStride, per_block),
-                                       Use::vector_write, api, "dst");
-  npu::detail::Buffer* r0 = Access::use(
-      core, a, repeat_span(repeatTimes, p.src0RepStride, p.src0BlkStride, per_block), Use::vector_read, api, "src0");
-  npu::detail::Buffer* r1 = Access::use(
-      core, b, repeat_span(repeatTimes, p.src1RepStride, p.src1BlkStride, per_block), Use::vector_read, api, "src1");
-  if (repeatTimes == 0) return;
-  T* d = dst.GetPhyAddr();
-  const T* x = a.GetPhyAddr();
-  const T* y = b.GetPhyAddr();
-  for (std::int32_t r = 0; r < repeatTimes; ++r) {
-    for (std::uint32_t e = 0; e < mask; ++e) {
-      const std::uint32_t blk = e / per_block;
-      const std::uint32_t lane = e % per_block;
-      auto at = [&](std::uint32_t rep, std::uint32_t bs) { return (r * rep + blk * bs) * per_block + lane; };
-      map2(d + at(p.dstRepStride, p.dstBlkStride), x + at(p.src0RepStride, p.src0BlkStride),
-           y + at(p.src1RepStride, p.src1BlkStride), 1, f);
-    }
-  }
-  core.counters.vector_repeats += static_cast<std::uint64_t>(repeatTimes);
-  core.counters.vector_instructions += 1;
-  npu::detail::vector_time(core, static_cast<double>(repeatTimes), w, r0, r1);
-}
-
 }  // namespace detail_
-
-// ---- the repeat form [S27]: Add(dst, src0, src1, mask, repeatTimes, BinaryRepeatParams)
-template <class T>
-void Add(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, std::uint64_t mask,
-         std::int32_t repeatTimes, const BinaryRepeatParams& repeatParams) {
-  detail_::binary_repeat("Add", dst, src0, src1, mask, repeatTimes, repeatParams, [](auto a, auto b) { return a + b; });
-}
-template <class T>
-void Mul(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, std::uint64_t mask,
-         std::int32_t repeatTimes, const BinaryRepeatParams& repeatParams) {
-  detail_::binary_repeat("Mul", dst, src0, src1, mask, repeatTimes, repeatParams, [](auto a, auto b) { return a * b; });
-}
-template <class T>
-void Sub(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, std::uint64_t mask,
-         std::int32_t repeatTimes, const BinaryRepeatParams& repeatParams) {
-  detail_::binary_repeat("Sub", dst, src0, src1, mask, repeatTimes, repeatParams, [](auto a, auto b) { return a - b; });
-}
 
 // ---- dst = src0 op src1
 template <class T>

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/npu/gpu_port.h"
 #include "backends/npu/kernel_util.h"
 #include "ops/describe.h"
 
@@ -172,7 +173,7 @@ void Slope(const LocalTensor<float>& t, const LocalTensor<float>& a, const Local
 
 // ---- the kernels
 
-// What both directions share: the plan, the tile walk, the pipe, and gpu_port's memory plan.
+// What both directions share: the plan, the tile walk, the pipe.
 template <class X>
 class KernelGluBase {
  protected:
@@ -182,16 +183,6 @@ class KernelGluBase {
   std::uint8_t depth() const { return static_cast<std::uint8_t>(p_.depth); }
   void Bind(GlobalTensor<X>& gm, GM_ADDR addr) const {
     gm.SetGlobalBuffer(reinterpret_cast<__gm__ X*>(addr), static_cast<std::uint64_t>(p_.n));
-  }
-
-  // triton-ascend's compiler plans a program's UB as a whole (hivm-plan-memory) and refuses the
-  // kernel when the live set does not fit: the port takes its whole live set first, so that an
-  // overflow names all of it, and then lays out its buffers in it.
-  void PlanLiveSet() {
-    if (p_.impl != Impl::gpu_port) return;
-    constexpr std::int64_t kMost = std::numeric_limits<std::uint32_t>::max() - 31;
-    pipe_.InitBuffer(liveBuf_, static_cast<std::uint32_t>(std::min(p_.ub_used, kMost)));
-    pipe_.Reset();
   }
 
   template <class In, class Body>
@@ -204,7 +195,6 @@ class KernelGluBase {
   GluPlan p_;
   TileShape shape_;
   TPipe pipe_;
-  TBuf<TPosition::VECCALC> liveBuf_;
 };
 
 template <class X, Act A>
@@ -222,7 +212,6 @@ class KernelGluFwd : KernelGluBase<X> {
     this->Bind(aGm_, a);
     this->Bind(bGm_, b);
     this->Bind(cGm_, c);
-    this->PlanLiveSet();
     const FwdLayout l = fwd_layout(kernel::dtype_of<X>());
     pipe_.InitBuffer(inA_, depth(), bytes(l.a));
     pipe_.InitBuffer(inB_, depth(), bytes(l.b));
@@ -298,7 +287,6 @@ class KernelGluBwd : KernelGluBase<X> {
     this->Bind(bGm_, b);
     this->Bind(daGm_, da);
     this->Bind(dbGm_, db);
-    this->PlanLiveSet();
     const BwdLayout l = bwd_layout(kernel::dtype_of<X>());
     pipe_.InitBuffer(inDc_, depth(), bytes(l.dc));
     pipe_.InitBuffer(inA_, depth(), bytes(l.a));
@@ -403,6 +391,19 @@ void with_kernel(DType x, Act act, F&& f) {
   });
 }
 
+// gpu_port, forced: the GPU kernel's launch (one program per row, its live set reserved first;
+// gpu_port.h), which fails where the device does; where the device takes it, the same rows are
+// then computed by this kernel, one block per row.
+void launch_port(const GluPlan& plan, const std::string& name, Emulator& emulator, const std::vector<GmArg>& args) {
+  if (plan.impl != Impl::gpu_port) return;
+  gpu_port::Port port;
+  port.programs = plan.rows;
+  port.block_size = plan.tile;
+  port.live_bits = plan.ub_used * 8;
+  port.ub_bits = plan.ub_bytes * 8;
+  gpu_port::launch(emulator, name, port, args);
+}
+
 auto gm(const Tensor& t) { return static_cast<GM_ADDR>(const_cast<void*>(t.data())); }
 
 }  // namespace
@@ -417,6 +418,7 @@ void run_fwd(const GluFwdArgs& a, Act act, const GluPlan& plan, Emulator& emulat
   if (plan.block_dim == 0) return record_empty(name, emulator);
   const std::vector<GmArg> args{
       {"a", a.a.data(), a.a.nbytes()}, {"b", a.b.data(), a.b.nbytes()}, {"c", a.c.data(), a.c.nbytes()}};
+  launch_port(plan, name, emulator, args);
   emulator.launch(name, plan.block_dim, args, [&] {
     with_kernel(a.a.dtype(), act, [&](auto xt, auto at) {
       KernelGluFwd<typename decltype(xt)::type, decltype(at)::value> op(plan);
@@ -434,6 +436,7 @@ void run_bwd(const GluBwdArgs& a, Act act, const GluPlan& plan, Emulator& emulat
                                 {"b", a.b.data(), a.b.nbytes()},
                                 {"da", a.da.data(), a.da.nbytes()},
                                 {"db", a.db.data(), a.db.nbytes()}};
+  launch_port(plan, name, emulator, args);
   emulator.launch(name, plan.block_dim, args, [&] {
     with_kernel(a.a.dtype(), act, [&](auto xt, auto at) {
       KernelGluBwd<typename decltype(xt)::type, decltype(at)::value> op(plan);

@@ -35,6 +35,8 @@ struct BwdParams {
   Problem s;
   bool grads_w = false;
   bool grads_b = false;
+  bool exact = false;      // row mode, f32 x: dW and dB as (hi, lo) pairs (compensated.h)
+  std::int64_t ws_lo = 0;  // exact: floats from a hi partial to its lo partial
   std::int64_t ws_dw = 0;  // floats into the workspace: dW partials [cores x params]
   std::int64_t ws_db = 0;  // dB partials [cores x params]
   std::int64_t ws_c = 0;   // c1 [sets] then c2 [sets] (split sets in several groups)
@@ -94,6 +96,7 @@ class KernelNormGrad {
     pipe_.InitBuffer(c2Buf_, bytes(l.c2));
     pipe_.InitBuffer(accBuf_, bytes(l.acc));
     pipe_.InitBuffer(workBuf_, bytes(l.work));
+    if (l.exact.size != 0) pipe_.InitBuffer(exactBuf_, bytes(l.exact));
   }
 
   void Process() {
@@ -178,6 +181,7 @@ class KernelNormGrad {
       const auto base = u32(k * R * pitch);
       const float mu = mean.GetValue(u32(k));
       const float rs = rstd.GetValue(u32(k));
+      ExactPartials(dyf[base], xf[base], t[base], L, mu, rs);
       Xhat(xf[base], R, pitch, mu, rs);
       Partials(dyf[base], xf[base], t[base], set0 + k, 0, R, L, pitch);
       float s1 = 0;
@@ -279,6 +283,7 @@ class KernelNormGrad {
           const LocalTensor<float> dxf = kernel::FloatTile(dx, dyf);
           const LocalTensor<float> t = tBuf_.Get<float>();
           const float rs = rstd.GetValue(r);
+          ExactPartials(dyf, xf, t, pc.width, mean.GetValue(r), rs);
           Xhat(xf, pc.rows, pitch, mean.GetValue(r), rs);
           Partials(dyf, xf, t, set, pc.row0, pc.rows, pc.width, pitch);
           Gradient(dyf, set, pc.row0, pc.rows, pc.width, pitch);
@@ -304,10 +309,30 @@ class KernelNormGrad {
     Muls(xf, xf, rstd, span);
   }
 
+  // Row mode, f32 x: (dwp, dwb) += dy * xhat and (dbp, dbb) += dy exactly, from x before Xhat
+  // (the terms of large rows cancel across the sets). A set whose rstd is not finite (or past
+  // 2^63) adds its plain products into lo.
+  void ExactPartials(const LocalTensor<float>& dyf, const LocalTensor<float>& xf, const LocalTensor<float>& t,
+                     std::int64_t width, float mean, float rstd) {
+    if (!p_.exact || width == 0) return;
+    const kernel::ExactScratch ex(exactBuf_.Get<float>(), kernel::kExactNormTemps);
+    if (p_.grads_w) {
+      if (std::isfinite(rstd) && std::fabs(rstd) <= kernel::kExactBound && std::isfinite(mean)) {
+        kernel::AddNormProductExact(dwpBuf_.Get<float>(), dwbBuf_.Get<float>(), dyf, xf, mean, rstd, ex, width);
+      } else {
+        Adds(t, xf, -mean, u32(width));
+        Muls(t, t, rstd, u32(width));
+        Mul(t, t, dyf, u32(width));
+        Add(dwbBuf_.Get<float>(), dwbBuf_.Get<float>(), t, u32(width));
+      }
+    }
+    if (p_.grads_b) kernel::AddExact(dbpBuf_.Get<float>(), dbbBuf_.Get<float>(), dyf, ex, width);
+  }
+
   // dW += dy * xhat, dB += dy into the core's partials (dy still raw).
   void Partials(const LocalTensor<float>& dyf, const LocalTensor<float>& xh, const LocalTensor<float>& t,
                 std::int64_t set, std::int64_t row0, std::int64_t rows, std::int64_t width, std::int64_t pitch) {
-    if ((!p_.grads_w && !p_.grads_b) || width == 0) return;
+    if ((!p_.grads_w && !p_.grads_b) || width == 0 || p_.exact) return;
     if (!s_.channel_mode()) {
       if (p_.grads_w) {
         Mul(t, dyf, xh, u32(width));
@@ -396,13 +421,19 @@ class KernelNormGrad {
     block_sets_ = 0;
   }
 
+  // Exact: the hi partials (dwp, dbp) and their lo parts (dwb, dbb) ws_lo floats after them.
   void FlushPartials(std::int64_t col0, std::int64_t width) {
     if (s_.channel_mode() || width == 0) return;
-    FoldBlock(width);
+    if (!p_.exact) FoldBlock(width);
     const auto row = static_cast<std::uint64_t>(block_ * params_ + col0);
+    const auto lo = static_cast<std::uint64_t>(p_.ws_lo);
     PipeSync<HardEvent::V_MTE3>();  // the partials, vector results
     if (p_.grads_w) CopyRowsOut(wsGm_[static_cast<std::uint64_t>(p_.ws_dw) + row], dwpBuf_.Get<float>(), 1, width, width);
     if (p_.grads_b) CopyRowsOut(wsGm_[static_cast<std::uint64_t>(p_.ws_db) + row], dbpBuf_.Get<float>(), 1, width, width);
+    if (p_.exact && p_.grads_w)
+      CopyRowsOut(wsGm_[static_cast<std::uint64_t>(p_.ws_dw) + lo + row], dwbBuf_.Get<float>(), 1, width, width);
+    if (p_.exact && p_.grads_b)
+      CopyRowsOut(wsGm_[static_cast<std::uint64_t>(p_.ws_db) + lo + row], dbbBuf_.Get<float>(), 1, width, width);
     PipeSync<HardEvent::MTE3_V>();  // the partials are the vector unit's again (the next slice)
   }
 
@@ -425,48 +456,12 @@ class KernelNormGrad {
   // this core's share of the params; UB re-planned for it.
   void ReduceParams() {
     pipe_.Reset();
-    const ReduceLayout l = reduce_layout(kernel::dtype_of<P>());
     const std::int64_t cores = p_.plan.tiles.block_dim;
     const kernel::ColumnRange mine = kernel::columns_of(params_, cores, block_, kReduceUnit);
-    const std::int64_t step = p_.plan.reduce_width;
-    const TileShape sh{1, step, 1, 1};
-    const auto depth = static_cast<std::uint8_t>(p_.plan.reduce_depth);
-    pipe_.InitBuffer(sumBuf_, static_cast<std::uint32_t>(item_bytes(l.acc, sh)));
-    pipe_.InitBuffer(inPart_, depth, static_cast<std::uint32_t>(item_bytes(l.in, sh)));
-    if (l.out.size != 0) pipe_.InitBuffer(outP_, depth, static_cast<std::uint32_t>(item_bytes(l.out, sh)));
-    const LocalTensor<float> sum = sumBuf_.Get<float>();
-    auto reduce = [&](std::int64_t ws, const GlobalTensor<P>& dst) {
-      for (std::int64_t c0 = mine.first; c0 < mine.first + mine.count; c0 += step) {
-        const std::int64_t width = std::min(step, mine.first + mine.count - c0);
-        // sum, the vector unit's in the step before (Add, Cast), and for float P copied out from.
-        PipeSync<HardEvent::V_MTE2>();
-        if constexpr (std::is_same_v<P, float>) PipeSync<HardEvent::MTE3_MTE2>();
-        CopyRowsIn(sum, wsGm_[static_cast<std::uint64_t>(ws + c0)], 1, width, width);
-        PipeSync<HardEvent::MTE2_V>();  // core 0's partial, the vector unit's to add to
-        for (std::int64_t k = 1; k < cores; ++k) {
-          LocalTensor<float> part = inPart_.AllocTensor<float>();
-          CopyRowsIn(part, wsGm_[static_cast<std::uint64_t>(ws + k * params_ + c0)], 1, width, width);
-          inPart_.EnQue(part);
-          part = inPart_.DeQue<float>();
-          Add(sum, sum, part, u32(width));
-          inPart_.FreeTensor(part);
-        }
-        if constexpr (std::is_same_v<P, float>) {
-          if (cores == 1) PipeSync<HardEvent::MTE2_MTE3>();  // the one partial, copied out unchanged
-          PipeSync<HardEvent::V_MTE3>();
-          CopyRowsOut(dst[static_cast<std::uint64_t>(c0)], sum, 1, width, width);
-        } else {
-          LocalTensor<P> out = outP_.AllocTensor<P>();
-          Cast(out, sum, RoundMode::CAST_RINT, u32(width));
-          outP_.EnQue(out);
-          out = outP_.DeQue<P>();
-          CopyRowsOut(dst[static_cast<std::uint64_t>(c0)], out, 1, width, width);
-          outP_.FreeTensor(out);
-        }
-      }
-    };
-    if (p_.grads_w) reduce(p_.ws_dw, dwGm_);
-    if (p_.grads_b) reduce(p_.ws_db, dbGm_);
+    kernel::ParamReduce<P> reduce(pipe_, p_.exact, p_.plan.reduce_width, p_.plan.reduce_depth);
+    const std::int64_t lo = p_.exact ? p_.ws_lo : -1;
+    if (p_.grads_w) reduce.Run(dwGm_, {wsGm_, p_.ws_dw, cores, params_, lo}, mine);
+    if (p_.grads_b) reduce.Run(dbGm_, {wsGm_, p_.ws_db, cores, params_, lo}, mine);
   }
 
   BwdParams p_;
@@ -478,10 +473,10 @@ class KernelNormGrad {
   std::int64_t params_ = 0;
   std::int64_t block_sets_ = 0;
   TPipe pipe_;
-  TQue<TPosition::VECIN, 2> inDy_, inX_, inPart_;
-  TQue<TPosition::VECOUT, 2> outDx_, outP_;
+  TQue<TPosition::VECIN, 2> inDy_, inX_;
+  TQue<TPosition::VECOUT, 2> outDx_;
   TBuf<TPosition::VECCALC> dyfBuf_, xfBuf_, tBuf_, wfBuf_, dwpBuf_, dwbBuf_, dbpBuf_, dbbBuf_, wcBuf_, dwcBuf_, dbcBuf_,
-      rawBuf_, meanBuf_, rstdBuf_, c1Buf_, c2Buf_, accBuf_, workBuf_, sumBuf_;
+      rawBuf_, meanBuf_, rstdBuf_, c1Buf_, c2Buf_, accBuf_, workBuf_, exactBuf_;
   GlobalTensor<X> dyGm_, xGm_, dxGm_;
   GlobalTensor<P> wGm_, dwGm_, dbGm_;
   GlobalTensor<float> meanGm_, rstdGm_, wsGm_;
@@ -504,11 +499,16 @@ void run_bwd(const BwdCall& call, const Plan& plan, Emulator& emulator, const Ke
     return;
   }
   const std::int64_t cores = plan.tiles.block_dim;
+  // The workspace (floats): dW partials [cores x params], dB's, each (exact) followed by its lo
+  // parts, then the coefficients of split sets.
+  p.exact = exact_params(s) && (p.grads_w || p.grads_b);
+  const std::int64_t partials = (p.exact ? 2 : 1) * cores * s.params();
+  p.ws_lo = cores * s.params();
   std::int64_t floats = 0;
   p.ws_dw = floats;
-  if (p.grads_w) floats += cores * s.params();
+  if (p.grads_w) floats += partials;
   p.ws_db = floats;
-  if (p.grads_b) floats += cores * s.params();
+  if (p.grads_b) floats += partials;
   p.ws_c = floats;
   if (plan.tiles.mode == TileMode::split_row && plan.tiles.stat_rows < plan.tiles.block_factor) floats += 2 * s.sets;
   p.ws_floats = floats;

@@ -96,9 +96,42 @@ inline void Merge(Moments& a, const Moments& b) {
   a.n = n;
 }
 
+// The sum of `rows` x `width` floats in UB, exact but for the rounding of its low parts (Rump's
+// extraction, vector ops only): with sigma a power of two >= 2 * count * max|x|, each x is split
+// into q = (sigma + x) - sigma, a multiple of ulp(sigma) / 2, and x - q (both exact); every partial
+// sum of the q's is such a multiple below sigma / 2, so ReduceSum and the scalar row additions add
+// them without rounding, and only the small x - q parts round. Needed where the values cancel:
+// six values of ~2^60 whose sum is ~2^43 (group_norm 70000x4x3, --values large) lose their mean
+// to one float rounding of a partial sum. `t` is scratch. Not finite, or no room for sigma below
+// float's range (max|x| past ~2^100): the plain sum.
+inline float RowsSumExact(const LocalTensor<float>& x, const LocalTensor<float>& t, std::int64_t rows,
+                          std::int64_t width, std::int64_t pitch, const LocalTensor<float>& acc,
+                          const LocalTensor<float>& work) {
+  const std::int64_t count = rows * width;
+  if (count == 0) return 0.0f;
+  const std::uint32_t span = u32(rows * pitch);
+  Abs(t, x, span);
+  const float largest = RowsMax(t, rows, width, pitch, acc, work);
+  int e = 0;
+  std::frexp(largest, &e);  // largest < 2^e
+  int k = 0;
+  while ((std::int64_t{1} << k) < count) ++k;
+  const int m = e + k + 1;
+  if (!std::isfinite(largest) || largest == 0.0f || m > 126) return RowsSum(x, rows, width, pitch, acc, work);
+  const float sigma = std::ldexp(1.0f, m);
+  Adds(t, x, sigma, span);
+  Adds(t, t, -sigma, span);  // q
+  const float high = RowsSum(t, rows, width, pitch, acc, work);
+  Sub(t, x, t, span);  // x - q
+  return high + RowsSum(t, rows, width, pitch, acc, work);
+}
+
 // The moments of `rows` x `width` floats in UB (two-pass on the resident data, never
 // E[x^2] - mean^2): mean0 = sum / n, d = x - mean0 into `t`, then M2 = sum(d^2) - sum(d)^2 / n and
-// mean = mean0 + sum(d) / n (the corrected two-pass form). `t` is left holding d^2.
+// M2 = sum(d^2) - sum(d)^2 / n. `t` is left holding d^2. The sum is RowsSumExact's, for every
+// dtype (the mean is an f32 statistic), and mean0 is the mean: the two-pass correction
+// mean0 + sum(d) / n would add sum(d)'s own rounding noise, larger than the error it corrects
+// where the values cancel (six f16 values of ~2^14 summing to -4: an error of 1e-3).
 inline Moments PieceMoments(const LocalTensor<float>& x, const LocalTensor<float>& t, std::int64_t rows,
                             std::int64_t width, std::int64_t pitch, const LocalTensor<float>& acc,
                             const LocalTensor<float>& work) {
@@ -106,14 +139,14 @@ inline Moments PieceMoments(const LocalTensor<float>& x, const LocalTensor<float
   const std::int64_t count = rows * width;
   if (count == 0) return m;
   m.n = static_cast<float>(count);
-  const float mean0 = RowsSum(x, rows, width, pitch, acc, work) / m.n;
+  const float mean0 = RowsSumExact(x, t, rows, width, pitch, acc, work) / m.n;
   const std::uint32_t span = u32(rows * pitch);
   Adds(t, x, -mean0, span);
   const float sd = RowsSum(t, rows, width, pitch, acc, work);
   Mul(t, t, t, span);
   const float q = RowsSum(t, rows, width, pitch, acc, work);
   if (std::isfinite(sd) && std::isfinite(mean0)) {
-    m.mean = mean0 + sd / m.n;
+    m.mean = mean0;
     m.m2 = std::max(0.0f, q - sd * (sd / m.n));
   } else {
     m.mean = mean0;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "backends/npu/compensated.h"
 #include "ops/describe.h"
 
 #include <algorithm>
@@ -284,6 +285,7 @@ BwdLayout bwd_layout(const Problem& s) {
   l.c2 = {"c2", Extent::stats, 4, false};
   l.acc = {"acc", Extent::bytes, 32, false};
   l.work = {"reduce_work", Extent::reduce_work, 4, false};
+  l.exact = {"exact_scratch", Extent::bytes, exact_params(s) && (w != 0 || b != 0) ? kernel::kExactNormBytes : 0U, false};
   return l;
 }
 
@@ -297,7 +299,7 @@ Plan plan_bwd(Impl impl, const Problem& s, const DeviceModel& device, std::strin
   const auto items = bwd_layout(s).items();
   Plan p = plan(impl, s, device, items, true, why);
   if (impl == Impl::gpu_port) return p;
-  const auto reduce_items = reduce_layout(s.p).items();
+  const auto reduce_items = reduce_layout(s.p, exact_params(s)).items();
   const std::int64_t avail = static_cast<std::int64_t>(device.ub_bytes) - kUbReserve;
   constexpr std::int64_t kMostColumns = kMaxBlockLen / 4 / kSubAlign * kSubAlign;
   p.reduce_width = fit_width(reduce_items, avail, 2, kMostColumns);

@@ -69,12 +69,15 @@ FwdLayout fwd_layout(const Problem& p);
 // the weight (row slice or resident [C]), the core's dW / dB partials (row mode: a slice and the
 // partial of the current block of sets; channel mode: [C] each), the sets' mean, rstd and the two
 // coefficients, ReduceSum's output and work.
+// Row mode with f32 x sums dW and dB exactly (compensated.h): the partials are (hi, lo) pairs,
+// the block partials' buffers holding lo, and the exact products take a fixed scratch.
 struct BwdLayout {
-  UbItem dy, x, dx, dyf, xf, t, wf, dwp, dwb, dbp, dbb, wc, dwc, dbc, p_raw, mean, rstd, c1, c2, acc, work;
-  std::array<UbItem, 21> items() const {
-    return {dy, x, dx, dyf, xf, t, wf, dwp, dwb, dbp, dbb, wc, dwc, dbc, p_raw, mean, rstd, c1, c2, acc, work};
+  UbItem dy, x, dx, dyf, xf, t, wf, dwp, dwb, dbp, dbb, wc, dwc, dbc, p_raw, mean, rstd, c1, c2, acc, work, exact;
+  std::array<UbItem, 22> items() const {
+    return {dy, x, dx, dyf, xf, t, wf, dwp, dwb, dbp, dbb, wc, dwc, dbc, p_raw, mean, rstd, c1, c2, acc, work, exact};
   }
 };
+inline bool exact_params(const Problem& s) { return s.x == DType::f32 && !s.channel_mode(); }
 BwdLayout bwd_layout(const Problem& p);
 
 // After SyncAll each core sums its share of the param columns over the per-core partials

@@ -42,7 +42,9 @@ struct BwdParams {
   bool has_weight = true;
   bool fused = false;  // ds_out is added to dx
   DType scale_round = DType::f32;
-  std::int64_t ws_acc = 0;    // floats into the workspace: the atomic accumulator [cols]
+  bool exact = false;         // dW as (hi, lo) pairs (compensated.h)
+  std::int64_t ws_lo = 0;     // floats into the workspace: the lo partials [cores x cols] (exact)
+  std::int64_t ws_acc = 0;    // the atomic accumulator [cols]
   std::int64_t ws_coeff = 0;  // the coefficients of split rows in several groups [rows]
   std::int64_t ws_floats = 0;
   std::int64_t reduce_width = 0;  // columns a reduction step takes
@@ -92,6 +94,7 @@ class KernelRmsNormGrad {
     pipe_.InitBuffer(coeffBuf_, bytes(l.coeff));
     pipe_.InitBuffer(accBuf_, bytes(l.acc));
     pipe_.InitBuffer(workBuf_, bytes(l.work));
+    if (l.exact.size != 0) pipe_.InitBuffer(exactBuf_, bytes(l.exact));
   }
 
   void Process() {
@@ -111,11 +114,16 @@ class KernelRmsNormGrad {
     SyncAll();
     // After the barrier the partials (or the atomic sum) are complete: each core finishes its
     // share of dweight's columns.
+    pipe_.Reset();
+    kernel::ParamReduce<W> reduce(pipe_, p_.exact && !atomic, p_.reduce_width, p_.reduce_depth);
+    typename kernel::ParamReduce<W>::Partials in{wsGm_, 0, p_.plan.block_dim, cols_, -1};
     if (atomic) {
-      ReduceColumns(p_.ws_acc, 1);
-    } else {
-      ReduceColumns(0, p_.plan.block_dim);
+      in.first = p_.ws_acc;
+      in.parts = 1;
+    } else if (p_.exact) {
+      in.lo_offset = p_.ws_lo;
     }
+    reduce.Run(dwGm_, in, kernel::columns_of(cols_, p_.plan.block_dim, block_, kReduceUnit));
   }
 
  private:
@@ -272,9 +280,15 @@ class KernelRmsNormGrad {
       }
       if (!rounded) Mul(t, xf, dyf, u32(span));
       const LocalTensor<float> blk = blkBuf_.Get<float>();
-      for (std::int64_t r = 0; r < n; ++r) {
-        Add(blk, blk, row(t, r), u32(width));
-        if (++block_rows_ == kRowsPerBlockPartial) FoldBlock(width);
+      if (p_.exact) {  // (dwp, blk) += dy * xhat exactly: the terms of large rows cancel
+        const kernel::ExactScratch ex(exactBuf_.Get<float>());
+        for (std::int64_t r = 0; r < n; ++r)
+          kernel::AddProductExact(dwpBuf_.Get<float>(), blk, row(dyf, r), row(xf, r), row(t, r), ex, width);
+      } else {
+        for (std::int64_t r = 0; r < n; ++r) {
+          Add(blk, blk, row(t, r), u32(width));
+          if (++block_rows_ == kRowsPerBlockPartial) FoldBlock(width);
+        }
       }
       // m = dy * w', in dy's float tile.
       const LocalTensor<float> wf = wfBuf_.Get<float>();
@@ -327,65 +341,24 @@ class KernelRmsNormGrad {
     block_rows_ = 0;
   }
 
-  // The partial leaves UB once: into this core's workspace row, or added atomically.
+  // The partial leaves UB once: into this core's workspace row (exact: hi and lo rows), or added
+  // atomically (exact: hi + lo, one float).
   void FlushPartial(std::int64_t col0, std::int64_t width) {
     if (!p_.has_weight || width == 0) return;
-    FoldBlock(width);
+    const bool atomic = p_.impl == Impl::atomic;
+    if (!p_.exact || atomic) FoldBlock(width);
     const LocalTensor<float> dwp = dwpBuf_.Get<float>();
     PipeSync<HardEvent::V_MTE3>();
-    if (p_.impl == Impl::atomic) {
+    const auto row = static_cast<std::uint64_t>(block_ * cols_ + col0);
+    if (atomic) {
       SetAtomicAdd<float>();
       CopyRowsOut(AtomicTarget()[static_cast<std::uint64_t>(col0)], dwp, 1, width, width);
       SetAtomicNone();
     } else {
-      CopyRowsOut(wsGm_[static_cast<std::uint64_t>(block_ * cols_ + col0)], dwp, 1, width, width);
+      CopyRowsOut(wsGm_[row], dwp, 1, width, width);
+      if (p_.exact) CopyRowsOut(wsGm_[static_cast<std::uint64_t>(p_.ws_lo) + row], blkBuf_.Get<float>(), 1, width, width);
     }
     PipeSync<HardEvent::MTE3_V>();  // the next chunk's partial starts in the same buffer
-  }
-
-  // dweight[c] = sum over k < parts of ws[first + k * cols + c], in k order, for this core's
-  // columns; the UB is re-planned for it.
-  void ReduceColumns(std::int64_t first, std::int64_t parts) {
-    pipe_.Reset();
-    const ReduceLayout l = reduce_layout(kernel::dtype_of<W>());
-    const kernel::ColumnRange mine = kernel::columns_of(cols_, p_.plan.block_dim, block_, kReduceUnit);
-    const std::int64_t step = p_.reduce_width;
-    const TileShape s{1, step, 1, 1};
-    const auto depth = static_cast<std::uint8_t>(p_.reduce_depth);
-    pipe_.InitBuffer(sumBuf_, static_cast<std::uint32_t>(item_bytes(l.acc, s)));
-    pipe_.InitBuffer(inPart_, depth, static_cast<std::uint32_t>(item_bytes(l.in, s)));
-    if (l.out.size != 0) pipe_.InitBuffer(outDw_, depth, static_cast<std::uint32_t>(item_bytes(l.out, s)));
-    const LocalTensor<float> sum = sumBuf_.Get<float>();
-    for (std::int64_t c0 = mine.first; c0 < mine.first + mine.count; c0 += step) {
-      const std::int64_t width = std::min(step, mine.first + mine.count - c0);
-      PipeSync<HardEvent::V_MTE2>();     // the last step's sum was read by the vector unit
-      PipeSync<HardEvent::MTE3_MTE2>();  // or copied out
-      CopyRowsIn(sum, wsGm_[static_cast<std::uint64_t>(first + c0)], 1, width, width);
-      PipeSync<HardEvent::MTE2_V>();
-      for (std::int64_t k = 1; k < parts; ++k) {
-        LocalTensor<float> part = inPart_.AllocTensor<float>();
-        CopyRowsIn(part, wsGm_[static_cast<std::uint64_t>(first + k * cols_ + c0)], 1, width, width);
-        inPart_.EnQue(part);
-        part = inPart_.DeQue<float>();
-        Add(sum, sum, part, u32(width));
-        inPart_.FreeTensor(part);
-      }
-      if constexpr (std::is_same_v<W, float>) {
-        if (parts > 1) {
-          PipeSync<HardEvent::V_MTE3>();
-        } else {
-          PipeSync<HardEvent::MTE2_MTE3>();
-        }
-        CopyRowsOut(dwGm_[static_cast<std::uint64_t>(c0)], sum, 1, width, width);
-      } else {
-        LocalTensor<W> out = outDw_.AllocTensor<W>();
-        Cast(out, sum, RoundMode::CAST_RINT, u32(width));
-        outDw_.EnQue(out);
-        out = outDw_.DeQue<W>();
-        CopyRowsOut(dwGm_[static_cast<std::uint64_t>(c0)], out, 1, width, width);
-        outDw_.FreeTensor(out);
-      }
-    }
   }
 
   void PrepareWeight(std::int64_t col0, std::int64_t width) {
@@ -401,10 +374,10 @@ class KernelRmsNormGrad {
   std::int64_t stat0_ = 0;
   std::int64_t block_rows_ = 0;
   TPipe pipe_;
-  TQue<TPosition::VECIN, 2> inDy_, inDs_, inX_, inPart_;
-  TQue<TPosition::VECOUT, 2> outDx_, outDw_;
+  TQue<TPosition::VECIN, 2> inDy_, inDs_, inX_;
+  TQue<TPosition::VECOUT, 2> outDx_;
   TBuf<TPosition::VECCALC> dyfBuf_, xfBuf_, tBuf_, wfBuf_, dwpBuf_, blkBuf_, rstdBuf_, dotBuf_, coeffBuf_, accBuf_,
-      workBuf_, sumBuf_;
+      workBuf_, exactBuf_;
   GlobalTensor<X> dyGm_, dsGm_, xGm_, dxGm_;
   GlobalTensor<W> wGm_, dwGm_;
   GlobalTensor<float> rstdGm_, wsGm_;
@@ -433,9 +406,13 @@ void run_bwd(const Args& a, const BwdPlan& plan, Emulator& emulator, const Kerne
     return;
   }
   const std::int64_t cores = p.plan.block_dim;
-  // The workspace (floats): the partials [cores x cols], then the atomic accumulator [cols] of a
+  // The workspace (floats): the partials [cores x cols] (exact: their lo parts [cores x cols] after
+  // them), then the atomic accumulator [cols] of a
   // 16-bit dweight, then the coefficients [rows] of split rows in several groups.
+  p.exact = exact_dw(s.x, s.has_weight);
   std::int64_t floats = s.has_weight && impl != Impl::atomic ? cores * s.cols : 0;
+  p.ws_lo = floats;
+  if (p.exact && impl != Impl::atomic) floats += cores * s.cols;
   p.ws_acc = floats;
   if (s.has_weight && impl == Impl::atomic && s.w != DType::f32) floats += s.cols;
   p.ws_coeff = floats;

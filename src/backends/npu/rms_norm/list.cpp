@@ -18,6 +18,10 @@ namespace {
 
 using rms::Impl;
 
+// Whether Args is a backward's (rms_norm's or fused_add_rms_norm's): one family, two directions.
+template <class Args>
+constexpr bool kBackward = std::is_same_v<Args, RmsNormBwdArgs> || std::is_same_v<Args, FusedAddRmsNormBwdArgs>;
+
 Verdict verdict(bool fits, std::string why, Impl impl, const rms::Problem& s, const char* direction) {
   if (fits) return {true, std::move(why)};
   if (impl == Impl::single_pass) {
@@ -60,10 +64,9 @@ gpu_port::Port port_of(const Args& a, const DeviceModel& device) {
   const rms::Problem s = rms::problem_of(family::describe(a));
   const auto xb = static_cast<std::uint32_t>(element_size(s.x) * 8);
   const auto wb = static_cast<std::uint32_t>(s.has_weight ? element_size(s.w) * 8 : 0);
-  constexpr bool backward = std::is_same_v<Args, RmsNormBwdArgs> || std::is_same_v<Args, FusedAddRmsNormBwdArgs>;
   const std::uint32_t fb = s.fused ? xb : 0;
   const auto ub = static_cast<std::int64_t>(device.ub_bytes);
-  if constexpr (backward) {
+  if constexpr (kBackward<Args>) {
     return gpu_port::plan(s.rows, s.cols,
                           {{"dy", xb}, {"ds_out", fb}, {"x", xb}, {"weight", wb}, {"dx", xb}, {"dw_row", wb ? 32U : 0U}},
                           ub);
@@ -75,8 +78,7 @@ gpu_port::Port port_of(const Args& a, const DeviceModel& device) {
 template <class Args>
 std::string op_dir_of(const Args& a) {
   const rms::Problem s = rms::problem_of(family::describe(a));
-  constexpr bool backward = std::is_same_v<Args, RmsNormBwdArgs> || std::is_same_v<Args, FusedAddRmsNormBwdArgs>;
-  return fmt::format("{}.{}", s.fused ? "fused_add_rms_norm" : "rms_norm", backward ? "bwd" : "fwd");
+  return fmt::format("{}.{}", s.fused ? "fused_add_rms_norm" : "rms_norm", kBackward<Args> ? "bwd" : "fwd");
 }
 
 template <class Args>
@@ -95,8 +97,7 @@ void port_run(const Args& a, const gpu_port::Port& port, const KernelContext& ct
   std::replace(kernel.begin(), kernel.end(), '.', '_');
   gpu_port::launch(emulator, kernel, port, {});
   const rms::Problem s = rms::problem_of(family::describe(a));
-  constexpr bool backward = std::is_same_v<Args, RmsNormBwdArgs> || std::is_same_v<Args, FusedAddRmsNormBwdArgs>;
-  if constexpr (backward) {
+  if constexpr (kBackward<Args>) {
     rms::BwdPlan plan = rms::plan_bwd(Impl::single_pass, s, emulator.model());
     if (!plan.tiles.fits) plan = rms::plan_bwd(Impl::chunked, s, emulator.model());
     rms::run_bwd(a, plan, emulator, ctx);

@@ -1,5 +1,7 @@
 #include "backends/npu/rms_norm/plan.h"
 
+#include "backends/npu/compensated.h"
+
 #include "ops/describe.h"
 
 namespace opreg::npu::rms {
@@ -96,6 +98,7 @@ BwdLayout bwd_layout(DType x, bool has_weight, bool fused) {
   l.coeff = {"coeff", Extent::stats, 4, false};
   l.acc = {"acc", Extent::bytes, 32, false};
   l.work = {"reduce_work", Extent::reduce_work, 4, false};
+  l.exact = {"exact_scratch", Extent::bytes, exact_dw(x, has_weight) ? kernel::kExactBytes : 0U, false};
   return l;
 }
 
@@ -125,7 +128,7 @@ BwdPlan plan_bwd(Impl impl, const Problem& s, const DeviceModel& device, std::st
   BwdPlan p{impl, tiles};
   // The dW column reduction after SyncAll: the widest chunk of its layout that fits, double
   // buffered where it can be.
-  const auto reduce_items = reduce_layout(s.w).items();
+  const auto reduce_items = reduce_layout(s.w, exact_dw(s.x, s.has_weight)).items();
   const std::int64_t avail = static_cast<std::int64_t>(device.ub_bytes) - kUbReserve;
   constexpr std::int64_t kMostColumns = kMaxBlockLen / 4 / kSubAlign * kSubAlign;
   p.reduce_width = fit_width(reduce_items, avail, 2, kMostColumns);

@@ -47,12 +47,16 @@ FwdLayout fwd_layout(DType x, bool has_weight, bool fused = false);
 // temporary, (offset + w), the core's dW partial and the partial of its current block of rows,
 // per-row rstd, dot and coefficient, ReduceSum's work. fused_add_rms_norm adds ds_out in (a
 // queue; its float copy goes through the temporary once dx is formed).
+// An f32 dweight is accumulated exactly (compensated.h): the partial is a (hi, lo) pair, the
+// block partial's buffer holding lo, and the exact products take a fixed scratch.
 struct BwdLayout {
-  UbItem dy, ds, x, dx, dyf, xf, t, wf, dwp, blk, rstd, dot, coeff, acc, work;
-  std::array<UbItem, 15> items() const {
-    return {dy, ds, x, dx, dyf, xf, t, wf, dwp, blk, rstd, dot, coeff, acc, work};
+  UbItem dy, ds, x, dx, dyf, xf, t, wf, dwp, blk, rstd, dot, coeff, acc, work, exact;
+  std::array<UbItem, 16> items() const {
+    return {dy, ds, x, dx, dyf, xf, t, wf, dwp, blk, rstd, dot, coeff, acc, work, exact};
   }
 };
+// Whether the backward's dweight is accumulated exactly: f32 activations with a weight.
+inline bool exact_dw(DType x, bool has_weight) { return x == DType::f32 && has_weight; }
 BwdLayout bwd_layout(DType x, bool has_weight, bool fused = false);
 
 // After SyncAll, each core sums its columns of the [cores x hidden] partials in core order
