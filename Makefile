@@ -13,7 +13,7 @@ all: build
 help:
 	@echo "make run    set up, build, then the tour (scripts/tour.sh): opreg devices, opreg ops, and a"
 	@echo "            checked, timed opreg run of all twelve op directions on the default device"
-	@echo "make test   set up, build, all tests (ctest)"
+	@echo "make test   set up, build, all tests (ctest), the Python module's pytest suites among them"
 	@echo "make release  a user's plain Release build (cmake -DCMAKE_BUILD_TYPE=Release, no -Werror) in"
 	@echo "            build-release, whole suite; CXX=clang++-14 for clang"
 	@echo "make asan   ASan+UBSan build (clang-14, CUDA off) in build-asan, whole suite"
@@ -29,7 +29,9 @@ help:
 deps:
 	@scripts/install-deps.sh
 
+# The Python module's build tools (nanobind, scikit-build-core: PyPI) go into $(BUILD)/python-venv.
 configure: deps
+	@scripts/python-venv.sh $(BUILD)
 	@cmake -S . -B $(BUILD) -DOPREG_WERROR=ON $(CMAKE_ARGS) >/dev/null
 
 build: configure

@@ -1,0 +1,154 @@
+"""torch.autograd.Functions with Liger-Kernel's names, argument order, defaults and return values
+(liger_kernel.ops), running opreg's kernels on the tensors' device and torch's current stream.
+
+Liger's own knobs that choose among its Triton kernels (row_mode) are accepted and have no effect:
+opreg's registry chooses the variant. in_place=True writes the input gradient into dY, as Liger
+does; geglu and swiglu return fresh gradients (Liger overwrites its saved inputs with them).
+"""
+import torch
+
+from . import _kernels as K
+
+
+def _casting(mode):
+    # Liger also accepts its internal integer codes (0 llama, 1 gemma, -1 none).
+    if isinstance(mode, int) and not isinstance(mode, bool):
+        return {0: "llama", 1: "gemma", -1: "none"}.get(mode, str(mode))
+    return mode
+
+
+class LigerRMSNormFunction(torch.autograd.Function):
+    """y = x * rstd * (offset + W); apply(X, W, eps, offset=0.0, casting_mode="llama",
+    in_place=True, row_mode=None), W may be None."""
+
+    @staticmethod
+    def forward(ctx, X, W, eps, offset=0.0, casting_mode="llama", in_place=True, row_mode=None):
+        casting = _casting(casting_mode)
+        Y, RSTD = K.rms_norm_fwd(X, W, float(eps), float(offset), casting)
+        ctx.offset, ctx.casting_mode, ctx.in_place, ctx.row_mode = float(offset), casting, in_place, row_mode
+        ctx.elementwise_affine = W is not None
+        X = X.contiguous()
+        if W is not None:
+            ctx.save_for_backward(X, W, RSTD)
+        else:
+            ctx.save_for_backward(X, RSTD)
+        return Y
+
+    @staticmethod
+    def backward(ctx, dY):
+        if ctx.elementwise_affine:
+            X, W, RSTD = ctx.saved_tensors
+        else:
+            (X, RSTD), W = ctx.saved_tensors, None
+        dY = dY.contiguous()
+        if ctx.in_place:
+            dW = K.rms_norm_bwd_inplace(dY, X, W, RSTD, ctx.offset, ctx.casting_mode)
+            dX = dY
+        else:
+            dX, dW = K.rms_norm_bwd(dY, X, W, RSTD, ctx.offset, ctx.casting_mode)
+        return dX, (dW if W is not None else None), None, None, None, None, None
+
+
+class LigerFusedAddRMSNormFunction(torch.autograd.Function):
+    """S = X + R, Y = rms_norm(S); apply(X, R, W, eps, offset=0.0, casting_mode="llama",
+    in_place=False) returns (Y, S)."""
+
+    @staticmethod
+    def forward(ctx, X, R, W, eps, offset=0.0, casting_mode="llama", in_place=False):
+        casting = _casting(casting_mode)
+        Y, S, RSTD = K.fused_add_rms_norm_fwd(X, R, W, float(eps), float(offset), casting)
+        ctx.offset, ctx.casting_mode, ctx.in_place = float(offset), casting, in_place
+        ctx.has_weight = W is not None
+        ctx.save_for_backward(S, W, RSTD)
+        return Y, S
+
+    @staticmethod
+    def backward(ctx, dY, dS_out):
+        S, W, RSTD = ctx.saved_tensors
+        dY = dY.contiguous()
+        if ctx.in_place:
+            dW = K.fused_add_rms_norm_bwd_inplace(dY, dS_out, S, W, RSTD, ctx.offset, ctx.casting_mode)
+            dX = dY
+        else:
+            dX, dW = K.fused_add_rms_norm_bwd(dY, dS_out, S, W, RSTD, ctx.offset, ctx.casting_mode)
+        return dX, dX, (dW if ctx.has_weight else None), None, None, None, None, None
+
+
+class LigerLayerNormFunction(torch.autograd.Function):
+    """apply(X, W, B, eps); W and B may be None."""
+
+    @staticmethod
+    def forward(ctx, X, W, B, eps):
+        Y, Mean, RSTD = K.layer_norm_fwd(X, W, B, float(eps))
+        ctx.save_for_backward(X.contiguous(), W, B, Mean, RSTD)
+        return Y
+
+    @staticmethod
+    def backward(ctx, dY):
+        X, W, B, Mean, RSTD = ctx.saved_tensors
+        DX, DW, DB = K.layer_norm_bwd(dY, X, W, B, Mean, RSTD)
+        return DX, (DW if W is not None else None), (DB if B is not None else None), None
+
+
+class LigerGroupNormFunction(torch.autograd.Function):
+    """apply(X, affine_scaling_weight, affine_shifting_bias, num_channels, num_groups, eps) on X of
+    shape (N, num_channels, spatial...)."""
+
+    @staticmethod
+    def forward(ctx, X, affine_scaling_weight, affine_shifting_bias, num_channels, num_groups, eps):
+        if X.dim() < 2 or X.shape[1] != num_channels:
+            raise ValueError(f"group_norm: X of shape {tuple(X.shape)} does not have num_channels={num_channels} "
+                             "channels in dim 1; accepted: (N, num_channels, spatial...)")
+        Y, Mean, RSTD = K.group_norm_fwd(X, affine_scaling_weight, affine_shifting_bias, int(num_groups), float(eps))
+        ctx.num_channels, ctx.num_groups = num_channels, int(num_groups)
+        ctx.save_for_backward(X.contiguous(), affine_scaling_weight, affine_shifting_bias, Mean, RSTD)
+        return Y
+
+    @staticmethod
+    def backward(ctx, dY):
+        X, W, B, Mean, RSTD = ctx.saved_tensors
+        DX, DW, DB = K.group_norm_bwd(dY, X, W, B, Mean, RSTD, ctx.num_groups)
+        return DX, (DW if W is not None else None), (DB if B is not None else None), None, None, None
+
+
+class LigerGELUMulFunction(torch.autograd.Function):
+    """c = gelu_tanh(a) * b; apply(a, b)."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        a, b = a.contiguous(), b.contiguous()
+        c = K.geglu_fwd(a, b)
+        ctx.save_for_backward(a, b)
+        return c
+
+    @staticmethod
+    def backward(ctx, dc):
+        a, b = ctx.saved_tensors
+        return K.geglu_bwd(dc, a, b)
+
+
+class LigerSiLUMulFunction(torch.autograd.Function):
+    """c = silu(a * gate_multiplier) * b * down_multiplier; apply(a, b, gate_multiplier=1.0,
+    down_multiplier=1.0). The multipliers, when not 1, are applied by torch around opreg's kernel."""
+
+    @staticmethod
+    def forward(ctx, a, b, gate_multiplier=1.0, down_multiplier=1.0):
+        gate_multiplier, down_multiplier = float(gate_multiplier), float(down_multiplier)
+        a, b = a.contiguous(), b.contiguous()
+        gated = a if gate_multiplier == 1.0 else a * gate_multiplier
+        c = K.swiglu_fwd(gated, b)
+        if down_multiplier != 1.0:
+            c = c * down_multiplier
+        ctx.gate_multiplier, ctx.down_multiplier = gate_multiplier, down_multiplier
+        ctx.save_for_backward(gated, b)
+        return c
+
+    @staticmethod
+    def backward(ctx, dc):
+        gated, b = ctx.saved_tensors
+        if ctx.down_multiplier != 1.0:
+            dc = dc * ctx.down_multiplier
+        da, db = K.swiglu_bwd(dc, gated, b)
+        if ctx.gate_multiplier != 1.0:
+            da = da * ctx.gate_multiplier
+        return da, db, None, None

@@ -1,0 +1,41 @@
+"""Plain PyTorch formulas of opreg's ops (docs/ops.md), the oracle of the torch suites."""
+import torch
+import torch.nn.functional as F
+
+
+def rms_norm(x, w, eps, offset=0.0, casting="llama"):
+    dtype = x.dtype
+    xf = x.float() if dtype != torch.float64 else x
+    rstd = torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    if w is None:
+        return (xf * rstd).to(dtype)
+    if casting == "gemma":
+        return (xf * rstd * (offset + w.to(xf.dtype))).to(dtype)
+    scale = (offset + w) if casting == "none" else (offset + w.to(xf.dtype))
+    return ((xf * rstd).to(dtype) * scale).to(dtype)
+
+
+def fused_add_rms_norm(x, r, w, eps, offset=0.0, casting="llama"):
+    s = x + r
+    return rms_norm(s, w, eps, offset, casting), s
+
+
+def layer_norm(x, w, b, eps):
+    return F.layer_norm(x.float() if x.dtype != torch.float64 else x, (x.shape[-1],),
+                        None if w is None else w.to(torch.float64 if x.dtype == torch.float64 else torch.float32),
+                        None if b is None else b.to(torch.float64 if x.dtype == torch.float64 else torch.float32),
+                        eps).to(x.dtype)
+
+
+def group_norm(x, w, b, groups, eps):
+    wide = torch.float64 if x.dtype == torch.float64 else torch.float32
+    return F.group_norm(x.to(wide), groups, None if w is None else w.to(wide), None if b is None else b.to(wide),
+                        eps).to(x.dtype)
+
+
+def geglu(a, b):
+    return F.gelu(a.float() if a.dtype != torch.float64 else a, approximate="tanh").to(a.dtype) * b
+
+
+def swiglu(a, b):
+    return F.silu(a.float() if a.dtype != torch.float64 else a).to(a.dtype) * b
