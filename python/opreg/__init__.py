@@ -9,18 +9,7 @@ import os as _os
 import sys as _sys
 from collections import namedtuple as _namedtuple
 
-try:
-    from . import _opreg
-except ImportError as _e:
-    if "static TLS" not in str(_e):
-        raise
-    # A libopreg built with the cuda backend links the static CUDA runtime, whose thread-local
-    # block (with opreg's initial-exec one) does not fit the static TLS space that glibc leaves
-    # for libraries loaded after start-up (docs/python.md, "Known limits").
-    raise ImportError(
-        f"{_e}: this libopreg (with the cuda backend) must be loaded when the process starts; run with "
-        f"LD_PRELOAD={_os.path.join(_os.path.dirname(__file__), 'libopreg.so')}* set to the library's path "
-        "(docs/python.md, Known limits)") from _e
+from . import _opreg
 from ._config import config
 from ._opreg import (
     CallResult,

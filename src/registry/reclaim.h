@@ -38,10 +38,13 @@ struct ReaderRecord {
 };
 
 // The calling thread's record when its sections need no fence; nullptr until its first section,
-// and for good where membarrier is missing (those threads take enter_fenced()). Initial-exec: one
-// load off the thread pointer, no call (libopreg is linked, or loaded early enough to have
-// static TLS).
-inline constinit thread_local ReaderRecord* t_reader [[gnu::tls_model("initial-exec")]] = nullptr;
+// and for good where membarrier is missing (those threads take enter_fenced()). The default TLS
+// model, not initial-exec: an initial-exec variable makes all of libopreg's thread-local block
+// (the static CUDA runtime's 4 KiB-aligned one too) static TLS, which a library loaded after
+// start-up (Python's import) cannot get. With GCC the library uses TLS descriptors
+// (-mtls-dialect=gnu2, src/CMakeLists.txt): for a library loaded at start-up the access is a
+// call that returns the offset, a few instructions.
+inline constinit thread_local ReaderRecord* t_reader = nullptr;
 
 // Cold: gives the calling thread a record (and, on first use in the process, registers for
 // membarrier and the thread-exit hook that returns records).
