@@ -37,15 +37,18 @@ class EventTimer final : public KernelTimer {
   EventTimer(int index, void* stream) : index_(index), stream_(static_cast<gpuStream_t>(stream)) {
     const CurrentDevice current(index);
     check(current.error(), "selecting the device", index);
-    check(gpuMalloc(&flush_, kFlushBytes), "allocating the L2 flush buffer", index);
-    check(gpuEventCreate(&start_), "creating an event", index);
-    check(gpuEventCreate(&stop_), "creating an event", index);
+    try {
+      check(gpuMalloc(&flush_, kFlushBytes), "allocating the L2 flush buffer", index);
+      check(gpuEventCreate(&start_), "creating an event", index);
+      check(gpuEventCreate(&stop_), "creating an event", index);
+    } catch (...) {
+      release();  // the destructor does not run for a constructor that throws
+      throw;
+    }
   }
   ~EventTimer() override {
     const CurrentDevice current(index_);
-    if (start_ != nullptr) gpuEventDestroy(start_);
-    if (stop_ != nullptr) gpuEventDestroy(stop_);
-    if (flush_ != nullptr) gpuFree(flush_);
+    release();
   }
   EventTimer(const EventTimer&) = delete;
   EventTimer& operator=(const EventTimer&) = delete;
@@ -69,6 +72,13 @@ class EventTimer final : public KernelTimer {
   std::string method() const override { return "cuda events, L2 flushed"; }
 
  private:
+  void release() noexcept {
+    if (start_ != nullptr) (void)gpuEventDestroy(start_);
+    if (stop_ != nullptr) (void)gpuEventDestroy(stop_);
+    if (flush_ != nullptr) (void)gpuFree(flush_);
+    start_ = stop_ = nullptr;
+    flush_ = nullptr;
+  }
   static constexpr std::size_t kFlushBytes = std::size_t{256} << 20;  // > any L2 (H100: 50 MiB)
   int index_;
   gpuStream_t stream_;
