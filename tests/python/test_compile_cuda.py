@@ -89,7 +89,10 @@ def test_cuda_graph_capture_of_forward_and_backward():
     torch.cuda.current_stream().wait_stream(s)
     g = torch.cuda.CUDAGraph()
     x.grad = None
-    with torch.cuda.graph(g):
+    # Captured on the warm-up's stream: opreg's scratch (dW partials) is its own cached workspace,
+    # kept per stream, not torch's allocator (docs/python.md, Memory), so the capture reuses the
+    # block the warm-up made there instead of allocating, which a capturing stream forbids.
+    with torch.cuda.graph(g, stream=s):
         y = m(x)
         y.sum().backward()
     g.replay()

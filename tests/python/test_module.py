@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import opreg
-from conftest import plugin_path
+from conftest import HAS_CUDA, plugin_path
 
 
 def test_devices_list_backends_with_emulation_flags():
@@ -28,7 +28,8 @@ def test_ops_lists_every_op_direction_with_variants_in_priority_order():
 
 def test_infer_device_says_why():
     inf = opreg.infer_device()
-    assert inf.device == "cpu" and inf.why
+    # CUDA first, then npu and xpu (emulated ones are skipped by inference), then the cpu.
+    assert inf.device == ("cuda:0" if HAS_CUDA else "cpu") and inf.why
 
 
 def test_signature_comes_from_the_manifest():

@@ -84,9 +84,9 @@ def test_fused_add_rms_norm(device, dtype, in_place):
     y, s = otorch.LigerFusedAddRMSNormFunction.apply(x, r, w, 1e-6, 0.0, "llama", in_place)
     y2, s2 = ref.fused_add_rms_norm(x2, r2, w2, 1e-6)
     check_grads([y, s], [y2, s2], [x, r, w], [x2, r2, w2], TOL["rms_norm"][dtype], "fused_add_rms_norm")
-    m = otorch.LigerFusedAddRMSNorm(80)
+    m = otorch.LigerFusedAddRMSNorm(80).to(device=device, dtype=dtype)
     assert list(m.state_dict()) == ["weight"]
-    ym, sm = m(x.detach(), r.detach().cpu() if device == "cpu" else r.detach())
+    ym, sm = m(x.detach(), r.detach())
     assert ym.shape == x.shape and sm.shape == x.shape
 
 
