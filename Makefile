@@ -1,6 +1,9 @@
 # The two README commands: `make run` and `make test`. Everything sets itself up first.
 SHELL := /bin/bash
 BUILD      ?= build
+# make test's build is a Release build with -Werror: a user's plain Release build is the same
+# build less -Werror, so CI (.ci/run) does not build that one again.
+BUILD_TYPE ?= Release
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 OPREG      := $(BUILD)/tools/opreg/opreg
@@ -32,7 +35,7 @@ deps:
 # The Python module's build tools (nanobind, scikit-build-core: PyPI) go into $(BUILD)/python-venv.
 configure: deps
 	@scripts/python-venv.sh $(BUILD)
-	@cmake -S . -B $(BUILD) -DOPREG_WERROR=ON $(CMAKE_ARGS) >/dev/null
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DOPREG_WERROR=ON $(CMAKE_ARGS) >/dev/null
 
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
