@@ -64,6 +64,8 @@ std::int64_t item_bytes(const UbItem& item, const TileShape& s) {
       return round32(s.width * size);
     case Extent::stats:
       return round32(s.stat_rows * size);
+    case Extent::stat_blocks:
+      return round32(round_up(s.stat_rows, 8) * size);
     case Extent::reduce_work:
       return round32(round_up(ceil_div(s.width, 64), 8) * size);
     case Extent::row_bytes:

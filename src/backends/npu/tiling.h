@@ -22,6 +22,7 @@ enum class Extent : std::uint8_t {
   tile,         // rows_per_tile rows of `width` elements, each row padded to 32 bytes
   row,          // `width` elements once (a weight slice, a dW partial)
   stats,        // one element per statistics row (the tile's rows, or a split row's row group)
+  stat_blocks,  // `size` bytes per statistics row, rows rounded up to 8 (whole Brcb repeats)
   reduce_work,  // ReduceSum's work space for `width` floats
   row_bytes,    // `size` bytes per tile row (CANN's per-row term)
   bytes,        // `size` bytes

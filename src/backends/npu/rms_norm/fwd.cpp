@@ -58,7 +58,7 @@ class KernelRmsNorm {
     }
     rstdGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(rstd), static_cast<std::uint64_t>(plan.rows));
     if (p_.has_weight) wGm_.SetGlobalBuffer(reinterpret_cast<__gm__ W*>(weight), static_cast<std::uint64_t>(cols_));
-    const FwdLayout l = fwd_layout(kernel::dtype_of<X>(), p_.has_weight, p_.fused);
+    const FwdLayout l = fwd_layout(kernel::dtype_of<X>(), p_.has_weight, p_.fused, short_rows(cols_));
     const auto depth = static_cast<std::uint8_t>(plan.depth);
     pipe_.InitBuffer(inX_, depth, bytes(l.x));
     if (p_.fused) pipe_.InitBuffer(inR_, depth, bytes(l.res));
@@ -70,6 +70,7 @@ class KernelRmsNorm {
     pipe_.InitBuffer(sumsBuf_, bytes(l.sums));
     pipe_.InitBuffer(scaleBuf_, bytes(l.scale));
     pipe_.InitBuffer(rstdBuf_, bytes(l.rstd));
+    if (l.rstd_blocks.size != 0) pipe_.InitBuffer(rstdBlocksBuf_, bytes(l.rstd_blocks));
     pipe_.InitBuffer(accBuf_, bytes(l.acc));
     pipe_.InitBuffer(workBuf_, bytes(l.work));
   }
@@ -168,9 +169,13 @@ class KernelRmsNorm {
     const LocalTensor<float> sums = sumsBuf_.Get<float>();
     const LocalTensor<float> rstd = rstdBuf_.Get<float>();
     Mul(sq, xf, xf, static_cast<std::uint32_t>(span));
-    for (std::int64_t r = 0; r < n; ++r) {
-      ReduceSum(sums[static_cast<std::uint32_t>(r)], sq[static_cast<std::uint32_t>(r * pitch)], workBuf_.Get<float>(),
-                static_cast<std::uint32_t>(cols_));
+    if (short_rows(cols_)) {
+      ShortRowSums(sums, sq, n, pitch);
+    } else {
+      for (std::int64_t r = 0; r < n; ++r) {
+        ReduceSum(sums[static_cast<std::uint32_t>(r)], sq[static_cast<std::uint32_t>(r * pitch)],
+                  workBuf_.Get<float>(), static_cast<std::uint32_t>(cols_));
+      }
     }
     const LocalTensor<float> scale = scaleBuf_.Get<float>();
     Duplicate(scale, 1.0f, static_cast<std::uint32_t>(n));
@@ -182,14 +187,47 @@ class KernelRmsNorm {
     PipeSync<HardEvent::S_V>();     // a rescaled row's scale, set by the scalar unit
     PipeSync<HardEvent::MTE3_V>();  // the last tile's rstd has left UB
     Rstd(rstd, sums, n);
-    PipeSync<HardEvent::V_S>();
-    for (std::int64_t r = 0; r < n; ++r) {
-      const auto off = static_cast<std::uint32_t>(r * pitch);
-      Muls(yf[off], xf[off], rstd.GetValue(static_cast<std::uint32_t>(r)), static_cast<std::uint32_t>(cols_));
+    if (short_rows(cols_)) {
+      ShortRowsTimesRstd(yf, xf, rstd, n, pitch);
+    } else {
+      PipeSync<HardEvent::V_S>();
+      for (std::int64_t r = 0; r < n; ++r) {
+        const auto off = static_cast<std::uint32_t>(r * pitch);
+        Muls(yf[off], xf[off], rstd.GetValue(static_cast<std::uint32_t>(r)), static_cast<std::uint32_t>(cols_));
+      }
     }
     Scale(yf, y, n, pitch, cols_);
     outY_.EnQue(y);
     inX_.FreeTensor(x);
+  }
+
+  // Short rows (one repeat of floats each), up to 255 rows an instruction, the rows' pitch as the
+  // repeat stride. Each row's sum is the tree ReduceSum forms for one repeat, so the bits are the
+  // same as the long-row path's.
+  void ShortRowSums(const LocalTensor<float>& sums, const LocalTensor<float>& sq, std::int64_t n,
+                    std::int64_t pitch) {
+    const auto rep = static_cast<std::int32_t>(pitch / 8);
+    for (std::int64_t r0 = 0; r0 < n; r0 += MAX_REPEAT_TIMES) {
+      const auto k = static_cast<std::int32_t>(std::min<std::int64_t>(MAX_REPEAT_TIMES, n - r0));
+      WholeReduceSum(sums[static_cast<std::uint32_t>(r0)], sq[static_cast<std::uint32_t>(r0 * pitch)],
+                     static_cast<std::uint64_t>(cols_), k, 1, 1, rep);
+    }
+  }
+
+  // y = x * rstd for short rows without the scalar unit: Brcb puts each row's rstd in a 32-byte
+  // block of its own, and the repeat-form Mul reads that block for all 8 blocks of the row's
+  // repeat (src1 block stride 0, repeat stride 1 block).
+  void ShortRowsTimesRstd(const LocalTensor<float>& yf, const LocalTensor<float>& xf, const LocalTensor<float>& rstd,
+                          std::int64_t n, std::int64_t pitch) {
+    const LocalTensor<float> blocks = rstdBlocksBuf_.Get<float>();
+    Brcb(blocks, rstd, static_cast<std::int32_t>((n + 7) / 8), BrcbRepeatParams(1, 8));
+    const std::int64_t rep = pitch / 8;
+    for (std::int64_t r0 = 0; r0 < n; r0 += MAX_REPEAT_TIMES) {
+      const auto k = static_cast<std::int32_t>(std::min<std::int64_t>(MAX_REPEAT_TIMES, n - r0));
+      const auto off = static_cast<std::uint32_t>(r0 * pitch);
+      Mul(yf[off], xf[off], blocks[static_cast<std::uint32_t>(r0 * 8)], static_cast<std::uint64_t>(cols_), k,
+          BinaryRepeatParams(1, 1, 0, rep, rep, 1));
+    }
   }
 
   // ---- split rows: BLOCK_SIZE_SUB chunks, statistics of stat_rows rows at a time
@@ -395,7 +433,7 @@ class KernelRmsNorm {
   TQue<TPosition::VECIN, 2> inX_, inR_;
   TQue<TPosition::VECOUT, 2> outY_, outS_;
   LocalTensor<X> pendingS_;  // the fused op's s tile between AddResidual and CopyOutS
-  TBuf<TPosition::VECCALC> xfBuf_, sqBuf_, wfBuf_, sumsBuf_, scaleBuf_, rstdBuf_, accBuf_, workBuf_;
+  TBuf<TPosition::VECCALC> xfBuf_, sqBuf_, wfBuf_, sumsBuf_, scaleBuf_, rstdBuf_, rstdBlocksBuf_, accBuf_, workBuf_;
   GlobalTensor<X> xGm_, yGm_, rGm_, sGm_;
   GlobalTensor<W> wGm_;
   GlobalTensor<float> rstdGm_;

@@ -61,7 +61,7 @@ Problem problem_of(const family::RowNormBwd& d) {
   return p;
 }
 
-FwdLayout fwd_layout(DType x, bool has_weight, bool fused) {
+FwdLayout fwd_layout(DType x, bool has_weight, bool fused, bool short_row_path) {
   const std::uint32_t xs = bytes_of(x);
   FwdLayout l;
   l.x = {"x", Extent::tile, xs, true};
@@ -74,6 +74,7 @@ FwdLayout fwd_layout(DType x, bool has_weight, bool fused) {
   l.sums = {"sums", Extent::stats, 4, false};
   l.scale = {"scale", Extent::stats, 4, false};
   l.rstd = {"rstd", Extent::stats, 4, false};
+  l.rstd_blocks = {"rstd_blocks", Extent::stat_blocks, short_row_path ? 32U : 0U, false};
   l.acc = {"acc", Extent::bytes, 32, false};
   l.work = {"reduce_work", Extent::reduce_work, 4, false};
   return l;
@@ -104,7 +105,7 @@ BwdLayout bwd_layout(DType x, bool has_weight, bool fused) {
 
 
 FwdPlan plan_fwd(Impl impl, const Problem& s, const DeviceModel& device, std::string* why) {
-  const auto items = fwd_layout(s.x, s.has_weight, s.fused).items();
+  const auto items = fwd_layout(s.x, s.has_weight, s.fused, short_rows(s.cols)).items();
   PlanRequest r = request(s, device, items, impl);
   r.kernel = s.fused ? "fused_add_rms_norm_fwd" : "rms_norm_fwd";
   Plan p = plan_tiles(r);

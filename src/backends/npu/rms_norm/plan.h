@@ -37,11 +37,17 @@ Problem problem_of(const family::RowNormBwd& d);
 // in flight with the power of two that scaled a row whose squares overflow, ReduceSum's work.
 // fused_add_rms_norm adds the residual in and s out (queues): s = x + residual is formed in x's
 // float tile (the residual's float copy goes through the squares' tile) and normalised from UB.
+// Short rows (kShortRow floats or fewer, one vector repeat) add rstd broadcast to one 32-byte
+// block a row (Brcb), which y = x * rstd reads with block stride 0.
+inline constexpr std::int64_t kShortRow = 64;
+inline bool short_rows(std::int64_t cols) { return cols > 0 && cols <= kShortRow; }
 struct FwdLayout {
-  UbItem x, res, y, s, xf, sq, wf, sums, scale, rstd, acc, work;
-  std::array<UbItem, 12> items() const { return {x, res, y, s, xf, sq, wf, sums, scale, rstd, acc, work}; }
+  UbItem x, res, y, s, xf, sq, wf, sums, scale, rstd, rstd_blocks, acc, work;
+  std::array<UbItem, 13> items() const {
+    return {x, res, y, s, xf, sq, wf, sums, scale, rstd, rstd_blocks, acc, work};
+  }
 };
-FwdLayout fwd_layout(DType x, bool has_weight, bool fused = false);
+FwdLayout fwd_layout(DType x, bool has_weight, bool fused = false, bool short_row_path = false);
 
 // The backward's UB: dy, x in and dx out (queues), dy and x as float (16-bit x), a float
 // temporary, (offset + w), the core's dW partial and the partial of its current block of rows,
