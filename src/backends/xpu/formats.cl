@@ -337,3 +337,38 @@ inline void store8(global uchar* base, ulong i, uint count, float8 v, int fmt) {
   STORE8_LANE(4, s4) STORE8_LANE(5, s5) STORE8_LANE(6, s6) STORE8_LANE(7, s7)
 #undef STORE8_LANE
 }
+
+// round_to and add_odd on eight lanes (the same bits lane by lane).
+inline float8 round8(float8 v, int fmt) {
+  if (fmt == FMT_F32) return v;
+  const uint8 w = as_uint8(v);
+  const uint8 magnitude = w & 0x7FFFFFFFu;
+  if (fmt == FMT_BF16) {
+    const uint8 h = select((w + 0x7FFFu + ((w >> 16) & 1u)) >> 16, (w >> 16) | 0x40u, magnitude > 0x7F800000u);
+    return as_float8(h << 16);
+  }
+  const uint8 bias = max(magnitude & 0x7F800000u, (uint8)0x38800000u);
+  const uint8 b = as_uint8(as_float8(bias + 0x07800000u) + (fabs(v) * 0x1.0p+112f) * 0x1.0p-110f);
+  const uint8 nonsign = ((b >> 13) & 0x00007C00u) + (b & 0x00000FFFu);
+  const uint8 h = ((w & 0x80000000u) >> 16) | select(nonsign, 0x7E00u | ((w >> 13) & 0x3FFu), magnitude > 0x7F800000u);
+  const uint8 hw = h << 16;
+  const uint8 two_w = hw + hw;
+  const float8 normal = as_float8((two_w >> 4) + (0xE0u << 23)) * 0x1.0p-112f;
+  const float8 subnormal = as_float8((two_w >> 17) | (126u << 23)) - 0.5f;
+  return as_float8((hw & 0x80000000u) | select(as_uint8(normal), as_uint8(subnormal), (hw & 0x7C000000u) == 0));
+}
+
+inline float8 add_odd8(float8 a, float8 b) {
+  const float8 s = a + b;
+  const float8 bb = s - a;
+  const float8 err = (a - (s - bb)) + (b - bb);
+  const uint8 inexact = as_uint8(err < 0.0f || err > 0.0f) & 1u;
+  const uint8 away = as_uint8((s > 0.0f && err < 0.0f) || (s < 0.0f && err > 0.0f)) & 1u;
+  return as_float8((as_uint8(s) - away) | inexact);
+}
+
+inline float sum8(float8 v) {
+  const float4 a = v.lo + v.hi;
+  const float2 b = a.lo + a.hi;
+  return b.lo + b.hi;
+}
