@@ -40,13 +40,15 @@ void unset_if_blank(const char* name) {
 
 // mkdir -p with mode 0700 for what it creates.
 bool make_directories(const std::string& dir, std::string* why) {
-  std::string path;
+  // Built by appending characters: g++ 12's -O3 flags assigning or concatenating C strings here
+  // (-Wrestrict, a false positive).
+  std::string path(!dir.empty() && dir.front() == '/' ? 1 : 0, '/');
   std::stringstream parts(dir);
   std::string part;
-  if (!dir.empty() && dir.front() == '/') path = "/";
   while (std::getline(parts, part, '/')) {
     if (part.empty()) continue;
-    path += (path.empty() || path.back() == '/') ? part : "/" + part;
+    if (!path.empty() && path.back() != '/') path += '/';
+    path += part;
     if (::mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
       *why = fmt::format("cannot create {}: {}", path, std::strerror(errno));
       return false;

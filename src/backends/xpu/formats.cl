@@ -280,3 +280,95 @@ inline void partials_reduce(global const float* partial, global uchar* dw, uint 
     barrier(CLK_LOCAL_MEM_FENCE);
   }
 }
+
+// ---- Eight elements at a time, for the CPU-shaped kernels (a work-item walking a contiguous
+// run): the same bits as load_elem / store_elem per element, written with vector operations so
+// that PoCL's compiler emits vector instructions inside the work-item. `count` < 8 loads zeros
+// past the end and stores only the first `count` elements (a run's tail).
+
+inline float8 load8(global const uchar* base, ulong i, uint count, int fmt) {
+  if (count == 8) {
+    if (fmt == FMT_F32) return vload8(0, (global const float*)base + i);
+    const uint8 w = convert_uint8(vload8(0, (global const ushort*)base + i)) << 16;
+    if (fmt == FMT_BF16) return as_float8(w);
+    // f16_to_float on eight lanes.
+    const uint8 sign = w & 0x80000000u;
+    const uint8 two_w = w + w;
+    const float8 normal = as_float8((two_w >> 4) + (0xE0u << 23)) * 0x1.0p-112f;
+    const float8 subnormal = as_float8((two_w >> 17) | (126u << 23)) - 0.5f;
+    const uint8 magnitude = select(as_uint8(normal), as_uint8(subnormal), (w & 0x7C000000u) == 0);
+    return as_float8(sign | magnitude);
+  }
+  // Lane by lane, without a private array (SPIR-V wants every variable in the entry block, and
+  // an inlined array lands in the loop).
+  float8 v = 0.0f;
+#define LOAD8_LANE(k, s) v.s = (k) < count ? load_elem(base, i + (k), fmt) : 0.0f;
+  LOAD8_LANE(0, s0) LOAD8_LANE(1, s1) LOAD8_LANE(2, s2) LOAD8_LANE(3, s3)
+  LOAD8_LANE(4, s4) LOAD8_LANE(5, s5) LOAD8_LANE(6, s6) LOAD8_LANE(7, s7)
+#undef LOAD8_LANE
+  return v;
+}
+
+inline void store8(global uchar* base, ulong i, uint count, float8 v, int fmt) {
+  if (count == 8) {
+    if (fmt == FMT_F32) {
+      vstore8(v, 0, (global float*)base + i);
+      return;
+    }
+    const uint8 w = as_uint8(v);
+    const uint8 magnitude = w & 0x7FFFFFFFu;
+    uint8 bits;
+    if (fmt == FMT_BF16) {
+      bits = select((w + 0x7FFFu + ((w >> 16) & 1u)) >> 16, (w >> 16) | 0x40u, magnitude > 0x7F800000u);
+    } else {
+      // float_to_f16 on eight lanes.
+      const uint8 bias = max(magnitude & 0x7F800000u, (uint8)0x38800000u);
+      const float8 sum = as_float8(bias + 0x07800000u) + (fabs(v) * 0x1.0p+112f) * 0x1.0p-110f;
+      const uint8 b = as_uint8(sum);
+      const uint8 nonsign = ((b >> 13) & 0x00007C00u) + (b & 0x00000FFFu);
+      bits = ((w & 0x80000000u) >> 16) | select(nonsign, 0x7E00u | ((w >> 13) & 0x3FFu), magnitude > 0x7F800000u);
+    }
+    vstore8(convert_ushort8(bits), 0, (global ushort*)base + i);
+    return;
+  }
+#define STORE8_LANE(k, s) \
+  if ((k) < count) store_elem(base, i + (k), v.s, fmt);
+  STORE8_LANE(0, s0) STORE8_LANE(1, s1) STORE8_LANE(2, s2) STORE8_LANE(3, s3)
+  STORE8_LANE(4, s4) STORE8_LANE(5, s5) STORE8_LANE(6, s6) STORE8_LANE(7, s7)
+#undef STORE8_LANE
+}
+
+// round_to and add_odd on eight lanes (the same bits lane by lane).
+inline float8 round8(float8 v, int fmt) {
+  if (fmt == FMT_F32) return v;
+  const uint8 w = as_uint8(v);
+  const uint8 magnitude = w & 0x7FFFFFFFu;
+  if (fmt == FMT_BF16) {
+    const uint8 h = select((w + 0x7FFFu + ((w >> 16) & 1u)) >> 16, (w >> 16) | 0x40u, magnitude > 0x7F800000u);
+    return as_float8(h << 16);
+  }
+  const uint8 bias = max(magnitude & 0x7F800000u, (uint8)0x38800000u);
+  const uint8 b = as_uint8(as_float8(bias + 0x07800000u) + (fabs(v) * 0x1.0p+112f) * 0x1.0p-110f);
+  const uint8 nonsign = ((b >> 13) & 0x00007C00u) + (b & 0x00000FFFu);
+  const uint8 h = ((w & 0x80000000u) >> 16) | select(nonsign, 0x7E00u | ((w >> 13) & 0x3FFu), magnitude > 0x7F800000u);
+  const uint8 hw = h << 16;
+  const uint8 two_w = hw + hw;
+  const float8 normal = as_float8((two_w >> 4) + (0xE0u << 23)) * 0x1.0p-112f;
+  const float8 subnormal = as_float8((two_w >> 17) | (126u << 23)) - 0.5f;
+  return as_float8((hw & 0x80000000u) | select(as_uint8(normal), as_uint8(subnormal), (hw & 0x7C000000u) == 0));
+}
+
+inline float8 add_odd8(float8 a, float8 b) {
+  const float8 s = a + b;
+  const float8 bb = s - a;
+  const float8 err = (a - (s - bb)) + (b - bb);
+  const uint8 inexact = as_uint8(err < 0.0f || err > 0.0f) & 1u;
+  const uint8 away = as_uint8((s > 0.0f && err < 0.0f) || (s < 0.0f && err > 0.0f)) & 1u;
+  return as_float8((as_uint8(s) - away) | inexact);
+}
+
+inline float sum8(float8 v) {
+  const float4 a = v.lo + v.hi;
+  const float2 b = a.lo + a.hi;
+  return b.lo + b.hi;
+}

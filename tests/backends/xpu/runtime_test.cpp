@@ -40,7 +40,7 @@ TEST_F(XpuRuntime, ContextIsMadeOnceWithEveryKernelBuiltAndWarmed) {
   // rms_norm (and fused_add_rms_norm): 5 (x, weight) pairs x {fwd, bwd} + 3 dw_columns + 3
   // dw_reduce; glu: 3 formats x {fwd, bwd}; norm (layer_norm and group_norm): 5 pairs x {fwd,
   // bwd} + 3 dw_columns + 3 dw_reduce.
-  EXPECT_EQ(rt->kernel_count(), 16U + 6U + 16U);
+  EXPECT_EQ(rt->kernel_count(), 21U + 12U + 16U);  // rms_norm (+5 fwd_rows), glu (stream and chunk), norm
   EXPECT_GE(rt->work_group_size(), 1U);
   EXPECT_LE(rt->work_group_size(), 1024U);
   EXPECT_EQ(rt->work_group_size() & (rt->work_group_size() - 1), 0U) << "a power of two";
@@ -81,7 +81,7 @@ TEST_F(XpuRuntime, HostMemoryWrappedAsXpuIsRefused) {
   a.y = Tensor::wrap(out.data(), {3, 5}, DType::f32, device);
   a.rstd = Tensor::wrap(rstd.data(), {3}, DType::f32, device);
   EXPECT_TRUE(ThrowsError([&] { registry.call(rms_norm_fwd_op(), a); }, ErrorKind::invalid_argument,
-                          {"xpu.rms_norm.fwd.packed: tensor x (60 bytes at 0x", "is not memory of this device"}));
+                          {"xpu.rms_norm.fwd.rows: tensor x (60 bytes at 0x", "is not memory of this device"}));
 }
 
 // A problem on the device with its outputs and the reference, through the shared machinery.

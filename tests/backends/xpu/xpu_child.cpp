@@ -95,8 +95,10 @@ int libraries(Registry& registry, Device device) {
   std::string line;
   std::string found;
   while (std::getline(maps, line)) {
-    if (line.find("libze_") != std::string::npos && found.find(line.substr(line.rfind(' ') + 1)) == std::string::npos) {
-      found += " " + line.substr(line.rfind(' ') + 1);
+    const std::string path = line.substr(line.rfind(' ') + 1);
+    if (line.find("libze_") != std::string::npos && found.find(path) == std::string::npos) {
+      found += ' ';  // appended apart: g++ 12 -O3 flags " " + path (-Wrestrict, a false positive)
+      found += path;
     }
   }
   std::printf("level_zero=%s\n", found.empty() ? "none" : found.c_str());

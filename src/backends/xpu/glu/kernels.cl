@@ -17,37 +17,31 @@
 #define GELU_K 0.7978845608028654f
 #define GELU_C 0.044715f
 
-typedef struct {
-  float s;          // sigmoid(x)
-  float one_minus;  // 1 - sigmoid(x)
-} Sigmoid;
-
-// For x >= 0, e = e^-x <= 1 and e * s is accurate; for x < 0, s < 1/2 and 1 - s is.
-inline Sigmoid sigmoid_of(float x) {
-  const float e = exp(-x);
-  Sigmoid r;
-  r.s = 1.0f / (1.0f + e);
-  r.one_minus = x >= 0.0f ? e * r.s : 1.0f - r.s;
-  return r;
-}
-
-// act(a) and, with `slope`, d act / d a.
-// gelu: slope = s + 2 a s (1 - s) k (1 + 3 c a^2), the tanh form's derivative in sigmoid terms.
-// a^2 is capped in the polynomial only: where it would overflow, s (1 - s) is exactly 0 and an
-// uncapped inf would make 0 * inf = NaN where the reference has none.
-// silu: slope = s (1 + a (1 - s)).
-inline float activation(float a, int act, float* slope) {
-  if (act == ACT_GELU) {
-    const float u = GELU_K * (a + GELU_C * a * a * a);
-    const Sigmoid sg = sigmoid_of(2.0f * u);
-    const float a2 = a * a > 1e30f ? 1e30f : a * a;
-    *slope = sg.s + 2.0f * a * sg.s * sg.one_minus * GELU_K * (1.0f + 3.0f * GELU_C * a2);
-    return a * sg.s;
+// One activation, written once for float and float8 (select() and the built-ins take both).
+// sigmoid s = 1 / (1 + e^-x); its complement 1 - s comes from the side that does not cancel: for
+// x >= 0, e = e^-x <= 1 and e * s is accurate; for x < 0, s < 1/2 and 1 - s is.
+// gelu: value a s(2u), u = k (a + c a^3); slope = s + 2 a s (1 - s) k (1 + 3 c a^2), the tanh
+// form's derivative in sigmoid terms. a^2 is capped in the polynomial only: where it would
+// overflow, s (1 - s) is exactly 0 and an uncapped inf would make 0 * inf = NaN where the
+// reference has none.
+// silu: value a s(a); slope = s (1 + a (1 - s)).
+#define GLU_ACTIVATION(name, T)                                                                  \
+  inline T name(T a, int act, T* slope) {                                                        \
+    const T x = act == ACT_GELU ? 2.0f * (GELU_K * (a + GELU_C * a * a * a)) : a;                \
+    const T e = exp(-x);                                                                         \
+    const T s = 1.0f / (1.0f + e);                                                               \
+    const T one_minus = select(1.0f - s, e * s, x >= 0.0f);                                      \
+    if (act == ACT_GELU) {                                                                       \
+      const T a2 = select(a * a, (T)1e30f, a * a > 1e30f);                                       \
+      *slope = s + 2.0f * a * s * one_minus * GELU_K * (1.0f + 3.0f * GELU_C * a2);              \
+    } else {                                                                                     \
+      *slope = s * (1.0f + a * one_minus);                                                       \
+    }                                                                                            \
+    return a * s;                                                                                \
   }
-  const Sigmoid sg = sigmoid_of(a);
-  *slope = sg.s * (1.0f + a * sg.one_minus);
-  return a * sg.s;
-}
+
+GLU_ACTIVATION(activation, float)
+GLU_ACTIVATION(activation8, float8)
 
 inline void glu_fwd(global const uchar* a, global const uchar* b, global uchar* c, ulong n, int act, int fmt) {
   const ulong stride = get_global_size(0);
@@ -73,20 +67,61 @@ inline void glu_bwd(global const uchar* dc, global const uchar* a, global const 
   }
 }
 
-// ---- Kernels: one per format (the activation is an argument: a branch every work-item takes
-// the same way).
+// CPU-shaped: work-item id takes the contiguous run [id * chunk, (id + 1) * chunk) eight
+// elements at a time (PoCL runs a work-item's loop as host code, which the strided loops above
+// leave scalar). The same arithmetic and rounding points, lane by lane.
+inline void glu_fwd_chunk(global const uchar* a, global const uchar* b, global uchar* c, ulong n, ulong chunk,
+                          int act, int fmt) {
+  const ulong first = get_global_id(0) * chunk;
+  const ulong end = min(n, first + chunk);
+  for (ulong i = first; i < end; i += 8) {
+    const uint count = (uint)min((ulong)8, end - i);
+    float8 slope;
+    const float8 value = activation8(load8(a, i, count, fmt), act, &slope);
+    store8(c, i, count, value * load8(b, i, count, fmt), fmt);
+  }
+}
 
-#define GLU_KERNELS(name, fmt)                                                                              \
-  kernel void glu_fwd_##name(global const uchar* a, ulong a_off, global const uchar* b, ulong b_off,         \
-                             global uchar* c, ulong c_off, ulong n, int act) {                              \
-    glu_fwd(a + a_off, b + b_off, c + c_off, n, act, fmt);                                                  \
-  }                                                                                                         \
-  kernel void glu_bwd_##name(global const uchar* dc, ulong dc_off, global const uchar* a, ulong a_off,       \
-                             global const uchar* b, ulong b_off, global uchar* da, ulong da_off,            \
-                             global uchar* db, ulong db_off, ulong n, int act) {                            \
-    glu_bwd(dc + dc_off, a + a_off, b + b_off, da + da_off, db + db_off, n, act, fmt);                      \
+inline void glu_bwd_chunk(global const uchar* dc, global const uchar* a, global const uchar* b, global uchar* da,
+                          global uchar* db, ulong n, ulong chunk, int act, int fmt) {
+  const ulong first = get_global_id(0) * chunk;
+  const ulong end = min(n, first + chunk);
+  for (ulong i = first; i < end; i += 8) {
+    const uint count = (uint)min((ulong)8, end - i);
+    const float8 g = load8(dc, i, count, fmt);
+    const float8 av = load8(a, i, count, fmt);
+    const float8 bv = load8(b, i, count, fmt);
+    float8 slope;
+    const float8 value = activation8(av, act, &slope);
+    store8(da, i, count, g * bv * slope, fmt);
+    store8(db, i, count, g * value, fmt);
+  }
+}
+
+// ---- Kernels: one per format and shape (`_chunk`: CPU-shaped, contiguous runs); the activation
+// is an argument: a branch every work-item takes the same way.
+
+#define GLU_KERNELS(name, fmt, suffix, chunk_param, ...)                                              \
+  kernel void glu_fwd_##name##suffix(global const uchar* a, ulong a_off, global const uchar* b,           \
+                                     ulong b_off, global uchar* c, ulong c_off, ulong n chunk_param,     \
+                                     int act) {                                                         \
+    glu_fwd##suffix(a + a_off, b + b_off, c + c_off, n, __VA_ARGS__ act, fmt);                   \
+  }                                                                                                     \
+  kernel void glu_bwd_##name##suffix(global const uchar* dc, ulong dc_off, global const uchar* a,         \
+                                     ulong a_off, global const uchar* b, ulong b_off, global uchar* da,   \
+                                     ulong da_off, global uchar* db, ulong db_off, ulong n chunk_param,  \
+                                     int act) {                                                         \
+    glu_bwd##suffix(dc + dc_off, a + a_off, b + b_off, da + da_off, db + db_off, n, __VA_ARGS__ act, \
+                    fmt);                                                                               \
   }
 
-GLU_KERNELS(f32, FMT_F32)
-GLU_KERNELS(f16, FMT_F16)
-GLU_KERNELS(bf16, FMT_BF16)
+#define GLU_STREAM(name, fmt) GLU_KERNELS(name, fmt, , , )
+#define GLU_CHUNK(name, fmt) GLU_KERNELS(name, fmt, _chunk, GLU_COMMA ulong chunk, chunk GLU_COMMA)
+#define GLU_COMMA ,
+
+GLU_STREAM(f32, FMT_F32)
+GLU_STREAM(f16, FMT_F16)
+GLU_STREAM(bf16, FMT_BF16)
+GLU_CHUNK(f32, FMT_F32)
+GLU_CHUNK(f16, FMT_F16)
+GLU_CHUNK(bf16, FMT_BF16)

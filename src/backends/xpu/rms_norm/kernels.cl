@@ -208,6 +208,66 @@ inline void rms_dw_columns(global const uchar* dy, global const uchar* x, global
   }
 }
 
+// ---- CPU-shaped forward (OpenCL CPU devices): one work-item per row, the work-items striding
+// over the rows, the columns eight at a time (PoCL runs a work-item's loop as host code: vector
+// instructions, no barriers). The sum of squares is eight plain f32 lane sums; only when it
+// overflows while every value is finite (huge values) is it taken again scaled by 2^-m, m the
+// largest value's exponent, and rstd = 2^-m / sqrt(sum / h + eps 2^-2m) as in rms_fwd. `team`
+// and `scratch` are unused (the same arguments as rms_fwd's kernels).
+inline float8 rms_scale8(global const uchar* w, uint j, uint count, float offset, int casting, int has_weight,
+                         int wf) {
+  if (!has_weight) return 1.0f;
+  const float8 wv = load8(w, j, count, wf);
+  if (casting == CAST_NONE && wf != FMT_F32) return round8(add_odd8((float8)offset, wv), wf);
+  return offset + wv;
+}
+
+inline void rms_fwd_rows(global const uchar* x, global const uchar* res, global const uchar* w, global uchar* y,
+                         global uchar* s, global float* rstd, ulong rows, uint h, uint team, float eps, float offset,
+                         int casting, int has_weight, int fused, local float* scratch, int xf, int wf) {
+  global const uchar* normed = fused ? (global const uchar*)s : x;
+  for (ulong row = get_global_id(0); row < rows; row += get_global_size(0)) {
+    const ulong first = row * h;
+    float8 squares = 0.0f;
+    float8 top = 0.0f;
+    for (uint j = 0; j < h; j += 8) {
+      const uint count = min(8u, h - j);
+      float8 v = load8(x, first + j, count, xf);
+      if (fused) {
+        const float8 r = load8(res, first + j, count, xf);
+        v = xf == FMT_F32 ? v + r : round8(add_odd8(v, r), xf);
+        store8(s, first + j, count, v, xf);
+      }
+      squares += v * v;
+      top = fmax(top, fabs(v));
+    }
+    float total = sum8(squares);
+    int m = 0;
+    const float largest = fmax(fmax(fmax(top.s0, top.s1), fmax(top.s2, top.s3)),
+                               fmax(fmax(top.s4, top.s5), fmax(top.s6, top.s7)));
+    if (isinf(total) && isfinite(largest)) {
+      m = square_scale(largest);
+      const float down = pow2(-m);
+      squares = 0.0f;
+      for (uint j = 0; j < h; j += 8) {
+        const float8 v = load8(normed, first + j, min(8u, h - j), xf) * down;
+        squares += v * v;
+      }
+      total = sum8(squares);
+    }
+    const float mean = h == 0 ? 0.0f : total / (float)h;
+    const float down = pow2(-m);
+    const float r = down / sqrt(mean + eps * down * down);
+    rstd[row] = r;
+    for (uint j = 0; j < h; j += 8) {
+      const uint count = min(8u, h - j);
+      const float8 xhat = load8(normed, first + j, count, xf) * r;
+      const float8 sc = rms_scale8(w, j, count, offset, casting, has_weight, wf);
+      store8(y, first + j, count, casting == CAST_GEMMA ? xhat * sc : round8(xhat, xf) * sc, xf);
+    }
+  }
+}
+
 // ---- Kernels: one per (x format, weight format) pair, so every format branch above folds.
 
 #define RMS_FWD_PARAMS                                                                                       \
@@ -231,7 +291,8 @@ inline void rms_dw_columns(global const uchar* dy, global const uchar* x, global
 
 #define RMS_ROW_KERNELS(name, xf, wf)                                                                     \
   kernel void rms_norm_fwd_##name(RMS_FWD_PARAMS) { rms_fwd(RMS_FWD_ARGS, xf, wf); }                    \
-  kernel void rms_norm_bwd_##name(RMS_BWD_PARAMS) { rms_bwd(RMS_BWD_ARGS, xf, wf); }
+  kernel void rms_norm_bwd_##name(RMS_BWD_PARAMS) { rms_bwd(RMS_BWD_ARGS, xf, wf); }               \
+  kernel void rms_norm_fwd_rows_##name(RMS_FWD_PARAMS) { rms_fwd_rows(RMS_FWD_ARGS, xf, wf); }
 
 RMS_ROW_KERNELS(f32_f32, FMT_F32, FMT_F32)
 RMS_ROW_KERNELS(f16_f16, FMT_F16, FMT_F16)

@@ -2,6 +2,7 @@
 // kernels.cl): which kernel, how many work-groups, how rows pack into them, and where dweight's
 // partials go. The fused op has the same five variants on the same kernels (`fused` set: s is
 // stored and normalised, ds_out added to dx), xpu.fused_add_rms_norm.<dir>.<impl>.
+//   xpu.rms_norm.fwd.rows    OpenCL CPU devices only: a work-item per row, eight columns a step
 //   xpu.rms_norm.fwd.packed  several short rows per work-group (hidden <= 2 L)
 //   xpu.rms_norm.fwd.row     one row per work-group at a time, groups striding over the rows
 //   xpu.rms_norm.bwd.packed  as fwd.packed, dweight per team in private memory (fused)
@@ -26,7 +27,7 @@
 namespace opreg::xpu {
 namespace {
 
-enum class Layout : std::uint8_t { packed, row, split };
+enum class Layout : std::uint8_t { packed, row, split, rows };
 
 // A packed team aims at this many elements per work-item: enough to amortise the team's tree
 // sum, few enough that short rows still fill the group with several rows.
@@ -66,7 +67,11 @@ struct Call : Launch {
     }
   }
 
-  std::uint64_t team(Layout layout) const { return layout == Layout::packed ? packed_team(hidden, group) : group; }
+  // Work-items per row: rows (CPU-shaped) gives each work-item a row of its own.
+  std::uint64_t team(Layout layout) const {
+    if (layout == Layout::rows) return 1;
+    return layout == Layout::packed ? packed_team(hidden, group) : group;
+  }
 
   // dweight = the column sums of `slots` partial rows, in the weight's format.
   void reduce(const DevicePointer& partial, std::uint64_t slots, const Tensor& dweight) {
@@ -130,7 +135,7 @@ void forward(const FwdTensors& a, const KernelContext& ctx, Layout layout, const
   const DevicePointer y = c.at(a.y, "y");
   const DevicePointer s = fused ? c.at(a.s, "s") : y;  // not written unless fused
   const DevicePointer rstd = c.at(a.rstd, "rstd");
-  c.rt.launch(c.queue, c.rt.kernel(kernel_name("fwd", a.x, a.weight)),
+  c.rt.launch(c.queue, c.rt.kernel(kernel_name(layout == Layout::rows ? "fwd_rows" : "fwd", a.x, a.weight)),
               c.groups_for(ceil_div(c.rows, per_group)) * c.group, c.group, SvmArg{x.base}, x.offset,
               SvmArg{res.base}, res.offset, SvmArg{w.base}, w.offset, SvmArg{y.base}, y.offset, SvmArg{s.base},
               s.offset, SvmArg{rstd.base}, rstd.offset, static_cast<cl_ulong>(c.rows),
@@ -244,6 +249,13 @@ template <class Args, Layout L>
 void bwd_run(const Args& a, const KernelContext& ctx) {
   backward(tensors(a), ctx, L, ctx.variant->name.c_str());
 }
+// rows is for OpenCL CPU devices (PoCL): on a GPU a work-item per row would read addresses a row
+// apart across neighbouring work-items (uncoalesced) and leave most of the device idle.
+template <class Args>
+Verdict cpu_device_only(const Args&, const DeviceInfo& device) {
+  if (device.gpu) return Verdict::reject("a GPU device: one work-item per row does not coalesce; packed and row fit");
+  return Verdict::accept();
+}
 template <class Args>
 Verdict packed_supports(const Args& a, const DeviceInfo& device) {
   return packed_fits(tensors(a).x, device);
@@ -253,7 +265,8 @@ Verdict packed_supports(const Args& a, const DeviceInfo& device) {
 template <class Fwd, class Bwd>
 void register_op(Registry& r, const Op<Fwd>& fwd, const Op<Bwd>& bwd) {
   register_list(r, fwd, "xpu",
-                {{"packed", &packed_supports<Fwd>, &fwd_run<Fwd, Layout::packed>, tunables(Layout::packed)},
+                {{"rows", &cpu_device_only<Fwd>, &fwd_run<Fwd, Layout::rows>, tunables(Layout::rows)},
+                 {"packed", &packed_supports<Fwd>, &fwd_run<Fwd, Layout::packed>, tunables(Layout::packed)},
                  {"row", &fwd_run<Fwd, Layout::row>, tunables(Layout::row)}});
   register_list(r, bwd, "xpu",
                 {{"packed", &packed_supports<Bwd>, &bwd_run<Bwd, Layout::packed>, tunables(Layout::packed)},
