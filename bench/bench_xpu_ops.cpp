@@ -26,12 +26,14 @@
 #include <vector>
 
 #include "opreg/ops.h"
+#include "bench_xpu_common.h"
 #include "opreg/registry.h"
 #include "ops/problem.h"
 
 namespace {
 
 using namespace opreg;
+using opreg::bench::xpu_cpu_device;
 using Clock = std::chrono::steady_clock;
 
 std::vector<std::string> split(const std::string& list) {
@@ -41,21 +43,6 @@ std::vector<std::string> split(const std::string& list) {
     if (!item.empty()) out.push_back(item);
   }
   return out;
-}
-
-// The first OpenCL CPU device of the xpu backend (emulated).
-bool xpu_cpu_device(Device* out, std::string* label) {
-  for (const auto& b : default_registry().backends()) {
-    if (b.name != "xpu") continue;
-    for (std::size_t i = 0; i < b.devices.size(); ++i) {
-      if (b.devices[i].emulated) {
-        *out = Device{b.id, static_cast<std::int16_t>(i)};
-        *label = default_registry().device_label(*out);
-        return true;
-      }
-    }
-  }
-  return false;
 }
 
 ProblemSpec spec_for(const std::string& op, std::int64_t rows, std::int64_t hidden, DType dtype) {

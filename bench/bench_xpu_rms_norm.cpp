@@ -16,12 +16,14 @@
 #include <utility>
 
 #include "opreg/ops.h"
+#include "bench_xpu_common.h"
 #include "opreg/registry.h"
 #include "ops/problem.h"
 
 namespace {
 
 using namespace opreg;
+using opreg::bench::xpu_cpu_device;
 
 // The inputs are the shared problem machinery's (seeded, the same on both devices); a backward
 // problem's statistics come from the reference forward.
@@ -43,20 +45,6 @@ void run_rms(benchmark::State& state, Device device, Direction direction, Shape 
   state.SetBytesProcessed(static_cast<std::int64_t>(p.bytes()) * state.iterations());
   state.counters["first_call_us"] = first_us;
   state.SetLabel(default_registry().device_label(device) + " " + (variant != nullptr ? variant->name : "?"));
-}
-
-// The first OpenCL CPU device of the xpu backend (emulated).
-bool xpu_cpu_device(Device* out) {
-  for (const auto& b : default_registry().backends()) {
-    if (b.name != "xpu") continue;
-    for (std::size_t i = 0; i < b.devices.size(); ++i) {
-      if (b.devices[i].emulated) {
-        *out = Device{b.id, static_cast<std::int16_t>(i)};
-        return true;
-      }
-    }
-  }
-  return false;
 }
 
 }  // namespace
