@@ -100,10 +100,10 @@ void put(const Tensor& t, std::int64_t i, double v) {
 }
 
 // (offset + w) as the casting mode sees it (none rounds it to the weight's dtype); 1 without a
-// weight. Kept in workspace scratch: no allocation per call.
+// weight. Kept in scratch (acquire_scratch: the backend's workspace cache, or the caller's allocator).
 double* scales(const Tensor& weight, std::int64_t hidden, double offset, opreg::Casting casting,
                opreg::Workspace::Lease& lease, const opreg::KernelContext& ctx) {
-  lease = ctx.backend->workspace(ctx.device.index).acquire(static_cast<std::size_t>(hidden) * sizeof(double), ctx.stream);
+  lease = opreg::acquire_scratch(ctx, static_cast<std::size_t>(hidden) * sizeof(double));
   auto* s = static_cast<double*>(lease.data());
   for (std::int64_t i = 0; i < hidden; ++i) {
     if (!weight.defined()) {
@@ -139,8 +139,7 @@ void rms_norm_bwd(const opreg::RmsNormBwdArgs& a, const opreg::KernelContext& ct
   const auto [rows, hidden] = opreg::rows_hidden(a.x.shape());
   opreg::Workspace::Lease scale_lease;
   const double* scale = scales(a.weight, hidden, a.offset, a.casting, scale_lease, ctx);
-  opreg::Workspace::Lease dw_lease =
-      ctx.backend->workspace(ctx.device.index).acquire(static_cast<std::size_t>(hidden) * sizeof(double), ctx.stream);
+  opreg::Workspace::Lease dw_lease = opreg::acquire_scratch(ctx, static_cast<std::size_t>(hidden) * sizeof(double));
   auto* dw = static_cast<double*>(dw_lease.data());
   std::fill(dw, dw + hidden, 0.0);
   for (std::int64_t r = 0; r < rows; ++r) {

@@ -79,10 +79,27 @@ struct BandwidthCeiling {
   bool estimate = false;
 };
 
+// Where a call's device scratch comes from, when the caller's framework should own it (a
+// framework's caching allocator, so that scratch is counted in its memory statistics and taken
+// from its pool under graph capture). Plain function pointers and a `self` handed back to them.
+// allocate: at least `bytes` of memory of device `device_index` of the call's backend, usable by
+// work on `stream` (the stream the kernel runs on; nullptr: the device's default stream); it may
+// throw (the call then fails with that exception); returning nullptr fails the call with an
+// opreg device error. deallocate: gives a block back, with the same bytes, device and stream it
+// was allocated with; it is called as soon as the kernel has been issued, before the work on
+// `stream` is done, so the allocator must order the reuse after the stream's work (a
+// stream-ordered allocator such as torch's caching allocator does); it must not throw.
+struct ScratchAllocator {
+  void* (*allocate)(void* self, std::size_t bytes, int device_index, void* stream) = nullptr;
+  void (*deallocate)(void* self, void* ptr, std::size_t bytes, int device_index, void* stream) = nullptr;
+  void* self = nullptr;
+};
+
 // Cached scratch memory for kernels (partial dW/dB, chunk buffers): blocks are kept per stream
 // after release and reused by the next acquire on that stream, so a steady state allocates
 // nothing. Reuse on the same stream is safe for asynchronous devices because work on one
-// stream is ordered.
+// stream is ordered. A call whose context has a ScratchAllocator takes its blocks from that
+// allocator instead, and gives them back to it when the lease ends (acquire's third argument).
 class Backend;
 class Workspace {
  public:
@@ -104,6 +121,7 @@ class Workspace {
     void* data_ = nullptr;
     std::size_t bytes_ = 0;
     void* stream_ = nullptr;
+    const ScratchAllocator* allocator_ = nullptr;  // set: the block goes back to it, not the cache
   };
 
   Workspace(Backend& backend, int index);
@@ -112,13 +130,17 @@ class Workspace {
   Workspace& operator=(const Workspace&) = delete;
 
   // A block of at least `bytes` (rounded up to a power of two, at least 256) for `stream`.
-  Lease acquire(std::size_t bytes, void* stream = nullptr);
+  // With an allocator (not nullptr): a block of `bytes` rounded up to a multiple of 256 from
+  // `allocator`, given back to it when the lease ends; the cache is not touched, and `allocator`
+  // must outlive the lease (it is the call's context's: a lease lives for one kernel call).
+  Lease acquire(std::size_t bytes, void* stream = nullptr, const ScratchAllocator* allocator = nullptr);
   std::size_t cached_bytes() const;
   std::size_t allocations() const;  // device allocations made so far (a reuse makes none)
   void release_cached();
 
  private:
   struct Cache;  // the free blocks and counters, behind a mutex (device.cpp)
+  Lease borrow(std::size_t bytes, void* stream, const ScratchAllocator& allocator);
   void give_back(void* data, std::size_t bytes, void* stream);
   Backend& backend_;
   int index_;
@@ -216,9 +238,15 @@ class HostMemoryBackend : public Backend {
 // What the host can give now (/proc/meminfo's MemAvailable; 0 where it cannot be read).
 std::uint64_t host_memory_available();
 
-// The execution context every entry point accepts: the stream or queue to run on.
+// The execution context every entry point accepts: the stream or queue to run on, and where the
+// call's device scratch comes from.
 struct ExecContext {
   void* stream = nullptr;  // nullptr: the device's default stream
+  // nullptr: the backend's cached Workspace. Otherwise every scratch block the call's kernels
+  // take comes from this allocator and goes back to it (ScratchAllocator says how); it must live
+  // until the call returns. A call that falls back to the cpu through host copies does not use
+  // it (its scratch is host memory).
+  const ScratchAllocator* scratch = nullptr;
 };
 
 class Registry;

@@ -200,7 +200,15 @@ struct KernelContext {
   const VariantInfo* variant = nullptr;
   void* user = nullptr;  // VariantSpec::user, e.g. a mock object standing behind the kernel
   int threads = 0;       // OPREG_NUM_THREADS for host kernels; 0: the machine's cores
+  const ScratchAllocator* scratch = nullptr;  // the caller's (ExecContext::scratch); nullptr: none
 };
+
+// A block of device scratch for one kernel call, given back when the lease ends: from the
+// caller's allocator when the call's context has one, else from the backend's cached Workspace.
+// Kernels take their scratch through this, never from Backend::workspace directly.
+inline Workspace::Lease acquire_scratch(const KernelContext& kc, std::size_t bytes) {
+  return kc.backend->workspace(kc.device.index).acquire(bytes, kc.stream, kc.scratch);
+}
 
 template <class Args>
 struct VariantSpec {

@@ -87,20 +87,29 @@ Workspace::Lease& Workspace::Lease::operator=(Lease&& other) noexcept {
     data_ = other.data_;
     bytes_ = other.bytes_;
     stream_ = other.stream_;
+    allocator_ = other.allocator_;
     other.owner_ = nullptr;
     other.data_ = nullptr;
     other.bytes_ = 0;
     other.stream_ = nullptr;
+    other.allocator_ = nullptr;
   }
   return *this;
 }
 
 void Workspace::Lease::reset() {
-  if (owner_ != nullptr && data_ != nullptr) owner_->give_back(data_, bytes_, stream_);
+  if (owner_ != nullptr && data_ != nullptr) {
+    if (allocator_ != nullptr) {
+      allocator_->deallocate(allocator_->self, data_, bytes_, owner_->index_, stream_);
+    } else {
+      owner_->give_back(data_, bytes_, stream_);
+    }
+  }
   owner_ = nullptr;
   data_ = nullptr;
   bytes_ = 0;
   stream_ = nullptr;
+  allocator_ = nullptr;
 }
 
 struct Workspace::Cache {
@@ -117,12 +126,13 @@ Workspace::Workspace(Backend& backend, int index)
 // is meant to live for one kernel call, well inside the backend's lifetime.
 Workspace::~Workspace() { release_cached(); }
 
-Workspace::Lease Workspace::acquire(std::size_t bytes, void* stream) {
+Workspace::Lease Workspace::acquire(std::size_t bytes, void* stream, const ScratchAllocator* allocator) {
   constexpr std::size_t kLargestBlock = std::size_t{1} << (std::numeric_limits<std::size_t>::digits - 1);
   if (bytes > kLargestBlock) {
     fail(ErrorKind::invalid_argument, "workspace request of {} bytes is larger than the largest block ({} bytes)",
          bytes, kLargestBlock);
   }
+  if (allocator != nullptr) return borrow(bytes, stream, *allocator);
   // Power-of-two size classes make blocks of nearby sizes interchangeable, so varying
   // problem sizes still reach a steady state with few distinct blocks.
   const std::size_t size = std::max(kMinWorkspaceBlock, std::bit_ceil(bytes));
@@ -149,6 +159,29 @@ Workspace::Lease Workspace::acquire(std::size_t bytes, void* stream) {
   lease.owner_ = this;
   lease.bytes_ = size;
   lease.stream_ = stream;
+  return lease;
+}
+
+// The caller's allocator decides about memory (admission, reuse, its own rounding); the block is
+// only rounded to whole 256-byte units, the alignment kernels may assume of a workspace block.
+Workspace::Lease Workspace::borrow(std::size_t bytes, void* stream, const ScratchAllocator& allocator) {
+  if (allocator.allocate == nullptr || allocator.deallocate == nullptr) {
+    fail(ErrorKind::invalid_argument, "{}:{}: the scratch allocator has no {} function", backend_.name(), index_,
+         allocator.allocate == nullptr ? "allocate" : "deallocate");
+  }
+  const std::size_t units = bytes / kMinWorkspaceBlock + (bytes % kMinWorkspaceBlock != 0 ? 1 : 0);
+  const std::size_t size = std::max<std::size_t>(1, units) * kMinWorkspaceBlock;
+  void* data = allocator.allocate(allocator.self, size, index_, stream);
+  if (data == nullptr) {
+    fail(ErrorKind::device, "{}:{}: the scratch allocator returned no memory for {} bytes of scratch", backend_.name(),
+         index_, size);
+  }
+  Lease lease;
+  lease.owner_ = this;
+  lease.data_ = data;
+  lease.bytes_ = size;
+  lease.stream_ = stream;
+  lease.allocator_ = &allocator;
   return lease;
 }
 

@@ -277,6 +277,7 @@ inline KernelContext kernel_context(Registry& r, const State& s, const BackendRe
   kc.props = &be.props[index];
   kc.stream = be.default_streams[index];
   if (ctx != nullptr && ctx->stream != nullptr) kc.stream = ctx->stream;
+  if (ctx != nullptr) kc.scratch = ctx->scratch;
   kc.variant = v.info;
   kc.user = v.user;
   kc.threads = s.config.num_threads;
@@ -418,7 +419,7 @@ inline KernelContext kernel_context(Registry& r, const State& s, const BackendRe
     }
   }
   if (v == nullptr) return fall_back(reg, core, s, op, args, ctx, site, *be, bt);
-  if (ready != nullptr && (ctx == nullptr || ctx->stream == nullptr)) {
+  if (ready != nullptr && (ctx == nullptr || (ctx->stream == nullptr && ctx->scratch == nullptr))) {
     v->invoke(v->run.get(), args, *ready, plan);
   } else {
     v->invoke(v->run.get(), args, kernel_context(reg, s, *be, device, *v, ctx), plan);
@@ -437,10 +438,12 @@ DispatchResult detail::dispatch_after_check(Registry& registry, const OpDef& op,
   return dispatch_at(registry, CoreAccess::core(registry), op, args, site_of(registry, op, args, facts), ctx);
 }
 
-void detail::run_on_stream(const VariantEntry& v, const void* args, const KernelContext& ready, void* stream) {
-  KernelContext on_stream = ready;
-  on_stream.stream = stream;
-  v.invoke(v.run.get(), args, on_stream, nullptr);
+void detail::run_in_context(const VariantEntry& v, const void* args, const KernelContext& ready, const void* plan,
+                            const ExecContext& ctx) {
+  KernelContext kc = ready;
+  if (ctx.stream != nullptr) kc.stream = ctx.stream;
+  kc.scratch = ctx.scratch;
+  v.invoke(v.run.get(), args, kc, plan);
 }
 
 const VariantInfo* Registry::choose_erased(const detail::OpDef& op, const void* args, std::string* why) const {

@@ -17,8 +17,10 @@ struct CoreAccess {
 
 DispatchResult dispatch_after_check(Registry& registry, const OpDef& op, const void* args, CallFacts facts,
                                     const ExecContext* ctx);
-// v's kernel with `ready`, on the caller's stream.
-void run_on_stream(const VariantEntry& v, const void* args, const KernelContext& ready, void* stream);
+// v's kernel with `ready` as the caller's context has it: its stream (when it names one) and its
+// scratch allocator.
+void run_in_context(const VariantEntry& v, const void* args, const KernelContext& ready, const void* plan,
+                    const ExecContext& ctx);
 
 // `make_key(ProblemKey&, Device)` makes the key of the call (contiguous tensors on one device), as
 // build_key would (TensorBits), and returns its key_hash, for the path by problem: an entry point
@@ -38,23 +40,27 @@ template <class MakeKey>
     if (bt != nullptr && static_cast<std::uint16_t>(device.index) < bt->fast_devices) [[likely]] {
       const VariantEntry& v = *bt->fast;
       const KernelContext& ready = bt->fast_contexts[static_cast<std::size_t>(device.index)];
-      if (ctx == nullptr || ctx->stream == nullptr) [[likely]] {
+      if (ctx == nullptr) [[likely]] {
         v.invoke(v.run.get(), args, ready, nullptr);
       } else {
-        run_on_stream(v, args, ready, ctx->stream);
+        run_in_context(v, args, ready, nullptr, *ctx);
       }
       return {v.info, false};
     }
     // The choice by problem, from the cache this table made on its first miss (a cached choice
     // was made for a device that exists in this State).
     const ChoiceCache* cache = bt != nullptr ? bt->cache.load(std::memory_order_acquire) : nullptr;
-    if (cache != nullptr && (ctx == nullptr || ctx->stream == nullptr)) {
+    if (cache != nullptr) {
       ProblemKey key;
       const std::uint64_t hash = make_key(key, device);
       PlanCopy plan;
       const Lookup hit = cache->find(key, hash, plan);
       if (hit.hit && hit.choice != nullptr && hit.ready != nullptr) [[likely]] {
-        hit.choice->invoke(hit.choice->run.get(), args, *hit.ready, hit.plan);
+        if (ctx == nullptr) [[likely]] {
+          hit.choice->invoke(hit.choice->run.get(), args, *hit.ready, hit.plan);
+        } else {
+          run_in_context(*hit.choice, args, *hit.ready, hit.plan, *ctx);
+        }
         return {hit.choice->info, false};
       }
     }

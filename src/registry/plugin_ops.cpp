@@ -138,7 +138,7 @@ void* workspace(const opreg_kernel_context* ctx, std::size_t bytes) {
   if (scratch->used == static_cast<int>(scratch->leases.size())) return nullptr;
   try {
     auto& lease = scratch->leases[static_cast<std::size_t>(scratch->used)];
-    lease = scratch->kc->backend->workspace(scratch->kc->device.index).acquire(bytes, scratch->kc->stream);
+    lease = acquire_scratch(*scratch->kc, bytes);
     ++scratch->used;
     return lease.data();
   } catch (...) {

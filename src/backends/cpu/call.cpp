@@ -26,7 +26,7 @@ void* Call::scratch(void* owner, std::size_t bytes) {
   if (self.taken_) fail(ErrorKind::internal, "cpu kernels: scratch asked for twice in one call");
   self.taken_ = true;
   if (self.ctx_.backend != nullptr) {
-    self.lease_ = self.ctx_.backend->workspace(self.ctx_.device.index).acquire(bytes, self.ctx_.stream);
+    self.lease_ = acquire_scratch(self.ctx_, bytes);
     return self.lease_.data();
   }
   self.own_.resize((bytes + sizeof(double) - 1) / sizeof(double) + 8);

@@ -39,7 +39,7 @@ void norm_run(const Args& a, const NormLaunch& plan, const KernelContext& ctx) {
   if constexpr (kBackward<Args>) {
     Workspace::Lease ws;
     if (plan.workspace > 0 && (d.dweight != nullptr || d.dbias != nullptr)) {
-      ws = ctx.backend->workspace(ctx.device.index).acquire(plan.workspace, ctx.stream);
+      ws = acquire_scratch(ctx, plan.workspace);
     }
     err = launch_norm_bwd(d, plan, ws.data(), stream);
   } else {

@@ -251,7 +251,7 @@ struct Call {
 
   Workspace::Lease scratch(std::size_t bytes) const {
     if (bytes == 0) return {};
-    return ctx.backend->workspace(ctx.device.index).acquire(bytes, ctx.stream);
+    return acquire_scratch(ctx, bytes);
   }
 
   // dweight from the partial rows every backward kernel leaves.

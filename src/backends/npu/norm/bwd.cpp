@@ -513,7 +513,7 @@ void run_bwd(const BwdCall& call, const Plan& plan, Emulator& emulator, const Ke
   if (plan.tiles.mode == TileMode::split_row && plan.tiles.stat_rows < plan.tiles.block_factor) floats += 2 * s.sets;
   p.ws_floats = floats;
   Workspace::Lease lease;
-  if (floats > 0) lease = ctx.backend->workspace(ctx.device.index).acquire(static_cast<std::size_t>(floats) * 4, ctx.stream);
+  if (floats > 0) lease = acquire_scratch(ctx, static_cast<std::size_t>(floats) * 4);
   const auto xbytes = static_cast<std::size_t>(s.sets * s.size()) * element_size(s.x);
   const auto pbytes = static_cast<std::size_t>(s.params()) * element_size(s.p);
   const auto sbytes = static_cast<std::size_t>(s.sets) * 4;

@@ -422,7 +422,7 @@ void run_bwd(const Args& a, const BwdPlan& plan, Emulator& emulator, const Kerne
   p.reduce_depth = plan.reduce_depth;
   Workspace::Lease lease;
   if (p.ws_floats > 0) {
-    lease = ctx.backend->workspace(ctx.device.index).acquire(static_cast<std::size_t>(p.ws_floats) * 4, ctx.stream);
+    lease = acquire_scratch(ctx, static_cast<std::size_t>(p.ws_floats) * 4);
   }
   // The fused op's forward input is s; the kernel calls it x.
   const Tensor* x_in = nullptr;

@@ -115,7 +115,7 @@ void parameter_grads(const Args& a, const Launch& l, const Geometry& g, const De
   chunks = std::max<std::uint64_t>(1, std::min(chunks, items));
   const std::uint64_t per_chunk = ceil_div(items, chunks);
   const std::uint64_t slots = ceil_div(items, per_chunk);
-  Workspace::Lease lease = l.backend.workspace(ctx.device.index).acquire(slots * slot_bytes, ctx.stream);
+  Workspace::Lease lease = acquire_scratch(ctx, slots * slot_bytes);
   const DevicePointer pw = l.rt.locate(lease.data(), lease.bytes(), "parameter-gradient partials");
   const DevicePointer pb{pw.base, pw.offset + slots * slot_bytes / 2};
   l.rt.launch(l.queue, l.kernel(fmt::format("norm_dw_columns_{}", format_name(a.x.dtype()))),

@@ -159,7 +159,6 @@ void backward(const BwdTensors& a, const KernelContext& ctx, Layout layout, cons
   const DevicePointer w = has_dw ? c.at(a.weight, "weight") : x;
   const DevicePointer rstd = c.at(a.rstd, "rstd");
   const DevicePointer dx = c.at(a.dx, "dx");
-  Workspace& workspace = c.backend.workspace(ctx.device.index);
   Workspace::Lease lease;
   DevicePointer partial = x;  // not read without dweight
   std::uint64_t slots = 0;
@@ -177,7 +176,7 @@ void backward(const BwdTensors& a, const KernelContext& ctx, Layout layout, cons
                        std::max<std::uint64_t>(1, kPartialBudget / (c.hidden * kSlotBytesPerColumn))});
     const std::uint64_t rows_per_chunk = ceil_div(c.rows, chunks);
     slots = ceil_div(c.rows, rows_per_chunk);
-    lease = workspace.acquire(slots * c.hidden * kSlotBytesPerColumn, ctx.stream);
+    lease = acquire_scratch(ctx, slots * c.hidden * kSlotBytesPerColumn);
     partial = c.rt.locate(lease.data(), lease.bytes(), "dweight partials");
     c.rt.launch(c.queue, c.rt.kernel(fmt::format("rms_norm_dw_columns_{}", format_name(a.x.dtype()))),
                 c.groups_for(tiles * slots) * c.group, c.group, SvmArg{dy.base}, dy.offset, SvmArg{x.base},
@@ -197,7 +196,7 @@ void backward(const BwdTensors& a, const KernelContext& ctx, Layout layout, cons
     groups = std::min({groups, std::max<std::uint64_t>(1, ceil_div(c.rows, per_group * kMinRowsPerSlot)),
                        std::max<std::uint64_t>(1, kPartialBudget / (per_group * c.hidden * kSlotBytesPerColumn))});
     slots = groups * per_group;
-    lease = workspace.acquire(slots * c.hidden * kSlotBytesPerColumn, ctx.stream);
+    lease = acquire_scratch(ctx, slots * c.hidden * kSlotBytesPerColumn);
     partial = c.rt.locate(lease.data(), lease.bytes(), "dweight partials");
   }
   c.rt.launch(c.queue, c.rt.kernel(kernel_name("bwd", a.x, a.weight)), groups * c.group, c.group, SvmArg{dy.base},
