@@ -81,6 +81,56 @@ struct TorchTypes {
   }
 };
 
+// torch's caching allocator as the scratch allocator of calls on torch's CUDA tensors
+// (ExecContext::scratch): their kernels' scratch (dW/dB partials) then counts in
+// torch.cuda.memory_stats and, under CUDA graph capture, comes from the graph's pool. Through
+// torch.cuda.caching_allocator_alloc / _delete, looked up once (the module does not link torch);
+// the GIL is held, as the op call never releases it. The block goes back right after the launch,
+// which torch's stream-ordered allocator makes safe: only later work on that stream reuses it.
+class TorchScratch {
+ public:
+  // Set up on the first call that imported a torch CUDA tensor, so torch is imported by then.
+  static const ScratchAllocator* get() {
+    static TorchScratch* scratch = nullptr;  // never freed: it outlives the interpreter's objects
+    if (scratch == nullptr) {
+      nb::object cuda = nb::module_::import_("torch.cuda");
+      auto* made = new TorchScratch();
+      made->alloc_ = cuda.attr("caching_allocator_alloc").inc_ref().ptr();
+      made->free_ = cuda.attr("caching_allocator_delete").inc_ref().ptr();
+      scratch = made;
+    }
+    return &scratch->allocator_;
+  }
+
+ private:
+  // A Python error (torch's OutOfMemoryError) propagates: the op call raises it.
+  static void* allocate(void* self, std::size_t bytes, int device, void* stream) {
+    auto& s = *static_cast<TorchScratch*>(self);
+    nb::object ptr = nb::steal(PyObject_CallFunction(s.alloc_, "nin", static_cast<Py_ssize_t>(bytes), device,
+                                                     static_cast<Py_ssize_t>(reinterpret_cast<std::intptr_t>(stream))));
+    if (!ptr.is_valid()) throw nb::python_error();
+    void* data = PyLong_AsVoidPtr(ptr.ptr());
+    if (PyErr_Occurred() != nullptr) throw nb::python_error();
+    return data;
+  }
+  // Must not throw (a lease's destructor): a failure is reported as unraisable.
+  static void deallocate(void* self, void* ptr, std::size_t /*bytes*/, int /*device*/, void* /*stream*/) {
+    auto& s = *static_cast<TorchScratch*>(self);
+    PyObject* address = PyLong_FromVoidPtr(ptr);
+    PyObject* done = address != nullptr ? PyObject_CallOneArg(s.free_, address) : nullptr;
+    Py_XDECREF(address);
+    if (done == nullptr) {
+      PyErr_WriteUnraisable(s.free_);
+      return;
+    }
+    Py_DECREF(done);
+  }
+
+  PyObject* alloc_ = nullptr;
+  PyObject* free_ = nullptr;
+  ScratchAllocator allocator_{&allocate, &deallocate, this};
+};
+
 // The tensors and scalars of one call as they are gathered, in manifest order.
 class CallState {
  public:
@@ -98,7 +148,7 @@ class CallState {
 
   void tensor(Tensor& slot, nb::handle object, const char* name, Role role) {
     if (object.is_none()) return;  // an absent optional tensor; the op's check says if it may be
-    slot = import(object, name);
+    slot = import(object, name, torch_cuda_);
     if (!target_ || slot.device() == *target_) return;
     if (slot.device() != Device{}) {
       throw Error(ErrorKind::invalid_argument,
@@ -126,8 +176,11 @@ class CallState {
 
   template <class Args>
   CallResult run(const Op<Args>& op, const Args& args, std::uintptr_t stream) {
-    const ExecContext ctx{reinterpret_cast<void*>(stream)};
-    const DispatchResult r = registry_.call(op, args, stream != 0 ? &ctx : nullptr);
+    ExecContext ctx{reinterpret_cast<void*>(stream)};
+    // torch's CUDA tensors, run where they are: scratch from torch's allocator (copied_: the
+    // call runs elsewhere, on copies opreg made).
+    if (torch_cuda_ && !copied_) ctx.scratch = TorchScratch::get();
+    const DispatchResult r = registry_.call(op, args, stream != 0 || ctx.scratch != nullptr ? &ctx : nullptr);
     for (auto& [slot, host] : written_back_) host.copy_from(*slot, registry_);
     Device device = Device{};
     if (target_) device = *target_;
@@ -199,8 +252,11 @@ class CallState {
   }
 
  private:
-  Tensor import(nb::handle object, const char* name) {
-    if (Tensor t; import_torch(object.ptr(), t)) return t;
+  Tensor import(nb::handle object, const char* name, bool& torch_cuda) {
+    if (Tensor t; import_torch(object.ptr(), t)) {
+      if (t.device() != Device{}) torch_cuda = true;  // import_torch takes cpu and cuda tensors only
+      return t;
+    }
     return import_dlpack(object, name);
   }
 
@@ -307,6 +363,7 @@ class CallState {
   Registry& registry_;
   std::optional<Device> target_;
   bool copied_ = false;
+  bool torch_cuda_ = false;  // a torch.Tensor on a CUDA device was among the call's tensors
   std::vector<std::pair<Tensor*, Tensor>> written_back_;  // device output slot, the caller's host tensor
 };
 

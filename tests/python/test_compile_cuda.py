@@ -1,5 +1,5 @@
 """What needs torch >= 2.4 (torch.library custom ops, opcheck, torch.compile) or CUDA (the caller's
-stream, CUDA graph capture, torch's allocator). Skipped with the reason on Debian's torch 1.13 and
+stream, CUDA graph capture, torch's allocator for outputs and opreg's scratch). Skipped with the reason on Debian's torch 1.13 and
 without a GPU; run on the GPU machine (docs/python.md says how)."""
 import pytest
 import torch
@@ -81,27 +81,60 @@ def test_cuda_graph_capture_of_forward_and_backward():
     torch.manual_seed(0)
     m = otorch.LigerRMSNorm(1024, in_place=False).cuda()
     x = torch.randn(64, 1024, device="cuda", requires_grad=True)
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):  # warm up: the variant choice and opreg's workspaces are made outside capture
-            m(x).sum().backward()
-    torch.cuda.current_stream().wait_stream(s)
+    # One eager call on the current stream (the variant choice, CUDA's lazy module loading), none
+    # on the capture's stream: opreg's scratch (dW partials) comes from torch's allocator, which
+    # gives a capture blocks of the graph's pool (docs/python.md, Memory), so nothing of opreg's
+    # needs to exist on that stream before.
+    m(x).sum().backward()
+    torch.cuda.synchronize()
+    fresh = torch.cuda.Stream()
+    fresh.wait_stream(torch.cuda.current_stream())
     g = torch.cuda.CUDAGraph()
     x.grad = None
-    # Captured on the warm-up's stream: opreg's scratch (dW partials) is its own cached workspace,
-    # kept per stream, not torch's allocator (docs/python.md, Memory), so the capture reuses the
-    # block the warm-up made there instead of allocating, which a capturing stream forbids.
-    with torch.cuda.graph(g, stream=s):
+    m.weight.grad = None
+    with torch.cuda.graph(g, stream=fresh):
         y = m(x)
         y.sum().backward()
     g.replay()
     torch.cuda.synchronize()
     x2 = x.detach().clone().requires_grad_()
-    want = otorch.LigerRMSNorm(1024, in_place=False).cuda()(x2)
+    ref = otorch.LigerRMSNorm(1024, in_place=False).cuda()
+    want = ref(x2)
     want.sum().backward()
     assert_close(y, want, 1e-5, 1e-5, "graph forward")
     assert_close(x.grad, x2.grad, 1e-5, 1e-5, "graph backward")
+    assert_close(m.weight.grad, ref.weight.grad, 1e-4, 1e-4, "graph dweight")
+
+
+def _rms_norm_bwd_problem():
+    torch.manual_seed(0)
+    rows, hidden = 256, 1024
+    x, dy = torch.randn(rows, hidden, device="cuda"), torch.randn(rows, hidden, device="cuda")
+    w, rstd = torch.randn(hidden, device="cuda"), torch.rand(rows, device="cuda") + 0.5
+    return dy, x, w, rstd, torch.empty_like(x), torch.empty_like(w)
+
+
+@CUDA_SKIP
+def test_cuda_scratch_comes_from_torchs_allocator():
+    dy, x, w, rstd, dx, dw = _rms_norm_bwd_problem()
+    stream = torch.cuda.current_stream().cuda_stream
+    opreg.rms_norm_bwd(dy, x, w, rstd, dx, dw, stream=stream)  # the variant choice is made
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_stats()
+    # Every output is given, so the only allocation torch sees is opreg's dW partials.
+    r = opreg.rms_norm_bwd(dy, x, w, rstd, dx, dw, stream=stream)
+    torch.cuda.synchronize()
+    after = torch.cuda.memory_stats()
+    assert r.variant.startswith("cuda.") and not r.fell_back and not r.copied
+    assert after["allocation.all.allocated"] > before["allocation.all.allocated"], r.variant
+    # ... and it went back at once (torch keeps it cached for the stream's next use).
+    assert after["allocation.all.current"] == before["allocation.all.current"]
+    assert after["allocated_bytes.all.current"] == before["allocated_bytes.all.current"]
+    xr = x.detach().clone().requires_grad_()
+    wr = w.detach().clone().requires_grad_()
+    y = xr * rstd[:, None] * wr
+    y.backward(dy)
+    assert_close(dw, wr.grad, 1e-3, 1e-3, "dweight")
 
 
 @CUDA_SKIP
