@@ -372,3 +372,60 @@ inline float sum8(float8 v) {
   const float2 b = a.lo + a.hi;
   return b.lo + b.hi;
 }
+
+// ---- Compensated sums and exact products on eight lanes (compensated_add, add_term,
+// two_product lane by lane, the same bits), for the CPU-shaped backward kernels.
+
+inline void compensated_add8(float8* sum, float8* comp, float8 v) {
+  const float8 t = *sum + v;
+  const float8 e = select((v - t) + *sum, (*sum - t) + v, isgreaterequal(fabs(*sum), fabs(v)));
+  *comp = select(*comp, *comp + e, isfinite(t));
+  *sum = t;
+}
+
+inline void add_term8(float8* sum, float8* comp, float8 hi, float8 lo) {
+  compensated_add8(sum, comp, hi);
+  *comp = select(*comp, *comp + lo, isfinite(lo));
+}
+
+inline float8 upper_half8(float8 a) {
+  const float8 c = a * 4097.0f;
+  return select(a, c - (c - a), isless(fabs(a), (float8)0x1.0p+100f));
+}
+
+inline float8 two_product8(float8 a, float8 b, float8* error) {
+  const float8 product = a * b;
+  const float8 ah = upper_half8(a);
+  const float8 al = a - ah;
+  const float8 bh = upper_half8(b);
+  const float8 bl = b - bh;
+  const float8 e = ((ah * bh - product) + ah * bl + al * bh) + al * bl;
+  *error = select((float8)0.0f, e, isfinite(product) & isfinite(e));
+  return product;
+}
+
+// A lane-wise compensated pair (sum, comp) joined into one (hi, *lo) pair, lanes 0 to 7 in order.
+inline float join8(float8 sum, float8 comp, float* lo) {
+  float s = 0.0f;
+  float c = 0.0f;
+  compensated_add(&s, &c, sum.s0);
+  compensated_add(&s, &c, sum.s1);
+  compensated_add(&s, &c, sum.s2);
+  compensated_add(&s, &c, sum.s3);
+  compensated_add(&s, &c, sum.s4);
+  compensated_add(&s, &c, sum.s5);
+  compensated_add(&s, &c, sum.s6);
+  compensated_add(&s, &c, sum.s7);
+  const float rest = sum8(comp);
+  *lo = isfinite(rest) ? c + rest : c;
+  return s;
+}
+
+inline float fmax8(float8 v) {
+  const float4 a = fmax(v.lo, v.hi);
+  const float2 b = fmax(a.lo, a.hi);
+  return fmax(b.lo, b.hi);
+}
+
+// Lanes 0 .. count - 1 set (all lanes for count >= 8): masks a run's tail.
+inline int8 lanes_below(uint count) { return (int8)(0, 1, 2, 3, 4, 5, 6, 7) < (int8)(int)min(count, 8u); }
