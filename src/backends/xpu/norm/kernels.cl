@@ -203,6 +203,223 @@ inline void norm_dw_columns(global const uchar* dy, global const uchar* x, globa
   }
 }
 
+// ---- CPU-shaped kernels (OpenCL CPU devices): a work-item per set, eight elements a step, no
+// barriers. The same two-pass statistics as norm_fwd: the mean from eight compensated lanes
+// joined in order, then the squared deviations in eight plain f32 lanes; only when that sum
+// overflows while every deviation is finite is it taken again scaled by 2^-m (m the largest
+// deviation's exponent), as rms_norm's fwd.rows does.
+
+// The set's parameters for elements j .. j + 7 of a layer_norm row (spread 1): `absent` when none.
+inline float8 norm_param8(global const uchar* p, uint c, uint count, int present, float absent, int pf) {
+  return present ? load8(p, c, count, pf) : (float8)absent;
+}
+
+inline void norm_fwd_rows(global const uchar* x, global const uchar* w, global const uchar* b, global uchar* y,
+                          global float* mean_out, global float* rstd_out, ulong sets, uint groups, uint channels,
+                          uint spread, uint team, float eps, int has_weight, int has_bias, local float* scratch,
+                          int xf, int pf) {
+  const uint size = channels * spread;
+  for (ulong set = get_global_id(0); set < sets; set += get_global_size(0)) {
+    const ulong first = set * size;
+    float8 sum = 0.0f;
+    float8 comp = 0.0f;
+    for (uint j = 0; j < size; j += 8) compensated_add8(&sum, &comp, load8(x, first + j, min(8u, size - j), xf));
+    float lo;
+    const float hi = join8(sum, comp, &lo);
+    const float mean = size == 0 ? 0.0f : (hi + lo) / (float)size;
+    float8 squares = 0.0f;
+    float8 top = 0.0f;
+    for (uint j = 0; j < size; j += 8) {
+      const uint count = min(8u, size - j);
+      const float8 d = select((float8)0.0f, load8(x, first + j, count, xf) - mean, lanes_below(count));
+      squares += d * d;
+      top = fmax(top, fabs(d));
+    }
+    float total = sum8(squares);
+    const float largest = fmax8(top);
+    int m = 0;
+    if (isinf(total) && isfinite(largest)) {
+      m = square_scale(largest);
+      const float down = pow2(-m);
+      squares = 0.0f;
+      for (uint j = 0; j < size; j += 8) {
+        const uint count = min(8u, size - j);
+        const float8 d = select((float8)0.0f, (load8(x, first + j, count, xf) - mean) * down, lanes_below(count));
+        squares += d * d;
+      }
+      total = sum8(squares);
+    }
+    const float variance = size == 0 ? 0.0f : total / (float)size;
+    const float down = pow2(-m);
+    const float r = down / sqrt(variance + eps * down * down);
+    mean_out[set] = mean;
+    rstd_out[set] = r;
+    const uint pbase = (uint)(set % groups) * channels;
+    if (spread == 1) {
+      for (uint j = 0; j < size; j += 8) {
+        const uint count = min(8u, size - j);
+        const float8 xhat = (load8(x, first + j, count, xf) - mean) * r;
+        const float8 wv = norm_param8(w, pbase + j, count, has_weight, 1.0f, pf);
+        const float8 bv = norm_param8(b, pbase + j, count, has_bias, 0.0f, pf);
+        store8(y, first + j, count, xhat * wv + bv, xf);
+      }
+    } else {
+      for (uint c = 0; c < channels; ++c) {
+        const float wv = norm_param_value(w, pbase + c, has_weight, 1.0f, pf);
+        const float bv = norm_param_value(b, pbase + c, has_bias, 0.0f, pf);
+        const ulong at = first + (ulong)c * spread;
+        for (uint s = 0; s < spread; s += 8) {
+          const uint count = min(8u, spread - s);
+          const float8 xhat = (load8(x, at + s, count, xf) - mean) * r;
+          store8(y, at + s, count, xhat * wv + bv, xf);
+        }
+      }
+    }
+  }
+}
+
+// norm_dw_term on eight lanes (the same bits lane by lane).
+inline float8 norm_dw_term8(float8 g, float8 xv, float mean, float r, float8* lo) {
+  const float8 d = xv - mean;
+  const float8 back = d - xv;
+  const float8 d_error = (xv - (d - back)) + (-mean - back);
+  float8 xhat_error;
+  const float8 xhat = two_product8(d, (float8)r, &xhat_error);
+  float8 term_error;
+  const float8 term = two_product8(g, xhat, &term_error);
+  const float8 xhat_lo = select(xhat_error, xhat_error + d_error * r, isfinite(d_error));
+  *lo = term_error + g * xhat_lo;
+  return term;
+}
+
+// A compensated slot entry (sums at [c], compensations at [params + c]) plus a (hi, lo) term.
+inline void slot_add(global float* slot, uint params, uint c, float hi, float lo) {
+  float sum = slot[c];
+  float comp = slot[params + c];
+  add_term(&sum, &comp, hi, lo);
+  slot[c] = sum;
+  slot[params + c] = comp;
+}
+
+// Eight slot entries from c on (count of them) plus eight (hi, lo) terms.
+inline void slot_add8(global float* slot, uint params, uint c, uint count, float8 hi, float8 lo) {
+  global uchar* bytes = (global uchar*)slot;
+  float8 sum = load8(bytes, c, count, FMT_F32);
+  float8 comp = load8(bytes, params + c, count, FMT_F32);
+  add_term8(&sum, &comp, hi, lo);
+  store8(bytes, c, count, sum, FMT_F32);
+  store8(bytes, params + c, count, comp, FMT_F32);
+}
+
+// The groups take contiguous blocks of sets. With dweight or dbias wanted, work-item 0 of a group
+// walks its block and adds each set's terms (norm_dw_term's precision, compensated) into the
+// group's slots of `pw` and `pb` (2 C floats each: sums, then compensations), which
+// norm_dw_reduce sums over the groups in a fixed order; otherwise every work-item of the group
+// takes sets of the block. dx as norm_bwd's; dy may be dx (each element is read first).
+inline void norm_bwd_rows(global const uchar* dy, global const uchar* x, global const uchar* w,
+                          global const float* mean_in, global const float* rstd_in, global uchar* dx,
+                          global float* pw, global float* pb, ulong sets, uint groups, uint channels, uint spread,
+                          int has_weight, int want_w, int want_b, int xf, int pf) {
+  const uint size = channels * spread;
+  const uint params = groups * channels;
+  const ulong per = (sets + get_num_groups(0) - 1) / get_num_groups(0);
+  const ulong begin = min(sets, (ulong)get_group_id(0) * per);
+  const ulong end = min(sets, begin + per);
+  const bool partials = want_w || want_b;
+  global float* sw = pw + (ulong)get_group_id(0) * 2 * params;
+  global float* sb = pb + (ulong)get_group_id(0) * 2 * params;
+  if (partials) {
+    if (get_local_id(0) != 0) return;
+    for (uint c = 0; c < 2 * params; ++c) {
+      if (want_w) sw[c] = 0.0f;
+      if (want_b) sb[c] = 0.0f;
+    }
+  }
+  const ulong step = partials ? 1 : get_local_size(0);
+  for (ulong set = begin + (partials ? 0 : get_local_id(0)); set < end; set += step) {
+    const ulong first = set * size;
+    const float mean = mean_in[set];
+    const float r = rstd_in[set];
+    const uint pbase = (uint)(set % groups) * channels;
+    // A layer_norm row is one run of parameters read eight at a time; a group_norm set is a run
+    // of `spread` elements per channel, one parameter each.
+    const uint runs = spread == 1 ? 1 : channels;
+    const uint run = spread == 1 ? size : spread;
+    // c1 and c2 from compensated lane sums: with a set of near-equal values rstd is large and dx
+    // is the small difference of g and c2 scaled by it, so c2 needs more than eight lanes of
+    // plain f32 sums give.
+    float8 s1 = 0.0f;
+    float8 s1_comp = 0.0f;
+    float8 s2 = 0.0f;
+    float8 s2_comp = 0.0f;
+    for (uint c = 0; c < runs; ++c) {
+      const ulong at = first + (ulong)c * run;
+      const float w_run = norm_param_value(w, pbase + c, has_weight && spread != 1, 1.0f, pf);
+      for (uint s = 0; s < run; s += 8) {
+        const uint count = min(8u, run - s);
+        const float8 wv = spread == 1 ? norm_param8(w, pbase + s, count, has_weight, 1.0f, pf) : (float8)w_run;
+        const float8 gv = wv * load8(dy, at + s, count, xf);
+        compensated_add8(&s1, &s1_comp,
+                         select((float8)0.0f, (load8(x, at + s, count, xf) - mean) * r * gv, lanes_below(count)));
+        compensated_add8(&s2, &s2_comp, gv);
+      }
+    }
+    float lo1;
+    float lo2;
+    const float sum1 = join8(s1, s1_comp, &lo1);
+    const float sum2 = join8(s2, s2_comp, &lo2);
+    const float c1 = size == 0 ? 0.0f : (sum1 + lo1) / (float)size;
+    const float c2 = size == 0 ? 0.0f : (sum2 + lo2) / (float)size;
+    // dx, and each element's dweight and dbias terms.
+    for (uint c = 0; c < runs; ++c) {
+      const ulong at = first + (ulong)c * run;
+      const float w_run = norm_param_value(w, pbase + c, has_weight && spread != 1, 1.0f, pf);
+      float8 w_sum = 0.0f;
+      float8 w_comp = 0.0f;
+      float8 b_sum = 0.0f;
+      float8 b_comp = 0.0f;
+      for (uint s = 0; s < run; s += 8) {
+        const uint count = min(8u, run - s);
+        const float8 g = load8(dy, at + s, count, xf);
+        const float8 xv = load8(x, at + s, count, xf);
+        const float8 wv = spread == 1 ? norm_param8(w, pbase + s, count, has_weight, 1.0f, pf) : (float8)w_run;
+        const float8 gv = wv * g;
+        const float8 xhat = (xv - mean) * r;
+        store8(dx, at + s, count, (gv - (xhat * c1 + c2)) * r, xf);
+        if (want_w) {
+          float8 lo;
+          const int8 valid = lanes_below(count);
+          const float8 hi = select((float8)0.0f, norm_dw_term8(g, xv, mean, r, &lo), valid);
+          lo = select((float8)0.0f, lo, valid);
+          if (spread == 1) {
+            slot_add8(sw, params, pbase + s, count, hi, lo);
+          } else {
+            add_term8(&w_sum, &w_comp, hi, lo);
+          }
+        }
+        if (want_b) {
+          if (spread == 1) {
+            slot_add8(sb, params, pbase + s, count, g, (float8)0.0f);
+          } else {
+            compensated_add8(&b_sum, &b_comp, g);
+          }
+        }
+      }
+      if (spread != 1) {
+        float lo;
+        if (want_w) {
+          const float hi = join8(w_sum, w_comp, &lo);
+          slot_add(sw, params, pbase + c, hi, lo);
+        }
+        if (want_b) {
+          const float hi = join8(b_sum, b_comp, &lo);
+          slot_add(sb, params, pbase + c, hi, lo);
+        }
+      }
+    }
+  }
+}
+
 // ---- Kernels: one per (x format, parameter format) pair, so every format branch above folds.
 
 #define NORM_SET_KERNELS(name, xf, pf)                                                                       \
@@ -225,11 +442,35 @@ inline void norm_dw_columns(global const uchar* dy, global const uchar* x, globa
              has_weight, scratch, xf, pf);                                                                   \
   }
 
-NORM_SET_KERNELS(f32_f32, FMT_F32, FMT_F32)
-NORM_SET_KERNELS(f16_f16, FMT_F16, FMT_F16)
-NORM_SET_KERNELS(f16_f32, FMT_F16, FMT_F32)
-NORM_SET_KERNELS(bf16_bf16, FMT_BF16, FMT_BF16)
-NORM_SET_KERNELS(bf16_f32, FMT_BF16, FMT_F32)
+#define NORM_ROWS_KERNELS(name, xf, pf)                                                                      \
+  kernel void norm_fwd_rows_##name(global const uchar* x, ulong x_off, global const uchar* w, ulong w_off,   \
+                                   global const uchar* b, ulong b_off, global uchar* y, ulong y_off,         \
+                                   global uchar* mean, ulong mean_off, global uchar* rstd, ulong rstd_off,   \
+                                   ulong sets, uint groups, uint channels, uint spread, uint team, float eps, \
+                                   int has_weight, int has_bias, local float* scratch) {                     \
+    norm_fwd_rows(x + x_off, w + w_off, b + b_off, y + y_off, (global float*)(mean + mean_off),              \
+                  (global float*)(rstd + rstd_off), sets, groups, channels, spread, team, eps, has_weight,   \
+                  has_bias, scratch, xf, pf);                                                                \
+  }                                                                                                          \
+  kernel void norm_bwd_rows_##name(global const uchar* dy, ulong dy_off, global const uchar* x, ulong x_off, \
+                                   global const uchar* w, ulong w_off, global const uchar* mean,             \
+                                   ulong mean_off, global const uchar* rstd, ulong rstd_off, global uchar* dx, \
+                                   ulong dx_off, global uchar* pw, ulong pw_off, global uchar* pb,           \
+                                   ulong pb_off, ulong sets, uint groups, uint channels, uint spread,        \
+                                   int has_weight, int want_w, int want_b) {                                 \
+    norm_bwd_rows(dy + dy_off, x + x_off, w + w_off, (global const float*)(mean + mean_off),                 \
+                  (global const float*)(rstd + rstd_off), dx + dx_off, (global float*)(pw + pw_off),         \
+                  (global float*)(pb + pb_off), sets, groups, channels, spread, has_weight, want_w, want_b,  \
+                  xf, pf);                                                                                   \
+  }
+
+#define NORM_ALL_KERNELS(name, xf, pf) NORM_SET_KERNELS(name, xf, pf) NORM_ROWS_KERNELS(name, xf, pf)
+
+NORM_ALL_KERNELS(f32_f32, FMT_F32, FMT_F32)
+NORM_ALL_KERNELS(f16_f16, FMT_F16, FMT_F16)
+NORM_ALL_KERNELS(f16_f32, FMT_F16, FMT_F32)
+NORM_ALL_KERNELS(bf16_bf16, FMT_BF16, FMT_BF16)
+NORM_ALL_KERNELS(bf16_f32, FMT_BF16, FMT_F32)
 
 #define NORM_DW_COLUMNS_KERNEL(name, xf)                                                                     \
   kernel void norm_dw_columns_##name(global const uchar* dy, ulong dy_off, global const uchar* x,            \
