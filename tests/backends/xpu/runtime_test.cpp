@@ -231,24 +231,31 @@ TEST_F(XpuRuntime, SupportsRulesFollowTheDeviceGeometry) {
   const auto longest_packed = static_cast<std::int64_t>(group / 2 * 4);
   const auto longest_fused = static_cast<std::int64_t>(group * fused);
   std::string why;
+  // PoCL's CPU device takes the CPU-shaped rows variant at every length; the GPU-shaped rules
+  // below are checked with it disabled.
+  EXPECT_EQ(registry.choose(rms_norm_bwd_op(), bwd(longest_fused + 1, true))->name, "xpu.rms_norm.bwd.rows");
+  const Config saved = registry.config();
+  Config no_rows = saved;
+  no_rows.disable.push_back("xpu.rms_norm.bwd.rows");
+  registry.set_config(no_rows);
   EXPECT_EQ(registry.choose(rms_norm_bwd_op(), bwd(longest_packed, true))->name, "xpu.rms_norm.bwd.packed");
   EXPECT_EQ(registry.choose(rms_norm_bwd_op(), bwd(longest_packed + 1, true))->name, "xpu.rms_norm.bwd.row");
   EXPECT_EQ(registry.choose(rms_norm_bwd_op(), bwd(longest_fused, true))->name, "xpu.rms_norm.bwd.row");
   EXPECT_EQ(registry.choose(rms_norm_bwd_op(), bwd(longest_fused + 1, true), &why)->name, "xpu.rms_norm.bwd.split");
   EXPECT_NE(why.find("dweight would need more than"), std::string::npos) << why;
   // Forced beyond its rule, the fused row variant says what it needs instead of guessing.
-  const Config saved = registry.config();
-  Config forced = saved;
+  Config forced = no_rows;
   forced.force_variants = {"xpu.rms_norm.bwd.row"};
   registry.set_config(forced);
   std::string message;
   const bool refused = ThrowsError([&] { registry.call(rms_norm_bwd_op(), bwd(longest_fused + 1, true)); },
                                    ErrorKind::unsupported, {"the fused path keeps at most", "xpu.rms_norm.bwd.split"},
                                    &message);
-  registry.set_config(saved);
+  registry.set_config(no_rows);
   EXPECT_TRUE(refused) << message;
   // Without a weight there is no dweight to fuse: the row variant takes any length.
   EXPECT_EQ(registry.choose(rms_norm_bwd_op(), bwd(longest_fused + 1, false))->name, "xpu.rms_norm.bwd.row");
+  registry.set_config(saved);
 }
 
 }  // namespace
