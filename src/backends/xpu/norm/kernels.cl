@@ -210,7 +210,7 @@ inline void norm_dw_columns(global const uchar* dy, global const uchar* x, globa
 // deviation's exponent), as rms_norm's fwd.rows does.
 
 // The set's parameters for elements j .. j + 7 of a layer_norm row (spread 1): `absent` when none.
-inline float8 norm_param8(global const uchar* p, uint c, uint count, int present, float absent, int pf) {
+OPREG_INLINE float8 norm_param8(global const uchar* p, uint c, uint count, int present, float absent, int pf) {
   return present ? load8(p, c, count, pf) : (float8)absent;
 }
 
@@ -279,7 +279,7 @@ inline void norm_fwd_rows(global const uchar* x, global const uchar* w, global c
 }
 
 // norm_dw_term on eight lanes (the same bits lane by lane).
-inline float8 norm_dw_term8(float8 g, float8 xv, float mean, float r, float8* lo) {
+OPREG_INLINE float8 norm_dw_term8(float8 g, float8 xv, float mean, float r, float8* lo) {
   const float8 d = xv - mean;
   const float8 back = d - xv;
   const float8 d_error = (xv - (d - back)) + (-mean - back);
@@ -293,7 +293,7 @@ inline float8 norm_dw_term8(float8 g, float8 xv, float mean, float r, float8* lo
 }
 
 // A compensated slot entry (sums at [c], compensations at [params + c]) plus a (hi, lo) term.
-inline void slot_add(global float* slot, uint params, uint c, float hi, float lo) {
+OPREG_INLINE void slot_add(global float* slot, uint params, uint c, float hi, float lo) {
   float sum = slot[c];
   float comp = slot[params + c];
   add_term(&sum, &comp, hi, lo);
@@ -302,7 +302,7 @@ inline void slot_add(global float* slot, uint params, uint c, float hi, float lo
 }
 
 // Eight slot entries from c on (count of them) plus eight (hi, lo) terms.
-inline void slot_add8(global float* slot, uint params, uint c, uint count, float8 hi, float8 lo) {
+OPREG_INLINE void slot_add8(global float* slot, uint params, uint c, uint count, float8 hi, float8 lo) {
   global uchar* bytes = (global uchar*)slot;
   float8 sum = load8(bytes, c, count, FMT_F32);
   float8 comp = load8(bytes, params + c, count, FMT_F32);
@@ -311,11 +311,153 @@ inline void slot_add8(global float* slot, uint params, uint c, uint count, float
   store8(bytes, params + c, count, comp, FMT_F32);
 }
 
+// A layer_norm row (spread 1): c1 and c2 from compensated lane sums (with a set of near-equal
+// values rstd is large and dx is the small difference of g and c2 scaled by it, more than eight
+// plain f32 lanes keep), then dx and each element's dweight and dbias terms into the slots.
+OPREG_INLINE void layer_bwd_row(global const uchar* dy, global const uchar* x, global const uchar* w, global uchar* dx,
+                          global float* sw, global float* sb, ulong first, uint size, uint params, uint pbase,
+                          float mean, float r, int has_weight, int want_w, int want_b, int xf, int pf) {
+  float8 s1 = 0.0f;
+  float8 s1_comp = 0.0f;
+  float8 s2 = 0.0f;
+  float8 s2_comp = 0.0f;
+  for (uint j = 0; j < size; j += 8) {
+    const uint count = min(8u, size - j);
+    const float8 gv = norm_param8(w, pbase + j, count, has_weight, 1.0f, pf) * load8(dy, first + j, count, xf);
+    compensated_add8(&s1, &s1_comp,
+                     select((float8)0.0f, (load8(x, first + j, count, xf) - mean) * r * gv, lanes_below(count)));
+    compensated_add8(&s2, &s2_comp, gv);
+  }
+  float lo1;
+  float lo2;
+  const float sum1 = join8(s1, s1_comp, &lo1);
+  const float sum2 = join8(s2, s2_comp, &lo2);
+  const float c1 = size == 0 ? 0.0f : (sum1 + lo1) / (float)size;
+  const float c2 = size == 0 ? 0.0f : (sum2 + lo2) / (float)size;
+  for (uint j = 0; j < size; j += 8) {
+    const uint count = min(8u, size - j);
+    const float8 g = load8(dy, first + j, count, xf);
+    const float8 xv = load8(x, first + j, count, xf);
+    const float8 gv = norm_param8(w, pbase + j, count, has_weight, 1.0f, pf) * g;
+    const float8 xhat = (xv - mean) * r;
+    store8(dx, first + j, count, (gv - (xhat * c1 + c2)) * r, xf);
+    if (want_w) {
+      float8 lo;
+      const float8 hi = norm_dw_term8(g, xv, mean, r, &lo);
+      slot_add8(sw, params, pbase + j, count, hi, lo);
+    }
+    if (want_b) slot_add8(sb, params, pbase + j, count, g, (float8)0.0f);
+  }
+}
+
+// One group_norm channel's run of `spread` elements: dweight's term sum(dy (x - mean)) rstd as
+// *w_hi + *w_lo and dbias's sum(dy) as *b_hi + *b_lo, each to about twice f32's precision, and the
+// channel's shares of c1 and c2 (sum(xhat w dy), sum(w dy)). The channel's parameter is one
+// value, so the sums come from per-run sums of dy and dy x (compensated; dy x exact for 16-bit
+// formats, Dekker's error term for f32) as rstd (S_xy - mean S_y): a handful of operations per
+// element instead of norm_dw_term's. Where that is not finite (infinities, NaN, or a huge run
+// whose S_xy overflows) or the parameter is not, the run is taken again element by element with
+// norm_dw_term's terms, whose non-finite results are the reference's.
+OPREG_INLINE void group_channel(global const uchar* dy, global const uchar* x, ulong at, uint spread, float mean, float r,
+                          float wv, float* w_hi, float* w_lo, float* b_hi, float* b_lo, float* share1,
+                          float* share2, int xf) {
+  float8 p = 0.0f;
+  float8 p_comp = 0.0f;
+  float8 b = 0.0f;
+  float8 b_comp = 0.0f;
+  for (uint s = 0; s < spread; s += 8) {
+    const uint count = min(8u, spread - s);
+    const float8 g = load8(dy, at + s, count, xf);
+    const float8 xv = load8(x, at + s, count, xf);
+    compensated_add8(&b, &b_comp, g);
+    if (xf == FMT_F32) {
+      float8 e;
+      const float8 q = two_product8(g, xv, &e);
+      add_term8(&p, &p_comp, q, e);
+    } else {
+      compensated_add8(&p, &p_comp, g * xv);
+    }
+  }
+  float sy_lo;
+  float sxy_lo;
+  const float sy = join8(b, b_comp, &sy_lo);
+  const float sxy = join8(p, p_comp, &sxy_lo);
+  *b_hi = sy;
+  *b_lo = sy_lo;
+  // d = S_xy - mean S_y as a (hi, lo) pair, then times rstd.
+  float m_err;
+  const float m = two_product(mean, sy, &m_err);
+  float d = 0.0f;
+  float d_lo = 0.0f;
+  compensated_add(&d, &d_lo, sxy);
+  compensated_add(&d, &d_lo, -m);
+  d_lo += sxy_lo - (m_err + mean * sy_lo);
+  float t_err;
+  *w_hi = two_product(d, r, &t_err);
+  *w_lo = t_err + d_lo * r;
+  if (isfinite(*w_hi) && isfinite(*w_lo) && isfinite(wv)) {
+    *share1 = wv * (*w_hi + *w_lo);
+    *share2 = wv * (sy + sy_lo);
+    return;
+  }
+  float8 hi8 = 0.0f;
+  float8 lo8 = 0.0f;
+  float8 s1 = 0.0f;
+  float8 s2 = 0.0f;
+  for (uint s = 0; s < spread; s += 8) {
+    const uint count = min(8u, spread - s);
+    const int8 valid = lanes_below(count);
+    const float8 g = load8(dy, at + s, count, xf);
+    const float8 xv = load8(x, at + s, count, xf);
+    float8 lo;
+    const float8 hi = select((float8)0.0f, norm_dw_term8(g, xv, mean, r, &lo), valid);
+    add_term8(&hi8, &lo8, hi, select((float8)0.0f, lo, valid));
+    s1 += select((float8)0.0f, (xv - mean) * r * (wv * g), valid);
+    s2 += select((float8)0.0f, wv * g, valid);
+  }
+  *w_hi = join8(hi8, lo8, w_lo);
+  *share1 = sum8(s1);
+  *share2 = sum8(s2);
+}
+
+// A group_norm set: per channel its sums (group_channel), then dx channel by channel.
+OPREG_INLINE void group_bwd_set(global const uchar* dy, global const uchar* x, global const uchar* w, global uchar* dx,
+                          global float* sw, global float* sb, ulong first, uint channels, uint spread, uint params,
+                          uint pbase, float mean, float r, int has_weight, int want_w, int want_b, int xf, int pf) {
+  float s1 = 0.0f;
+  float s1_comp = 0.0f;
+  float s2 = 0.0f;
+  float s2_comp = 0.0f;
+  for (uint c = 0; c < channels; ++c) {
+    const float wv = norm_param_value(w, pbase + c, has_weight, 1.0f, pf);
+    float w_hi, w_lo, b_hi, b_lo, share1, share2;
+    group_channel(dy, x, first + (ulong)c * spread, spread, mean, r, wv, &w_hi, &w_lo, &b_hi, &b_lo, &share1,
+                  &share2, xf);
+    compensated_add(&s1, &s1_comp, share1);
+    compensated_add(&s2, &s2_comp, share2);
+    if (want_w) slot_add(sw, params, pbase + c, w_hi, w_lo);
+    if (want_b) slot_add(sb, params, pbase + c, b_hi, b_lo);
+  }
+  const uint size = channels * spread;
+  const float c1 = size == 0 ? 0.0f : (s1 + s1_comp) / (float)size;
+  const float c2 = size == 0 ? 0.0f : (s2 + s2_comp) / (float)size;
+  for (uint c = 0; c < channels; ++c) {
+    const float wv = norm_param_value(w, pbase + c, has_weight, 1.0f, pf);
+    const ulong at = first + (ulong)c * spread;
+    for (uint s = 0; s < spread; s += 8) {
+      const uint count = min(8u, spread - s);
+      const float8 gv = wv * load8(dy, at + s, count, xf);
+      const float8 xhat = (load8(x, at + s, count, xf) - mean) * r;
+      store8(dx, at + s, count, (gv - (xhat * c1 + c2)) * r, xf);
+    }
+  }
+}
+
 // The groups take contiguous blocks of sets. With dweight or dbias wanted, work-item 0 of a group
-// walks its block and adds each set's terms (norm_dw_term's precision, compensated) into the
-// group's slots of `pw` and `pb` (2 C floats each: sums, then compensations), which
-// norm_dw_reduce sums over the groups in a fixed order; otherwise every work-item of the group
-// takes sets of the block. dx as norm_bwd's; dy may be dx (each element is read first).
+// walks its block and adds each set's terms into the group's slots of `pw` and `pb` (2 C floats
+// each: sums, then compensations), which norm_dw_reduce sums over the groups in a fixed order;
+// otherwise every work-item of the group takes sets of the block. dx as norm_bwd's; dy may be dx
+// (each element is read before it is written, and a set's sums are complete before its dx).
 inline void norm_bwd_rows(global const uchar* dy, global const uchar* x, global const uchar* w,
                           global const float* mean_in, global const float* rstd_in, global uchar* dx,
                           global float* pw, global float* pb, ulong sets, uint groups, uint channels, uint spread,
@@ -337,85 +479,13 @@ inline void norm_bwd_rows(global const uchar* dy, global const uchar* x, global 
   }
   const ulong step = partials ? 1 : get_local_size(0);
   for (ulong set = begin + (partials ? 0 : get_local_id(0)); set < end; set += step) {
-    const ulong first = set * size;
-    const float mean = mean_in[set];
-    const float r = rstd_in[set];
     const uint pbase = (uint)(set % groups) * channels;
-    // A layer_norm row is one run of parameters read eight at a time; a group_norm set is a run
-    // of `spread` elements per channel, one parameter each.
-    const uint runs = spread == 1 ? 1 : channels;
-    const uint run = spread == 1 ? size : spread;
-    // c1 and c2 from compensated lane sums: with a set of near-equal values rstd is large and dx
-    // is the small difference of g and c2 scaled by it, so c2 needs more than eight lanes of
-    // plain f32 sums give.
-    float8 s1 = 0.0f;
-    float8 s1_comp = 0.0f;
-    float8 s2 = 0.0f;
-    float8 s2_comp = 0.0f;
-    for (uint c = 0; c < runs; ++c) {
-      const ulong at = first + (ulong)c * run;
-      const float w_run = norm_param_value(w, pbase + c, has_weight && spread != 1, 1.0f, pf);
-      for (uint s = 0; s < run; s += 8) {
-        const uint count = min(8u, run - s);
-        const float8 wv = spread == 1 ? norm_param8(w, pbase + s, count, has_weight, 1.0f, pf) : (float8)w_run;
-        const float8 gv = wv * load8(dy, at + s, count, xf);
-        compensated_add8(&s1, &s1_comp,
-                         select((float8)0.0f, (load8(x, at + s, count, xf) - mean) * r * gv, lanes_below(count)));
-        compensated_add8(&s2, &s2_comp, gv);
-      }
-    }
-    float lo1;
-    float lo2;
-    const float sum1 = join8(s1, s1_comp, &lo1);
-    const float sum2 = join8(s2, s2_comp, &lo2);
-    const float c1 = size == 0 ? 0.0f : (sum1 + lo1) / (float)size;
-    const float c2 = size == 0 ? 0.0f : (sum2 + lo2) / (float)size;
-    // dx, and each element's dweight and dbias terms.
-    for (uint c = 0; c < runs; ++c) {
-      const ulong at = first + (ulong)c * run;
-      const float w_run = norm_param_value(w, pbase + c, has_weight && spread != 1, 1.0f, pf);
-      float8 w_sum = 0.0f;
-      float8 w_comp = 0.0f;
-      float8 b_sum = 0.0f;
-      float8 b_comp = 0.0f;
-      for (uint s = 0; s < run; s += 8) {
-        const uint count = min(8u, run - s);
-        const float8 g = load8(dy, at + s, count, xf);
-        const float8 xv = load8(x, at + s, count, xf);
-        const float8 wv = spread == 1 ? norm_param8(w, pbase + s, count, has_weight, 1.0f, pf) : (float8)w_run;
-        const float8 gv = wv * g;
-        const float8 xhat = (xv - mean) * r;
-        store8(dx, at + s, count, (gv - (xhat * c1 + c2)) * r, xf);
-        if (want_w) {
-          float8 lo;
-          const int8 valid = lanes_below(count);
-          const float8 hi = select((float8)0.0f, norm_dw_term8(g, xv, mean, r, &lo), valid);
-          lo = select((float8)0.0f, lo, valid);
-          if (spread == 1) {
-            slot_add8(sw, params, pbase + s, count, hi, lo);
-          } else {
-            add_term8(&w_sum, &w_comp, hi, lo);
-          }
-        }
-        if (want_b) {
-          if (spread == 1) {
-            slot_add8(sb, params, pbase + s, count, g, (float8)0.0f);
-          } else {
-            compensated_add8(&b_sum, &b_comp, g);
-          }
-        }
-      }
-      if (spread != 1) {
-        float lo;
-        if (want_w) {
-          const float hi = join8(w_sum, w_comp, &lo);
-          slot_add(sw, params, pbase + c, hi, lo);
-        }
-        if (want_b) {
-          const float hi = join8(b_sum, b_comp, &lo);
-          slot_add(sb, params, pbase + c, hi, lo);
-        }
-      }
+    if (spread == 1) {
+      layer_bwd_row(dy, x, w, dx, sw, sb, set * size, size, params, pbase, mean_in[set], rstd_in[set], has_weight,
+                    want_w, want_b, xf, pf);
+    } else {
+      group_bwd_set(dy, x, w, dx, sw, sb, set * size, channels, spread, params, pbase, mean_in[set], rstd_in[set],
+                    has_weight, want_w, want_b, xf, pf);
     }
   }
 }

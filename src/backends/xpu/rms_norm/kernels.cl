@@ -214,7 +214,7 @@ inline void rms_dw_columns(global const uchar* dy, global const uchar* x, global
 // overflows while every value is finite (huge values) is it taken again scaled by 2^-m, m the
 // largest value's exponent, and rstd = 2^-m / sqrt(sum / h + eps 2^-2m) as in rms_fwd. `team`
 // and `scratch` are unused (the same arguments as rms_fwd's kernels).
-inline float8 rms_scale8(global const uchar* w, uint j, uint count, float offset, int casting, int has_weight,
+OPREG_INLINE float8 rms_scale8(global const uchar* w, uint j, uint count, float offset, int casting, int has_weight,
                          int wf) {
   if (!has_weight) return 1.0f;
   const float8 wv = load8(w, j, count, wf);
@@ -274,7 +274,7 @@ inline void rms_fwd_rows(global const uchar* x, global const uchar* res, global 
 // compensations), which rms_norm_dw_reduce then sums over the slots in a fixed order: as many
 // slots as groups, the same bits every run. Without dweight every work-item of the group takes
 // rows of the block. Columns eight at a time; dy may be dx (each element is read first).
-inline float8 rms_dw_term8(float8 g, float8 xv, float r, float r_hi, float r_lo, int casting, int xf, float8* lo) {
+OPREG_INLINE float8 rms_dw_term8(float8 g, float8 xv, float r, float r_hi, float r_lo, int casting, int xf, float8* lo) {
   if (xf != FMT_F32 && casting != CAST_GEMMA) {
     *lo = 0.0f;
     return g * round8(add_odd8(xv * r_hi, xv * r_lo), xf);
