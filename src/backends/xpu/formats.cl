@@ -15,6 +15,13 @@
 // results must not depend on whether a compiler fuses.
 #pragma OPENCL FP_CONTRACT OFF
 
+// For helpers that take a format (or a flag) every call site fixes: inlined whatever the
+// compiler's size budget says, so that the branches fold (PoCL left store8 and the CPU-shaped
+// backward's per-set helpers as calls, testing the format per element).
+// Not for the functions a kernel entry calls at top level: forced there, llvm-spirv 15 emitted
+// blocks before their dominators, which spirv-val rejects.
+#define OPREG_INLINE inline __attribute__((always_inline))
+
 #define FMT_F32 0
 #define FMT_F16 1
 #define FMT_BF16 2
@@ -286,7 +293,7 @@ inline void partials_reduce(global const float* partial, global uchar* dw, uint 
 // that PoCL's compiler emits vector instructions inside the work-item. `count` < 8 loads zeros
 // past the end and stores only the first `count` elements (a run's tail).
 
-inline float8 load8(global const uchar* base, ulong i, uint count, int fmt) {
+OPREG_INLINE float8 load8(global const uchar* base, ulong i, uint count, int fmt) {
   if (count == 8) {
     if (fmt == FMT_F32) return vload8(0, (global const float*)base + i);
     const uint8 w = convert_uint8(vload8(0, (global const ushort*)base + i)) << 16;
@@ -309,7 +316,7 @@ inline float8 load8(global const uchar* base, ulong i, uint count, int fmt) {
   return v;
 }
 
-inline void store8(global uchar* base, ulong i, uint count, float8 v, int fmt) {
+OPREG_INLINE void store8(global uchar* base, ulong i, uint count, float8 v, int fmt) {
   if (count == 8) {
     if (fmt == FMT_F32) {
       vstore8(v, 0, (global float*)base + i);
@@ -339,7 +346,7 @@ inline void store8(global uchar* base, ulong i, uint count, float8 v, int fmt) {
 }
 
 // round_to and add_odd on eight lanes (the same bits lane by lane).
-inline float8 round8(float8 v, int fmt) {
+OPREG_INLINE float8 round8(float8 v, int fmt) {
   if (fmt == FMT_F32) return v;
   const uint8 w = as_uint8(v);
   const uint8 magnitude = w & 0x7FFFFFFFu;
@@ -358,7 +365,7 @@ inline float8 round8(float8 v, int fmt) {
   return as_float8((hw & 0x80000000u) | select(as_uint8(normal), as_uint8(subnormal), (hw & 0x7C000000u) == 0));
 }
 
-inline float8 add_odd8(float8 a, float8 b) {
+OPREG_INLINE float8 add_odd8(float8 a, float8 b) {
   const float8 s = a + b;
   const float8 bb = s - a;
   const float8 err = (a - (s - bb)) + (b - bb);
@@ -372,3 +379,60 @@ inline float sum8(float8 v) {
   const float2 b = a.lo + a.hi;
   return b.lo + b.hi;
 }
+
+// ---- Compensated sums and exact products on eight lanes (compensated_add, add_term,
+// two_product lane by lane, the same bits), for the CPU-shaped backward kernels.
+
+OPREG_INLINE void compensated_add8(float8* sum, float8* comp, float8 v) {
+  const float8 t = *sum + v;
+  const float8 e = select((v - t) + *sum, (*sum - t) + v, isgreaterequal(fabs(*sum), fabs(v)));
+  *comp = select(*comp, *comp + e, isfinite(t));
+  *sum = t;
+}
+
+OPREG_INLINE void add_term8(float8* sum, float8* comp, float8 hi, float8 lo) {
+  compensated_add8(sum, comp, hi);
+  *comp = select(*comp, *comp + lo, isfinite(lo));
+}
+
+OPREG_INLINE float8 upper_half8(float8 a) {
+  const float8 c = a * 4097.0f;
+  return select(a, c - (c - a), isless(fabs(a), (float8)0x1.0p+100f));
+}
+
+OPREG_INLINE float8 two_product8(float8 a, float8 b, float8* error) {
+  const float8 product = a * b;
+  const float8 ah = upper_half8(a);
+  const float8 al = a - ah;
+  const float8 bh = upper_half8(b);
+  const float8 bl = b - bh;
+  const float8 e = ((ah * bh - product) + ah * bl + al * bh) + al * bl;
+  *error = select((float8)0.0f, e, isfinite(product) & isfinite(e));
+  return product;
+}
+
+// A lane-wise compensated pair (sum, comp) joined into one (hi, *lo) pair, lanes 0 to 7 in order.
+OPREG_INLINE float join8(float8 sum, float8 comp, float* lo) {
+  float s = 0.0f;
+  float c = 0.0f;
+  compensated_add(&s, &c, sum.s0);
+  compensated_add(&s, &c, sum.s1);
+  compensated_add(&s, &c, sum.s2);
+  compensated_add(&s, &c, sum.s3);
+  compensated_add(&s, &c, sum.s4);
+  compensated_add(&s, &c, sum.s5);
+  compensated_add(&s, &c, sum.s6);
+  compensated_add(&s, &c, sum.s7);
+  const float rest = sum8(comp);
+  *lo = isfinite(rest) ? c + rest : c;
+  return s;
+}
+
+inline float fmax8(float8 v) {
+  const float4 a = fmax(v.lo, v.hi);
+  const float2 b = fmax(a.lo, a.hi);
+  return fmax(b.lo, b.hi);
+}
+
+// Lanes 0 .. count - 1 set (all lanes for count >= 8): masks a run's tail.
+inline int8 lanes_below(uint count) { return (int8)(0, 1, 2, 3, 4, 5, 6, 7) < (int8)(int)min(count, 8u); }

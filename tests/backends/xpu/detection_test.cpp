@@ -53,7 +53,7 @@ TEST(XpuDetection, OnlyACpuDeviceIsListedEmulatedAndSkippedByInference) {
   EXPECT_TRUE(has(out.text, "skipped.*xpu \\(emulated: used only when named")) << out.text;
   const auto named = run(cli("OPREG_DEVICE=xpu", "run rms_norm.bwd --shape 127x4099 --dtype bf16"));
   EXPECT_EQ(named.status, 0) << named.text;
-  EXPECT_TRUE(has(named.text, "^result op=rms_norm.bwd device=xpu:0 emulated=1 variant=xpu\\.rms_norm\\.bwd\\.row "
+  EXPECT_TRUE(has(named.text, "^result op=rms_norm.bwd device=xpu:0 emulated=1 variant=xpu\\.rms_norm\\.bwd\\.rows "
                               "dtype=bf16 .* status=pass"))
       << named.text;
 }

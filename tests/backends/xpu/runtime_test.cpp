@@ -40,7 +40,7 @@ TEST_F(XpuRuntime, ContextIsMadeOnceWithEveryKernelBuiltAndWarmed) {
   // rms_norm (and fused_add_rms_norm): 5 (x, weight) pairs x {fwd, bwd} + 3 dw_columns + 3
   // dw_reduce; glu: 3 formats x {fwd, bwd}; norm (layer_norm and group_norm): 5 pairs x {fwd,
   // bwd} + 3 dw_columns + 3 dw_reduce.
-  EXPECT_EQ(rt->kernel_count(), 21U + 12U + 16U);  // rms_norm (+5 fwd_rows), glu (stream and chunk), norm
+  EXPECT_EQ(rt->kernel_count(), 26U + 12U + 26U);  // rms_norm (+5 fwd_rows, +5 bwd_rows), glu (stream and chunk), norm (+10 rows)
   EXPECT_GE(rt->work_group_size(), 1U);
   EXPECT_LE(rt->work_group_size(), 1024U);
   EXPECT_EQ(rt->work_group_size() & (rt->work_group_size() - 1), 0U) << "a power of two";
@@ -231,24 +231,31 @@ TEST_F(XpuRuntime, SupportsRulesFollowTheDeviceGeometry) {
   const auto longest_packed = static_cast<std::int64_t>(group / 2 * 4);
   const auto longest_fused = static_cast<std::int64_t>(group * fused);
   std::string why;
+  // PoCL's CPU device takes the CPU-shaped rows variant at every length; the GPU-shaped rules
+  // below are checked with it disabled.
+  EXPECT_EQ(registry.choose(rms_norm_bwd_op(), bwd(longest_fused + 1, true))->name, "xpu.rms_norm.bwd.rows");
+  const Config saved = registry.config();
+  Config no_rows = saved;
+  no_rows.disable.push_back("xpu.rms_norm.bwd.rows");
+  registry.set_config(no_rows);
   EXPECT_EQ(registry.choose(rms_norm_bwd_op(), bwd(longest_packed, true))->name, "xpu.rms_norm.bwd.packed");
   EXPECT_EQ(registry.choose(rms_norm_bwd_op(), bwd(longest_packed + 1, true))->name, "xpu.rms_norm.bwd.row");
   EXPECT_EQ(registry.choose(rms_norm_bwd_op(), bwd(longest_fused, true))->name, "xpu.rms_norm.bwd.row");
   EXPECT_EQ(registry.choose(rms_norm_bwd_op(), bwd(longest_fused + 1, true), &why)->name, "xpu.rms_norm.bwd.split");
   EXPECT_NE(why.find("dweight would need more than"), std::string::npos) << why;
   // Forced beyond its rule, the fused row variant says what it needs instead of guessing.
-  const Config saved = registry.config();
-  Config forced = saved;
+  Config forced = no_rows;
   forced.force_variants = {"xpu.rms_norm.bwd.row"};
   registry.set_config(forced);
   std::string message;
   const bool refused = ThrowsError([&] { registry.call(rms_norm_bwd_op(), bwd(longest_fused + 1, true)); },
                                    ErrorKind::unsupported, {"the fused path keeps at most", "xpu.rms_norm.bwd.split"},
                                    &message);
-  registry.set_config(saved);
+  registry.set_config(no_rows);
   EXPECT_TRUE(refused) << message;
   // Without a weight there is no dweight to fuse: the row variant takes any length.
   EXPECT_EQ(registry.choose(rms_norm_bwd_op(), bwd(longest_fused + 1, false))->name, "xpu.rms_norm.bwd.row");
+  registry.set_config(saved);
 }
 
 }  // namespace

@@ -5,6 +5,9 @@
 //                                         work-group), two-pass statistics, then y
 //   xpu.<layer_norm|group_norm>.bwd.set   dweight and dbias first (a column kernel's per-chunk
 //                                         partials, reduced in a fixed order), then dx per set
+//   xpu.<layer_norm|group_norm>.<fwd|bwd>.rows   OpenCL CPU devices only: a work-item per set,
+//                                         eight elements a step; the backward fuses dx with
+//                                         per-group dweight/dbias slots, reduced in a fixed order
 // Every problem is accepted; the launch is sized at the call from the device's work-group size
 // L and max_groups.
 
@@ -69,13 +72,14 @@ DType param_dtype(const Tensor& x, std::initializer_list<const Tensor*> tensors)
   return x.dtype();
 }
 
-template <class Args>
+template <class Args, bool Rows>
 void fwd_run(const Args& a, const KernelContext& ctx) {
   Launch l(ctx, ctx.variant->name.c_str());
   const Geometry g = geometry(family::describe(a).shape);
   if (g.sets == 0) return;
   check_size(l, g);
-  const std::uint64_t team = team_for(l, g);
+  // rows: a work-item per set (team 1, unused by the kernel).
+  const std::uint64_t team = Rows ? 1 : team_for(l, g);
   const bool has_weight = a.weight.defined();
   const bool has_bias = a.bias.defined();
   const DevicePointer x = l.at(a.x, "x");
@@ -84,13 +88,25 @@ void fwd_run(const Args& a, const KernelContext& ctx) {
   const DevicePointer y = l.at(a.y, "y");
   const DevicePointer mean = l.at(a.mean, "mean");
   const DevicePointer rstd = l.at(a.rstd, "rstd");
-  l.rt.launch(l.queue, l.kernel(kernel_name("fwd", a.x, param_dtype(a.x, {&a.weight, &a.bias}))),
+  l.rt.launch(l.queue, l.kernel(kernel_name(Rows ? "fwd_rows" : "fwd", a.x, param_dtype(a.x, {&a.weight, &a.bias}))),
               l.groups_for(ceil_div(g.sets, l.group / team)) * l.group, l.group, SvmArg{x.base}, x.offset,
               SvmArg{w.base}, w.offset, SvmArg{b.base}, b.offset, SvmArg{y.base}, y.offset, SvmArg{mean.base},
               mean.offset, SvmArg{rstd.base}, rstd.offset, static_cast<cl_ulong>(g.sets),
               static_cast<cl_uint>(g.groups), static_cast<cl_uint>(g.channels), static_cast<cl_uint>(g.spread),
               static_cast<cl_uint>(team), static_cast<cl_float>(a.eps), static_cast<cl_int>(has_weight),
               static_cast<cl_int>(has_bias), LocalArg{2 * sizeof(float) * l.group});
+}
+
+// A parameter gradient = the column sums of `slots` partial slots (2 params floats each), summed
+// in a fixed order.
+void reduce(const Launch& l, const DevicePointer& partial, std::uint64_t slots, std::uint64_t params,
+            const Tensor& grad, const char* what) {
+  const std::uint64_t cols = std::min(l.group, ceil_pow2(params));
+  const DevicePointer out = l.at(grad, what);
+  l.rt.launch(l.queue, l.kernel(fmt::format("norm_dw_reduce_{}", format_name(grad.dtype()))),
+              l.groups_for(ceil_div(params, cols)) * l.group, l.group, SvmArg{partial.base}, partial.offset,
+              SvmArg{out.base}, out.offset, static_cast<cl_uint>(slots), static_cast<cl_uint>(params),
+              static_cast<cl_uint>(cols), LocalArg{2 * sizeof(float) * l.group});
 }
 
 // dweight and dbias (those wanted) from per-chunk partials of the batch, reduced in a fixed order.
@@ -125,16 +141,8 @@ void parameter_grads(const Args& a, const Launch& l, const Geometry& g, const De
               static_cast<cl_uint>(g.channels), static_cast<cl_uint>(g.spread), static_cast<cl_uint>(tiles),
               static_cast<cl_uint>(slots), static_cast<cl_ulong>(per_chunk), static_cast<cl_int>(want_w),
               static_cast<cl_int>(want_b));
-  const std::uint64_t cols = std::min(l.group, ceil_pow2(params));
-  const auto reduce = [&](const DevicePointer& partial, const Tensor& grad, const char* what) {
-    const DevicePointer out = l.at(grad, what);
-    l.rt.launch(l.queue, l.kernel(fmt::format("norm_dw_reduce_{}", format_name(grad.dtype()))),
-                l.groups_for(ceil_div(params, cols)) * l.group, l.group, SvmArg{partial.base}, partial.offset,
-                SvmArg{out.base}, out.offset, static_cast<cl_uint>(slots), static_cast<cl_uint>(params),
-                static_cast<cl_uint>(cols), LocalArg{2 * sizeof(float) * l.group});
-  };
-  if (want_w) reduce(pw, a.dweight, "dweight");
-  if (want_b) reduce(pb, a.dbias, "dbias");
+  if (want_w) reduce(l, pw, slots, params, a.dweight, "dweight");
+  if (want_b) reduce(l, pb, slots, params, a.dbias, "dbias");
 }
 
 template <class Args>
@@ -166,6 +174,60 @@ void bwd_run(const Args& a, const KernelContext& ctx) {
               static_cast<cl_int>(has_weight), LocalArg{2 * sizeof(float) * l.group});
 }
 
+// rows: dx, dweight and dbias in one pass over the sets, a block of sets per group; with a
+// parameter gradient wanted, the group's first work-item walks the block into the group's slots.
+template <class Args>
+void bwd_rows_run(const Args& a, const KernelContext& ctx) {
+  Launch l(ctx, ctx.variant->name.c_str());
+  const Geometry g = geometry(family::describe(a).shape);
+  check_size(l, g);
+  if (g.sets == 0 || g.size() == 0) {
+    l.zero(a.dweight);
+    l.zero(a.dbias);
+    return;
+  }
+  const bool has_weight = a.weight.defined();
+  const bool want_w = a.dweight.defined();
+  const bool want_b = a.dbias.defined();
+  const std::uint64_t params = g.params();
+  const DevicePointer dy = l.at(a.dy, "dy");
+  const DevicePointer x = l.at(a.x, "x");
+  const DevicePointer w = has_weight ? l.at(a.weight, "weight") : x;
+  const DevicePointer mean = l.at(a.mean, "mean");
+  const DevicePointer rstd = l.at(a.rstd, "rstd");
+  const DevicePointer dx = l.at(a.dx, "dx");
+  std::uint64_t groups = l.groups_for(g.sets);
+  Workspace::Lease lease;
+  DevicePointer pw = x;  // not touched without a parameter gradient
+  DevicePointer pb = x;
+  const std::uint64_t slot_bytes = 2 * 2 * sizeof(float) * params;  // (sum, comp) x (dweight, dbias)
+  if (want_w || want_b) {
+    // A slot's sums are re-read by the reduction: each should take at least kMinElementsPerSlot
+    // elements per parameter.
+    groups = std::min({groups, l.groups_for(ceil_div(g.sets * g.size(), params * kMinElementsPerSlot)),
+                       std::max<std::uint64_t>(1, kPartialBudget / slot_bytes)});
+    lease = l.backend.workspace(ctx.device.index).acquire(groups * slot_bytes, ctx.stream);
+    pw = l.rt.locate(lease.data(), lease.bytes(), "parameter-gradient partials");
+    pb = DevicePointer{pw.base, pw.offset + groups * slot_bytes / 2};
+  }
+  l.rt.launch(l.queue, l.kernel(kernel_name("bwd_rows", a.x, param_dtype(a.x, {&a.weight, &a.dweight, &a.dbias}))),
+              groups * l.group, l.group, SvmArg{dy.base}, dy.offset, SvmArg{x.base}, x.offset, SvmArg{w.base},
+              w.offset, SvmArg{mean.base}, mean.offset, SvmArg{rstd.base}, rstd.offset, SvmArg{dx.base}, dx.offset,
+              SvmArg{pw.base}, pw.offset, SvmArg{pb.base}, pb.offset, static_cast<cl_ulong>(g.sets),
+              static_cast<cl_uint>(g.groups), static_cast<cl_uint>(g.channels), static_cast<cl_uint>(g.spread),
+              static_cast<cl_int>(has_weight), static_cast<cl_int>(want_w), static_cast<cl_int>(want_b));
+  if (want_w) reduce(l, pw, groups, params, a.dweight, "dweight");
+  if (want_b) reduce(l, pb, groups, params, a.dbias, "dbias");
+}
+
+// rows is for OpenCL CPU devices (PoCL): a work-item per set reads addresses a set apart across
+// neighbouring work-items, which a GPU does not coalesce.
+template <class Args>
+Verdict cpu_device_only(const Args&, const DeviceInfo& device) {
+  if (device.gpu) return Verdict::reject("a GPU device: one work-item per set does not coalesce; set fits");
+  return Verdict::accept();
+}
+
 std::vector<Tunable> tunables(bool backward) {
   std::vector<Tunable> out{{"work_group", "device work_group_size"},
                            {"elements_per_item", std::to_string(kSetElements)},
@@ -177,10 +239,19 @@ std::vector<Tunable> tunables(bool backward) {
 }  // namespace
 
 void register_norm(Registry& r) {
-  register_list(r, layer_norm_fwd_op(), "xpu", {{"set", &fwd_run<LayerNormFwdArgs>, tunables(false)}});
-  register_list(r, layer_norm_bwd_op(), "xpu", {{"set", &bwd_run<LayerNormBwdArgs>, tunables(true)}});
-  register_list(r, group_norm_fwd_op(), "xpu", {{"set", &fwd_run<GroupNormFwdArgs>, tunables(false)}});
-  register_list(r, group_norm_bwd_op(), "xpu", {{"set", &bwd_run<GroupNormBwdArgs>, tunables(true)}});
+  const std::vector<Tunable> rows{{"work_group", "device work_group_size"}, {"max_groups", "compute_units*4"}};
+  register_list(r, layer_norm_fwd_op(), "xpu",
+                {{"rows", &cpu_device_only<LayerNormFwdArgs>, &fwd_run<LayerNormFwdArgs, true>, rows},
+                 {"set", &fwd_run<LayerNormFwdArgs, false>, tunables(false)}});
+  register_list(r, layer_norm_bwd_op(), "xpu",
+                {{"rows", &cpu_device_only<LayerNormBwdArgs>, &bwd_rows_run<LayerNormBwdArgs>, rows},
+                 {"set", &bwd_run<LayerNormBwdArgs>, tunables(true)}});
+  register_list(r, group_norm_fwd_op(), "xpu",
+                {{"rows", &cpu_device_only<GroupNormFwdArgs>, &fwd_run<GroupNormFwdArgs, true>, rows},
+                 {"set", &fwd_run<GroupNormFwdArgs, false>, tunables(false)}});
+  register_list(r, group_norm_bwd_op(), "xpu",
+                {{"rows", &cpu_device_only<GroupNormBwdArgs>, &bwd_rows_run<GroupNormBwdArgs>, rows},
+                 {"set", &bwd_run<GroupNormBwdArgs>, tunables(true)}});
 }
 
 }  // namespace opreg::xpu

@@ -214,7 +214,7 @@ inline void rms_dw_columns(global const uchar* dy, global const uchar* x, global
 // overflows while every value is finite (huge values) is it taken again scaled by 2^-m, m the
 // largest value's exponent, and rstd = 2^-m / sqrt(sum / h + eps 2^-2m) as in rms_fwd. `team`
 // and `scratch` are unused (the same arguments as rms_fwd's kernels).
-inline float8 rms_scale8(global const uchar* w, uint j, uint count, float offset, int casting, int has_weight,
+OPREG_INLINE float8 rms_scale8(global const uchar* w, uint j, uint count, float offset, int casting, int has_weight,
                          int wf) {
   if (!has_weight) return 1.0f;
   const float8 wv = load8(w, j, count, wf);
@@ -268,6 +268,73 @@ inline void rms_fwd_rows(global const uchar* x, global const uchar* res, global 
   }
 }
 
+// ---- CPU-shaped backward: the groups take contiguous blocks of rows. With dweight, work-item 0
+// of a group walks its block row by row and adds each row's dweight terms (compensated, to twice
+// f32's precision as rms_bwd's) into the group's slot of `partial` (2 h floats: sums, then
+// compensations), which rms_norm_dw_reduce then sums over the slots in a fixed order: as many
+// slots as groups, the same bits every run. Without dweight every work-item of the group takes
+// rows of the block. Columns eight at a time; dy may be dx (each element is read first).
+OPREG_INLINE float8 rms_dw_term8(float8 g, float8 xv, float r, float r_hi, float r_lo, int casting, int xf, float8* lo) {
+  if (xf != FMT_F32 && casting != CAST_GEMMA) {
+    *lo = 0.0f;
+    return g * round8(add_odd8(xv * r_hi, xv * r_lo), xf);
+  }
+  float8 xhat_error;
+  const float8 xhat = two_product8(xv, (float8)r, &xhat_error);
+  float8 product_error;
+  const float8 term = two_product8(g, xhat, &product_error);
+  *lo = product_error + (casting == CAST_GEMMA ? g * xhat_error : (float8)0.0f);
+  return term;
+}
+
+inline void rms_bwd_rows(global const uchar* dy, global const uchar* ds, global const uchar* x, global const uchar* w,
+                         global const float* rstd, global uchar* dx, global float* partial, ulong rows, uint h,
+                         uint team, float offset, int casting, int has_weight, int has_dw, int fused,
+                         local float* scratch, int xf, int wf) {
+  const ulong per = (rows + get_num_groups(0) - 1) / get_num_groups(0);
+  const ulong begin = min(rows, (ulong)get_group_id(0) * per);
+  const ulong end = min(rows, begin + per);
+  const uint lid = get_local_id(0);
+  global float* slot = partial + (ulong)get_group_id(0) * 2 * h;
+  global uchar* slot_bytes = (global uchar*)slot;
+  if (has_dw) {
+    if (lid != 0) return;
+    for (uint j = 0; j < 2 * h; ++j) slot[j] = 0.0f;
+  }
+  const ulong step = has_dw ? 1 : get_local_size(0);
+  for (ulong row = begin + (has_dw ? 0 : lid); row < end; row += step) {
+    const ulong first = row * h;
+    const float r = rstd[row];
+    float8 dot8 = 0.0f;
+    for (uint j = 0; j < h; j += 8) {
+      const uint count = min(8u, h - j);
+      const float8 s = rms_scale8(w, j, count, offset, casting, has_weight, wf);
+      dot8 += load8(dy, first + j, count, xf) * s * (load8(x, first + j, count, xf) * r);
+    }
+    const float coeff = h == 0 ? 0.0f : sum8(dot8) / (float)h;
+    const float r_hi = as_float(as_uint(r) & 0xFFFFF000u);
+    const float r_lo = r - r_hi;
+    for (uint j = 0; j < h; j += 8) {
+      const uint count = min(8u, h - j);
+      const float8 g = load8(dy, first + j, count, xf);
+      const float8 xv = load8(x, first + j, count, xf);
+      const float8 s = rms_scale8(w, j, count, offset, casting, has_weight, wf);
+      if (has_dw) {
+        float8 lo;
+        const float8 hi = rms_dw_term8(g, xv, r, r_hi, r_lo, casting, xf, &lo);
+        float8 sum = load8(slot_bytes, j, count, FMT_F32);
+        float8 comp = load8(slot_bytes, h + j, count, FMT_F32);
+        add_term8(&sum, &comp, hi, lo);
+        store8(slot_bytes, j, count, sum, FMT_F32);
+        store8(slot_bytes, h + j, count, comp, FMT_F32);
+      }
+      float8 d = r * (g * s - coeff * (xv * r));
+      if (fused) d += load8(ds, first + j, count, xf);
+      store8(dx, first + j, count, d, xf);
+    }
+  }
+}
+
 // ---- Kernels: one per (x format, weight format) pair, so every format branch above folds.
 
 #define RMS_FWD_PARAMS                                                                                       \
@@ -292,7 +359,8 @@ inline void rms_fwd_rows(global const uchar* x, global const uchar* res, global 
 #define RMS_ROW_KERNELS(name, xf, wf)                                                                     \
   kernel void rms_norm_fwd_##name(RMS_FWD_PARAMS) { rms_fwd(RMS_FWD_ARGS, xf, wf); }                    \
   kernel void rms_norm_bwd_##name(RMS_BWD_PARAMS) { rms_bwd(RMS_BWD_ARGS, xf, wf); }               \
-  kernel void rms_norm_fwd_rows_##name(RMS_FWD_PARAMS) { rms_fwd_rows(RMS_FWD_ARGS, xf, wf); }
+  kernel void rms_norm_fwd_rows_##name(RMS_FWD_PARAMS) { rms_fwd_rows(RMS_FWD_ARGS, xf, wf); }           \
+  kernel void rms_norm_bwd_rows_##name(RMS_BWD_PARAMS) { rms_bwd_rows(RMS_BWD_ARGS, xf, wf); }
 
 RMS_ROW_KERNELS(f32_f32, FMT_F32, FMT_F32)
 RMS_ROW_KERNELS(f16_f16, FMT_F16, FMT_F16)

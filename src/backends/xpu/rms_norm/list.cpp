@@ -5,6 +5,8 @@
 //   xpu.rms_norm.fwd.rows    OpenCL CPU devices only: a work-item per row, eight columns a step
 //   xpu.rms_norm.fwd.packed  several short rows per work-group (hidden <= 2 L)
 //   xpu.rms_norm.fwd.row     one row per work-group at a time, groups striding over the rows
+//   xpu.rms_norm.bwd.rows    OpenCL CPU devices only: a block of rows per group; with dweight its
+//                            first work-item walks them into the group's partial slot
 //   xpu.rms_norm.bwd.packed  as fwd.packed, dweight per team in private memory (fused)
 //   xpu.rms_norm.bwd.row     as fwd.row, dweight fused while a row fits ceil(hidden / L) <= F
 //   xpu.rms_norm.bwd.split   any hidden: dweight by a column-parallel kernel, then dx
@@ -184,6 +186,15 @@ void backward(const BwdTensors& a, const KernelContext& ctx, Layout layout, cons
                 static_cast<cl_ulong>(c.rows), static_cast<cl_uint>(c.hidden), static_cast<cl_uint>(tiles),
                 static_cast<cl_uint>(slots), static_cast<cl_ulong>(rows_per_chunk), static_cast<cl_int>(a.casting));
     c.reduce(partial, slots, a.dweight);
+  } else if (layout == Layout::rows) {
+    // A group per block of rows; with dweight one slot per group, kept by its first work-item.
+    groups = c.groups_for(has_dw ? ceil_div(c.rows, kMinRowsPerSlot) : c.rows);
+    if (has_dw) {
+      groups = std::min(groups, std::max<std::uint64_t>(1, kPartialBudget / (c.hidden * kSlotBytesPerColumn)));
+      slots = groups;
+      lease = workspace.acquire(slots * c.hidden * kSlotBytesPerColumn, ctx.stream);
+      partial = c.rt.locate(lease.data(), lease.bytes(), "dweight partials");
+    }
   } else if (fused) {
     const std::uint64_t columns = ceil_div(c.hidden, team);
     const auto most = static_cast<std::uint64_t>(c.rt.info().fused_columns);
@@ -199,7 +210,7 @@ void backward(const BwdTensors& a, const KernelContext& ctx, Layout layout, cons
     lease = acquire_scratch(ctx, slots * c.hidden * kSlotBytesPerColumn);
     partial = c.rt.locate(lease.data(), lease.bytes(), "dweight partials");
   }
-  c.rt.launch(c.queue, c.rt.kernel(kernel_name("bwd", a.x, a.weight)), groups * c.group, c.group, SvmArg{dy.base},
+  c.rt.launch(c.queue, c.rt.kernel(kernel_name(layout == Layout::rows ? "bwd_rows" : "bwd", a.x, a.weight)), groups * c.group, c.group, SvmArg{dy.base},
               dy.offset, SvmArg{ds.base}, ds.offset, SvmArg{x.base}, x.offset, SvmArg{w.base}, w.offset, SvmArg{rstd.base}, rstd.offset,
               SvmArg{dx.base}, dx.offset, SvmArg{partial.base}, partial.offset, static_cast<cl_ulong>(c.rows),
               static_cast<cl_uint>(c.hidden), static_cast<cl_uint>(team), static_cast<cl_float>(a.offset),
@@ -249,7 +260,8 @@ void bwd_run(const Args& a, const KernelContext& ctx) {
   backward(tensors(a), ctx, L, ctx.variant->name.c_str());
 }
 // rows is for OpenCL CPU devices (PoCL): on a GPU a work-item per row would read addresses a row
-// apart across neighbouring work-items (uncoalesced) and leave most of the device idle.
+// apart across neighbouring work-items (uncoalesced) and leave most of the device idle (the
+// backward with dweight runs one work-item per group).
 template <class Args>
 Verdict cpu_device_only(const Args&, const DeviceInfo& device) {
   if (device.gpu) return Verdict::reject("a GPU device: one work-item per row does not coalesce; packed and row fit");
@@ -268,7 +280,8 @@ void register_op(Registry& r, const Op<Fwd>& fwd, const Op<Bwd>& bwd) {
                  {"packed", &packed_supports<Fwd>, &fwd_run<Fwd, Layout::packed>, tunables(Layout::packed)},
                  {"row", &fwd_run<Fwd, Layout::row>, tunables(Layout::row)}});
   register_list(r, bwd, "xpu",
-                {{"packed", &packed_supports<Bwd>, &bwd_run<Bwd, Layout::packed>, tunables(Layout::packed)},
+                {{"rows", &cpu_device_only<Bwd>, &bwd_run<Bwd, Layout::rows>, tunables(Layout::rows)},
+                 {"packed", &packed_supports<Bwd>, &bwd_run<Bwd, Layout::packed>, tunables(Layout::packed)},
                  {"row", &row_fused_fits<Bwd>, &bwd_run<Bwd, Layout::row>, tunables(Layout::row)},
                  {"split", &bwd_run<Bwd, Layout::split>, tunables(Layout::split)}});
 }
