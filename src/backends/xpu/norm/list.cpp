@@ -206,7 +206,7 @@ void bwd_rows_run(const Args& a, const KernelContext& ctx) {
     // elements per parameter.
     groups = std::min({groups, l.groups_for(ceil_div(g.sets * g.size(), params * kMinElementsPerSlot)),
                        std::max<std::uint64_t>(1, kPartialBudget / slot_bytes)});
-    lease = l.backend.workspace(ctx.device.index).acquire(groups * slot_bytes, ctx.stream);
+    lease = acquire_scratch(ctx, groups * slot_bytes);
     pw = l.rt.locate(lease.data(), lease.bytes(), "parameter-gradient partials");
     pb = DevicePointer{pw.base, pw.offset + groups * slot_bytes / 2};
   }

@@ -192,7 +192,7 @@ void backward(const BwdTensors& a, const KernelContext& ctx, Layout layout, cons
     if (has_dw) {
       groups = std::min(groups, std::max<std::uint64_t>(1, kPartialBudget / (c.hidden * kSlotBytesPerColumn)));
       slots = groups;
-      lease = workspace.acquire(slots * c.hidden * kSlotBytesPerColumn, ctx.stream);
+      lease = acquire_scratch(ctx, slots * c.hidden * kSlotBytesPerColumn);
       partial = c.rt.locate(lease.data(), lease.bytes(), "dweight partials");
     }
   } else if (fused) {
