@@ -145,24 +145,37 @@ void parameter_grads(const Args& a, const Launch& l, const Geometry& g, const De
   if (want_b) reduce(l, pb, slots, params, a.dbias, "dbias");
 }
 
+// What both backward kernels read and write, located on the device (the weight stands in for a
+// missing one as x: the kernels do not read it then).
+struct BwdOperands {
+  bool has_weight;
+  DevicePointer dy, x, w, mean, rstd, dx;
+};
+
+template <class Args>
+BwdOperands bwd_operands(const Args& a, Launch& l) {
+  const bool has_weight = a.weight.defined();
+  const DevicePointer x = l.at(a.x, "x");
+  return {has_weight, l.at(a.dy, "dy"),     x, has_weight ? l.at(a.weight, "weight") : x,
+          l.at(a.mean, "mean"), l.at(a.rstd, "rstd"), l.at(a.dx, "dx")};
+}
+
+// No sets: the parameter gradients are sums of nothing; empty sets: nothing else to write.
+template <class Args>
+bool bwd_nothing_to_do(const Args& a, Launch& l, const Geometry& g) {
+  if (g.sets != 0 && g.size() != 0) return false;
+  l.zero(a.dweight);
+  l.zero(a.dbias);
+  return true;
+}
+
 template <class Args>
 void bwd_run(const Args& a, const KernelContext& ctx) {
   Launch l(ctx, ctx.variant->name.c_str());
   const Geometry g = geometry(family::describe(a).shape);
   check_size(l, g);
-  if (g.sets == 0 || g.size() == 0) {
-    // No sets: the parameter gradients are sums of nothing; empty sets: nothing else to write.
-    l.zero(a.dweight);
-    l.zero(a.dbias);
-    return;
-  }
-  const bool has_weight = a.weight.defined();
-  const DevicePointer dy = l.at(a.dy, "dy");
-  const DevicePointer x = l.at(a.x, "x");
-  const DevicePointer w = has_weight ? l.at(a.weight, "weight") : x;
-  const DevicePointer mean = l.at(a.mean, "mean");
-  const DevicePointer rstd = l.at(a.rstd, "rstd");
-  const DevicePointer dx = l.at(a.dx, "dx");
+  if (bwd_nothing_to_do(a, l, g)) return;
+  const auto [has_weight, dy, x, w, mean, rstd, dx] = bwd_operands(a, l);
   // The parameter gradients first: dx may be dy.
   if (a.dweight.defined() || a.dbias.defined()) parameter_grads(a, l, g, dy, x, mean, rstd, ctx);
   const std::uint64_t team = team_for(l, g);
@@ -181,21 +194,11 @@ void bwd_rows_run(const Args& a, const KernelContext& ctx) {
   Launch l(ctx, ctx.variant->name.c_str());
   const Geometry g = geometry(family::describe(a).shape);
   check_size(l, g);
-  if (g.sets == 0 || g.size() == 0) {
-    l.zero(a.dweight);
-    l.zero(a.dbias);
-    return;
-  }
-  const bool has_weight = a.weight.defined();
+  if (bwd_nothing_to_do(a, l, g)) return;
   const bool want_w = a.dweight.defined();
   const bool want_b = a.dbias.defined();
   const std::uint64_t params = g.params();
-  const DevicePointer dy = l.at(a.dy, "dy");
-  const DevicePointer x = l.at(a.x, "x");
-  const DevicePointer w = has_weight ? l.at(a.weight, "weight") : x;
-  const DevicePointer mean = l.at(a.mean, "mean");
-  const DevicePointer rstd = l.at(a.rstd, "rstd");
-  const DevicePointer dx = l.at(a.dx, "dx");
+  const auto [has_weight, dy, x, w, mean, rstd, dx] = bwd_operands(a, l);
   std::uint64_t groups = l.groups_for(g.sets);
   Workspace::Lease lease;
   DevicePointer pw = x;  // not touched without a parameter gradient
