@@ -20,7 +20,7 @@ help:
 	@echo "make release  a user's plain Release build (cmake -DCMAKE_BUILD_TYPE=Release, no -Werror) in"
 	@echo "            build-release, whole suite; CXX=clang++-14 for clang"
 	@echo "make asan   ASan+UBSan build (clang-14, CUDA off) in build-asan, whole suite"
-	@echo "make tsan   TSan build (clang-14, CUDA off) in build-tsan, registry tests"
+	@echo "make tsan   TSan build (clang-14, CUDA off) in build-tsan: the registry tests and what they run"
 	@echo "make fuzz   each libFuzzer target (tests/fuzz) for FUZZ_SECONDS (30) in build-asan's"
 	@echo "            instrumented build; any crash, sanitizer report, leak or uncaught exception fails"
 	@echo "make hip    the cuda backend built with HIP for AMD GPUs (hipcc, ROCm 5.2; gfx90a, gfx940) in"
@@ -98,7 +98,7 @@ fuzz: deps
 tsan: deps
 	@cmake -S . -B build-tsan $(CLANG) $(SAN_OPT) -DOPREG_WERROR=ON -DOPREG_SANITIZE=thread -DOPREG_WITH_CUDA=OFF \
 	  -DOPREG_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug >/dev/null
-	@cmake --build build-tsan -j $(JOBS)
+	@cmake --build build-tsan -j $(JOBS) --target opreg_registry_check
 	TSAN_OPTIONS=halt_on_error=1:allocator_may_return_null=1 $(XPU_SANITIZER_ENV) ctest --test-dir build-tsan --output-on-failure -L registry -j $(JOBS)
 
 bench: build

@@ -17,9 +17,12 @@ if [[ ! -x $python ]]; then
   echo "python-venv: $python not found: the Python module will not be built"
   exit 0
 fi
-if [[ -x $venv/bin/python ]] && "$venv/bin/python" -m pip freeze 2>/dev/null | grep -qxF -e "${pins[0]}" &&
-   "$venv/bin/python" -m pip freeze 2>/dev/null | grep -qxF -e "${pins[1]}"; then
-  exit 0
+# pip's list is captured first: piped into grep -q under pipefail, pip could die of SIGPIPE.
+if [[ -x $venv/bin/python ]]; then
+  have=$("$venv/bin/python" -m pip freeze 2>/dev/null)
+  if grep -qxF -e "${pins[0]}" <<<"$have" && grep -qxF -e "${pins[1]}" <<<"$have"; then
+    exit 0
+  fi
 fi
 mkdir -p "$build"
 if ! "$python" -m venv --system-site-packages "$venv" >/dev/null 2>&1; then

@@ -21,9 +21,12 @@ if [[ "$hip" != "$expected" ]]; then
   diff <(echo "$expected") <(echo "$hip") >&2 || true
   exit 1
 fi
-if ! "$2" devices | grep -q '^cuda .*HIP'; then
+# The listing is captured first: `devices | grep -q` under pipefail fails when grep exits at its
+# first match and the writer then dies of SIGPIPE (what CI's first run of this script hit).
+devices=$("$2" devices)
+if ! grep -q '^cuda .*HIP' <<<"$devices"; then
   echo "FAIL: the HIP build's cuda backend does not report HIP's runtime:" >&2
-  "$2" devices >&2
+  echo "$devices" >&2
   exit 1
 fi
 echo "hip: $(wc -l <<<"$hip") cuda variants registered, the CUDA build's $(wc -l <<<"$cuda") less the cluster ones:" \
