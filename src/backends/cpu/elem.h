@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "backends/cpu/abi.h"
@@ -216,12 +217,15 @@ OPREG_CPU_INLINE __m256i bf16_bits(__m256i w) {
 // n floats into X. Results are stored from an f32 buffer rather than inside the loop that
 // computes them: an output may be the very memory of an input (dx = dy), and a loop that reads
 // and writes the same 16-bit array through two pointers is left scalar by the vectoriser. With
-// `stream`, the chunk goes to memory around the caches (stream_bytes).
+// `stream`, the chunk goes to memory around the caches (stream_bytes). With `back`, the stored
+// values are also read back into it as f32: round_x of each, for a caller that needs both.
 template <class X>
-OPREG_CPU_INLINE void store_n(const float* __restrict src, i64 n, typename X::T* __restrict dst, bool stream = false) {
+OPREG_CPU_INLINE void store_n(const float* __restrict src, i64 n, typename X::T* __restrict dst, bool stream = false,
+                              float* __restrict back = nullptr) {
   using T = typename X::T;
   if (stream && std::is_same_v<X, F32>) {
     stream_bytes(src, static_cast<std::size_t>(n) * sizeof(T), dst);
+    if (back != nullptr) std::memcpy(back, src, static_cast<std::size_t>(n) * sizeof(float));
     return;
   }
   alignas(64) T tmp[kChunk];
@@ -244,6 +248,10 @@ OPREG_CPU_INLINE void store_n(const float* __restrict src, i64 n, typename X::T*
   }
 #endif
   for (; i < n; ++i) out[i] = X::store(src[i]);
+  // What was stored, read back as f32 (round_x of each value, without redoing the rounding).
+  if (back != nullptr) {
+    for (i64 j = 0; j < n; ++j) back[j] = X::load(out[j]);
+  }
   if (stream) stream_bytes(tmp, static_cast<std::size_t>(n) * sizeof(T), dst);
 }
 
