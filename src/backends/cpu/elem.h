@@ -290,6 +290,25 @@ OPREG_CPU_INLINE float add_odd(float a, float b) {
   return std::bit_cast<float>((std::bit_cast<std::uint32_t>(s) - away) | inexact);
 }
 
+// x * r rounded to odd in f32, for x with at most 12 significant bits (f16, bf16) and any f32 r
+// split as r = r_hi + r_lo (12 significant bits each). With FMA the product's exact error is
+// fma(x, r, -p); without, x * r_hi and x * r_lo are exact and add_odd rounds their sum. Both give
+// the one odd rounding of the exact product.
+OPREG_CPU_INLINE float mul_odd(float x, float r, float r_hi, float r_lo) {
+#ifdef OPREG_CPU_AVX2
+  static_cast<void>(r_hi);
+  static_cast<void>(r_lo);
+  const float p = x * r;
+  const float err = __builtin_fmaf(x, r, -p);
+  const auto inexact = static_cast<std::uint32_t>((err < 0.0f) | (err > 0.0f));
+  const auto away = static_cast<std::uint32_t>(((p > 0.0f) & (err < 0.0f)) | ((p < 0.0f) & (err > 0.0f)));
+  return std::bit_cast<float>((std::bit_cast<std::uint32_t>(p) - away) | inexact);
+#else
+  static_cast<void>(r);
+  return add_odd(x * r_hi, x * r_lo);
+#endif
+}
+
 // A double rounded once to W and read back as float (the last step of every parameter gradient).
 template <class W>
 OPREG_CPU_INLINE float double_to(double v) {
