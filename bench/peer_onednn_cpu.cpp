@@ -281,8 +281,8 @@ void run_case(benchmark::State& state, const std::string& dir, std::int64_t hidd
     seconds += std::chrono::duration<double>(Clock::now() - t0).count();
   }
   // opreg's byte model of the same problem with parameters in the data's dtype, as bench_cpu_ops
-  // runs it: for f32 exactly oneDNN's bytes; for bf16 oneDNN's f32 parameters add 2 x hidden x 2 bytes
-  // per parameter tensor the model does not count.
+  // runs it: for f32 exactly oneDNN's bytes; for bf16 oneDNN's f32 parameters move 2 bytes more per
+  // parameter element than the model counts.
   const std::uint64_t bytes =
       bytes_moved("layer_norm", forward ? Direction::fwd : Direction::bwd, Shape{kRows, hidden}, dtype, dtype);
   state.SetBytesProcessed(static_cast<std::int64_t>(bytes) * state.iterations());

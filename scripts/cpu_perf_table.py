@@ -255,11 +255,11 @@ def main():
            f"{load_start[0]:.2f} at the start, {os.getloadavg()[0]:.2f} at the end; took {took / 60:.0f} min {took % 60:.0f} s.",
            "",
            f"Command: `{' '.join(['scripts/cpu_perf_table.py'] + sys.argv[1:])}` (opreg: the median of "
-           f"{a.repetitions} repetition(s) of bench_cpu_ops; torch {torch.__version__ if torch_ms else '(skipped)'}: "
-           f"the median of {a.torch_reps} call(s); oneDNN {onednn_ctx.get('onednn', '(skipped)')}, "
-           f"{onednn_ctx.get('onednn_cpu_runtime', '-')} runtime, {onednn_ctx.get('onednn_threads', '-')} threads, "
-           f"isa {onednn_ctx.get('onednn_isa', '-')}). Ratios: opreg time / peer time (below 1: opreg faster), the peer's ms "
-           f"in brackets.",
+           f"{a.repetitions} repetition(s) of bench_cpu_ops; "
+           + (f"torch {torch.__version__}: the median of {a.torch_reps} call(s); " if torch_ms else "torch: skipped; ")
+           + (f"oneDNN {onednn_ctx['onednn']}: {onednn_ctx['onednn_cpu_runtime']} runtime, "
+              f"{onednn_ctx['onednn_threads']} threads, isa {onednn_ctx['onednn_isa']}" if onednn_ctx else "oneDNN: skipped")
+           + "). Ratios: opreg time / peer time (below 1: opreg faster), the peer's ms in brackets.",
            "",
            "| op | dir | dtype | hidden | opreg ms | GB/s | of ceiling | goal | torch ratio | oneDNN ratio | busy ratio |",
            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
@@ -267,12 +267,14 @@ def main():
            ""]
     for msg in sorted(refusals):
         mark = "¹" if msg.startswith("oneDNN refuses") else "²"
-        out.append(f"{mark} {msg}" + (" (the bf16 rows are compared with torch only)." if mark == "¹" else "."))
+        why = f" (oneDNN's isa here: {onednn_ctx.get('onednn_isa', '?')}); the bf16 rows are compared with torch only."
+        out.append(f"{mark} {msg}" + (why if mark == "¹" else "."))
     out.append(f"oneDNN runs f32 layer_norm only here; '-' elsewhere. Its check against opreg before timing: "
                + ("; ".join(n[len('check '):] for n in onednn_notes) or "not run") + ".")
     out.append(f"Busy ratio: bench_cpu_busy's busy / single of the variant in the row (one core spinning; its own shape, "
                f"256 x 4096 bf16, group_norm 8 x 64 x 1024), goal <= {BUSY_GOAL}: "
-               + (", ".join(f"{v} {r:.2f}" for v, r in sorted(busy.items()) if r and r > BUSY_GOAL) or "every variant within")
+               + ((", ".join(f"{v} {r:.2f}" for v, r in sorted(busy.items()) if r and r > BUSY_GOAL) or "every variant within")
+                  if busy else "not run")
                + ".")
     out.append(f"Goals at hidden >= {GOAL_FROM_HIDDEN} (fwd {GOAL['fwd']:.2f}, bwd {GOAL['bwd']:.2f} of the ceiling): "
                f"{len(misses)} of {sum(1 for c in cases if c[3] >= GOAL_FROM_HIDDEN)} cases missed.")
