@@ -6,15 +6,16 @@ set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR aarch64)
 set(OPREG_AARCH64_SYSROOT /usr/aarch64-linux-gnu)
 
-find_program(OPREG_AARCH64_CXX aarch64-linux-gnu-g++)
-find_program(OPREG_AARCH64_CC aarch64-linux-gnu-gcc)
-find_program(OPREG_AARCH64_QEMU qemu-aarch64)
-foreach(tool OPREG_AARCH64_CXX OPREG_AARCH64_CC OPREG_AARCH64_QEMU)
-  if(NOT ${tool})
-    message(FATAL_ERROR "${tool}: not found. The aarch64 build needs Debian's g++-aarch64-linux-gnu and "
+function(opreg_aarch64_tool var program)
+  find_program(${var} ${program})
+  if(NOT ${var})
+    message(FATAL_ERROR "${program}: not found. The aarch64 build needs Debian's g++-aarch64-linux-gnu and "
                         "qemu-user: scripts/install-deps.sh aarch64")
   endif()
-endforeach()
+endfunction()
+opreg_aarch64_tool(OPREG_AARCH64_CXX aarch64-linux-gnu-g++)
+opreg_aarch64_tool(OPREG_AARCH64_CC aarch64-linux-gnu-gcc)
+opreg_aarch64_tool(OPREG_AARCH64_QEMU qemu-aarch64)
 set(CMAKE_CXX_COMPILER ${OPREG_AARCH64_CXX})
 set(CMAKE_C_COMPILER ${OPREG_AARCH64_CC})
 # -L: where qemu finds the dynamic loader and the target's shared libraries.
