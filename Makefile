@@ -9,7 +9,7 @@ CMAKE_ARGS ?=
 OPREG      := $(BUILD)/tools/opreg/opreg
 CLANG      := -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_C_COMPILER=clang-14
 
-.PHONY: all deps configure build run test release asan tsan fuzz hip bench format clean help
+.PHONY: all deps configure build run test release asan tsan fuzz hip aarch64 bench format clean help
 
 all: build
 
@@ -26,6 +26,10 @@ help:
 	@echo "make hip    the cuda backend built with HIP for AMD GPUs (hipcc, ROCm 5.2; gfx90a, gfx940) in"
 	@echo "            build-hip, and its registered variants checked against the CUDA build's"
 	@echo "            (tests/hip/variants.sh; compiles and links only: no AMD GPU here)"
+	@echo "make aarch64  the library, the CLI and the registry and cpu tests cross-built for aarch64"
+	@echo "            (Kunpeng; g++-aarch64-linux-gnu) in build-aarch64 and run under qemu-user: no avx2"
+	@echo "            variants there (tests/aarch64/variants.sh), then the registry tests and the cpu tests'"
+	@echo "            small shapes (AARCH64_SKIP: the reference's self-check and the long rows are left out)"
 	@echo "make bench  build and run the benchmarks"
 	@echo "make format clang-format every source file"
 
@@ -73,6 +77,36 @@ hip: build
 	@cmake --build build-hip -j $(JOBS) --target opreg_cli
 	tests/hip/variants.sh $(OPREG) build-hip/tools/opreg/opreg
 
+# The aarch64 cross build (cmake/toolchains/aarch64-linux-gnu.cmake: Debian's cross compiler, and
+# qemu-user as CMake's emulator, so ctest and gtest discovery run the programs under qemu). No arm64
+# package is installed: googletest (built from Debian's sources), fmt and dlpack come from
+# cmake/aarch64-deps, installed into build-aarch64/deps.
+AARCH64_TOOLCHAIN := -DCMAKE_TOOLCHAIN_FILE=$(CURDIR)/cmake/toolchains/aarch64-linux-gnu.cmake
+AARCH64_DEPS      := $(CURDIR)/build-aarch64/deps
+AARCH64_QEMU      := qemu-aarch64 -L /usr/aarch64-linux-gnu
+AARCH64_TARGETS   := opreg_registry_check opreg_cpu_conformance_tests opreg_cpu_kernel_tests opreg_cpu_isa_tests \
+  opreg_ops_tests
+# The cpu tests under qemu, less the two costly parts (the whole set takes about 12 minutes on two
+# cores): cpu_ref* (the harness checking the reference against itself, 854 processes; the reference
+# is checked against independent formulas by the ops tests, which run) and cpu.conformance_long.*
+# (rows longer than any cache, outputs past 4 MB). What runs: every generic variant's cpu_fast and
+# cpu_edges grids, determinism, OPREG_CPU_ISA, the ops tests.
+AARCH64_SKIP      := ^cpu_ref|^cpu\.conformance_long\.
+
+aarch64:
+	@scripts/install-deps.sh aarch64
+	@cmake -S cmake/aarch64-deps -B build-aarch64/deps-build $(AARCH64_TOOLCHAIN) -DCMAKE_BUILD_TYPE=Release \
+	  -DCMAKE_INSTALL_PREFIX=$(AARCH64_DEPS) $(CMAKE_ARGS) >/dev/null
+	@cmake --build build-aarch64/deps-build -j $(JOBS)
+	@cmake --install build-aarch64/deps-build >/dev/null
+	@cmake -S . -B build-aarch64 $(AARCH64_TOOLCHAIN) -DCMAKE_BUILD_TYPE=Release -DOPREG_WERROR=ON \
+	  -DOPREG_WITH_CUDA=OFF -DOPREG_WITH_NPU=OFF -DOPREG_WITH_XPU=OFF -DOPREG_BUILD_BENCH=OFF -DOPREG_PYTHON=OFF \
+	  -DGTest_DIR=$(AARCH64_DEPS)/lib/cmake/GTest -Dfmt_DIR=$(AARCH64_DEPS)/lib/cmake/fmt \
+	  -Ddlpack_DIR=$(AARCH64_DEPS)/lib/cmake/dlpack $(CMAKE_ARGS) >/dev/null
+	@cmake --build build-aarch64 -j $(JOBS) --target $(AARCH64_TARGETS)
+	tests/aarch64/variants.sh $(AARCH64_QEMU) build-aarch64/tools/opreg/opreg
+	ctest --test-dir build-aarch64 --output-on-failure -j $(JOBS) -L 'registry|cpu' -E '$(AARCH64_SKIP)'
+
 asan: deps
 	@$(ASAN_CONFIGURE)
 	@cmake --build build-asan -j $(JOBS)
@@ -108,4 +142,4 @@ format:
 	@clang-format -i $$(git ls-files '*.h' '*.cpp' '*.cu')
 
 clean:
-	rm -rf $(BUILD) build-release build-asan build-tsan
+	rm -rf $(BUILD) build-release build-asan build-tsan build-aarch64

@@ -1,8 +1,9 @@
 // The boundary between the cpu backend's ordinary code and its instruction-set translation units.
 //
-// The kernels are compiled twice: once for the x86-64 baseline (namespace opreg::cpu::generic,
-// <family>/kernels_generic.cpp) and once with AVX2, FMA and F16C (opreg::cpu::avx2,
-// <family>/kernels_avx2.cpp). Everything an ISA unit compiles must be its own: an inline function or template it shares with another unit
+// The kernels are compiled twice: once for the target's baseline (namespace opreg::cpu::generic,
+// <family>/kernels_generic.cpp) and, on x86-64, once with AVX2, FMA and F16C (opreg::cpu::avx2,
+// <family>/kernels_avx2.cpp; an aarch64 build has no avx2 objects and its lists no avx2 entries:
+// list.h's OPREG_CPU_AVX2_ENTRY). Everything an ISA unit compiles must be its own: an inline function or template it shares with another unit
 // (a Tensor accessor, std::vector, fmt) is emitted in both, the linker keeps one copy, and the
 // AVX2 copy may then run on a machine without AVX2. So the ISA units see only what this header
 // declares: the op families' plain descriptors of raw pointers and sizes (src/ops/families.h,

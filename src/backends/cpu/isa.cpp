@@ -56,7 +56,7 @@ Isa parse_isa_cap(std::string_view value) {
   if (value == "generic") return Isa::generic;
   if (value == "avx2") return Isa::avx2;
   fail(ErrorKind::invalid_argument,
-       "OPREG_CPU_ISA={}: unknown instruction set level; accepted: generic (the x86-64 baseline), avx2 "
+       "OPREG_CPU_ISA={}: unknown instruction set level; accepted: generic (the baseline), avx2 "
        "(AVX2 + FMA + F16C)",
        quote(value));
 }

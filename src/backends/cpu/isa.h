@@ -6,7 +6,8 @@
 
 namespace opreg::cpu {
 
-// generic: the x86-64 baseline (SSE2), compiler-vectorised; avx2: AVX2 + FMA + F16C.
+// generic: the target's baseline (x86-64's SSE2, aarch64's NEON), compiler-vectorised; avx2: AVX2 +
+// FMA + F16C (x86-64 builds only).
 enum class Isa : std::uint8_t { generic, avx2 };
 
 std::string_view isa_name(Isa isa);

@@ -1,7 +1,7 @@
 // What the cpu backend's op-family lists (rms_norm/list.cpp, norm/list.cpp, glu/list.cpp) share:
 // the device facts, one call's team and scratch, and the list entry of a kernel compiled for an
-// instruction-set level. Each list is written out in its family's list.cpp: avx2 first, then
-// generic; the reference (cpu.<op>.<dir>.ref) comes last for every op of the manifest.
+// instruction-set level. Each list is written out in its family's list.cpp: avx2 first (x86-64
+// only), then generic; the reference (cpu.<op>.<dir>.ref) comes last for every op of the manifest.
 #pragma once
 
 #include <cstdint>
@@ -84,6 +84,14 @@ ListedVariant<Args> isa_entry(Isa isa, Isa level, const char* file = __builtin_F
   }
   return {std::string(isa_name(isa)), &capped_supports<Args>, &capped_run<Args>, tunables(isa), file, line};
 }
+
+// A list's avx2 entry, where the avx2 kernels are compiled (x86-64: OPREG_HAVE_CPU_AVX2, set by
+// CMakeLists.txt); elsewhere (aarch64) the list has none.
+#if defined(OPREG_HAVE_CPU_AVX2)
+#define OPREG_CPU_AVX2_ENTRY(...) __VA_ARGS__,
+#else
+#define OPREG_CPU_AVX2_ENTRY(...)
+#endif
 
 // The family lists (each registers its ops' lists for the registry's lifetime).
 void register_rms_norm(Registry& registry, Isa level);

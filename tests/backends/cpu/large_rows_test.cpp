@@ -18,8 +18,10 @@ TEST(RmsNormLargeRows, KeepTheirScale) {
       return tensor == "weight" ? 1.0 : ((i & 1) != 0 ? -magnitude : magnitude);
     });
     for (const std::string_view impl : {"generic", "avx2"}) {
+      const std::string variant = "cpu.rms_norm.fwd." + std::string(impl);
+      if (!registered(variant)) continue;  // avx2 on aarch64
       bool ok = false;
-      const std::vector<Output> out = problem.run("cpu.rms_norm.fwd." + std::string(impl), &ok);
+      const std::vector<Output> out = problem.run(variant, &ok);
       if (!ok) continue;
       const Tensor& y = output(out, "y");
       const Tensor& rstd = output(out, "rstd");

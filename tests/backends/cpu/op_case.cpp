@@ -24,10 +24,20 @@ std::string op_of(std::string_view variant) {
   return std::string(variant.substr(first + 1, last - first - 1));
 }
 
+bool registered(std::string_view variant) {
+  for (const auto& v : default_registry().variants(op_of(variant))) {
+    if (v.name == variant) return true;
+  }
+  return false;
+}
+
 std::vector<std::string> variants(std::string_view impl) {
   std::vector<std::string> out;
   for (std::string_view base : op_names()) {
-    for (std::string_view dir : {"fwd", "bwd"}) out.push_back("cpu." + std::string(base) + "." + std::string(dir) + "." + std::string(impl));
+    for (std::string_view dir : {"fwd", "bwd"}) {
+      std::string name = "cpu." + std::string(base) + "." + std::string(dir) + "." + std::string(impl);
+      if (registered(name)) out.push_back(std::move(name));
+    }
   }
   return out;
 }

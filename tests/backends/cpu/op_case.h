@@ -39,7 +39,10 @@ struct Output {
 // The output of that name (an opreg::Error if there is none).
 const Tensor& output(const std::vector<Output>& outputs, std::string_view name);
 
-// Variant names of every op direction for an implementation ("generic", "avx2", "ref").
+// Whether the default registry has the variant (the avx2 ones are built on x86-64 only).
+bool registered(std::string_view variant);
+// Variant names of every op direction for an implementation ("generic", "avx2", "ref"), those
+// registered.
 std::vector<std::string> variants(std::string_view impl);
 // "rms_norm.fwd" of "cpu.rms_norm.fwd.avx2".
 std::string op_of(std::string_view variant);

@@ -7,22 +7,24 @@ namespace opreg::cpu {
 
 void register_rms_norm(Registry& r, Isa level) {
   register_list(r, rms_norm_fwd_op(), "cpu",
-                {isa_entry<RmsNormFwdArgs, &avx2::rms_norm_fwd>(Isa::avx2, level),
-                 isa_entry<RmsNormFwdArgs, &generic::rms_norm_fwd>(Isa::generic, level)});
+                {OPREG_CPU_AVX2_ENTRY(isa_entry<RmsNormFwdArgs, &avx2::rms_norm_fwd>(Isa::avx2, level))
+                     isa_entry<RmsNormFwdArgs, &generic::rms_norm_fwd>(Isa::generic, level)});
   register_list(r, rms_norm_bwd_op(), "cpu",
-                {isa_entry<RmsNormBwdArgs, &avx2::rms_norm_bwd>(Isa::avx2, level),
-                 isa_entry<RmsNormBwdArgs, &generic::rms_norm_bwd>(Isa::generic, level)});
+                {OPREG_CPU_AVX2_ENTRY(isa_entry<RmsNormBwdArgs, &avx2::rms_norm_bwd>(Isa::avx2, level))
+                     isa_entry<RmsNormBwdArgs, &generic::rms_norm_bwd>(Isa::generic, level)});
   register_list(r, fused_add_rms_norm_fwd_op(), "cpu",
-                {isa_entry<FusedAddRmsNormFwdArgs, &avx2::rms_norm_fwd>(Isa::avx2, level),
-                 isa_entry<FusedAddRmsNormFwdArgs, &generic::rms_norm_fwd>(Isa::generic, level)});
+                {OPREG_CPU_AVX2_ENTRY(isa_entry<FusedAddRmsNormFwdArgs, &avx2::rms_norm_fwd>(Isa::avx2, level))
+                     isa_entry<FusedAddRmsNormFwdArgs, &generic::rms_norm_fwd>(Isa::generic, level)});
   register_list(r, fused_add_rms_norm_bwd_op(), "cpu",
-                {isa_entry<FusedAddRmsNormBwdArgs, &avx2::rms_norm_bwd>(Isa::avx2, level),
-                 isa_entry<FusedAddRmsNormBwdArgs, &generic::rms_norm_bwd>(Isa::generic, level)});
+                {OPREG_CPU_AVX2_ENTRY(isa_entry<FusedAddRmsNormBwdArgs, &avx2::rms_norm_bwd>(Isa::avx2, level))
+                     isa_entry<FusedAddRmsNormBwdArgs, &generic::rms_norm_bwd>(Isa::generic, level)});
 }
 
 void rms_norm_fwd_generic(const RmsNormFwdArgs& a, const KernelContext& c) { run<RmsNormFwdArgs, &generic::rms_norm_fwd>(a, c); }
 void rms_norm_bwd_generic(const RmsNormBwdArgs& a, const KernelContext& c) { run<RmsNormBwdArgs, &generic::rms_norm_bwd>(a, c); }
+#if defined(OPREG_HAVE_CPU_AVX2)
 void rms_norm_fwd_avx2(const RmsNormFwdArgs& a, const KernelContext& c) { run<RmsNormFwdArgs, &avx2::rms_norm_fwd>(a, c); }
 void rms_norm_bwd_avx2(const RmsNormBwdArgs& a, const KernelContext& c) { run<RmsNormBwdArgs, &avx2::rms_norm_bwd>(a, c); }
+#endif
 
 }  // namespace opreg::cpu
