@@ -44,6 +44,92 @@ inline float2 team_sum2(local float* scratch, uint lid, uint t, uint team, float
   return total;
 }
 
+// ---- A range of a set: elements begin + t, begin + t + team, ... below `end` of the set whose
+// elements start at `first`, `steps` of them for every work-item of the team (a trip count the
+// group shares; the element is tested inside). The set kernels take a whole set (0, size), the
+// split kernels a part of one.
+
+// The range's sum: a compensated sum per work-item, joined by the team's tree.
+OPREG_INLINE float range_total(global const uchar* x, ulong first, uint begin, uint end, uint t, uint team, uint steps,
+                               uint lid, local float* scratch, int xf) {
+  float sum = 0.0f;
+  float comp = 0.0f;
+  for (uint k = 0; k < steps; ++k) {
+    const uint j = begin + t + k * team;
+    if (j < end) compensated_add(&sum, &comp, load_elem(x, first + j, xf));
+  }
+  return team_sum(scratch, lid, t, team, sum + comp);
+}
+
+// The range's squared deviations from `mean`, scaled: the result times 2^(2 *m_out).
+OPREG_INLINE float range_squares(global const uchar* x, ulong first, uint begin, uint end, float mean, uint t,
+                                 uint team, uint steps, uint lid, local float* scratch, int* m_out, int xf) {
+  float squares = 0.0f;
+  int m = 0;
+  for (uint k = 0; k < steps; ++k) {
+    const uint j = begin + t + k * team;
+    if (j < end) add_square(&squares, &m, load_elem(x, first + j, xf) - mean);
+  }
+  return team_square_sum(scratch, lid, t, team, squares, m, m_out);
+}
+
+// y = ((x - mean) rstd) w + b over the range.
+OPREG_INLINE void range_y(global const uchar* x, global const uchar* w, global const uchar* b, global uchar* y,
+                          ulong first, uint begin, uint end, uint pbase, uint spread, float mean, float r, uint t,
+                          uint team, uint steps, int has_weight, int has_bias, int xf, int pf) {
+  for (uint k = 0; k < steps; ++k) {
+    const uint j = begin + t + k * team;
+    if (j < end) {
+      const uint c = norm_param(pbase, j, spread);
+      const float xhat = (load_elem(x, first + j, xf) - mean) * r;
+      const float wv = norm_param_value(w, c, has_weight, 1.0f, pf);
+      const float bv = norm_param_value(b, c, has_bias, 0.0f, pf);
+      store_elem(y, first + j, xhat * wv + bv, xf);
+    }
+  }
+}
+
+// The range's sum(xhat g) and sum(g), g = w dy, joined by the team's tree.
+OPREG_INLINE float2 range_bwd_sums(global const uchar* dy, global const uchar* x, global const uchar* w, ulong first,
+                                   uint begin, uint end, uint pbase, uint spread, float mean, float r, uint t,
+                                   uint team, uint steps, uint lid, local float* scratch, int has_weight, int xf,
+                                   int pf) {
+  float s1 = 0.0f;
+  float s2 = 0.0f;
+  for (uint k = 0; k < steps; ++k) {
+    const uint j = begin + t + k * team;
+    if (j < end) {
+      const float wv = norm_param_value(w, norm_param(pbase, j, spread), has_weight, 1.0f, pf);
+      const float gv = wv * load_elem(dy, first + j, xf);
+      s1 += (load_elem(x, first + j, xf) - mean) * r * gv;
+      s2 += gv;
+    }
+  }
+  return team_sum2(scratch, lid, t, team, s1, s2);
+}
+
+// dx = (g - (xhat c1 + c2)) rstd over the range (each element read before it is written).
+OPREG_INLINE void range_dx(global const uchar* dy, global const uchar* x, global const uchar* w, global uchar* dx,
+                           ulong first, uint begin, uint end, uint pbase, uint spread, float mean, float r, float c1,
+                           float c2, uint t, uint team, uint steps, int has_weight, int xf, int pf) {
+  for (uint k = 0; k < steps; ++k) {
+    const uint j = begin + t + k * team;
+    if (j < end) {
+      const float wv = norm_param_value(w, norm_param(pbase, j, spread), has_weight, 1.0f, pf);
+      const float gv = wv * load_elem(dy, first + j, xf);
+      const float xhat = (load_elem(x, first + j, xf) - mean) * r;
+      store_elem(dx, first + j, (gv - (xhat * c1 + c2)) * r, xf);
+    }
+  }
+}
+
+// rstd from the scaled sum of squared deviations (the sum times 2^2m) of `size` elements.
+inline float norm_rstd(float deviation, int m, uint size, float eps) {
+  const float variance = size == 0 ? 0.0f : deviation / (float)size;
+  const float down = pow2(-m);
+  return down / sqrt(variance + eps * down * down);
+}
+
 inline void norm_fwd(global const uchar* x, global const uchar* w, global const uchar* b, global uchar* y,
                      global float* mean_out, global float* rstd_out, ulong sets, uint groups, uint channels,
                      uint spread, uint team, float eps, int has_weight, int has_bias, local float* scratch, int xf,
@@ -55,41 +141,18 @@ inline void norm_fwd(global const uchar* x, global const uchar* w, global const 
     const ulong set = team_row(g, base);
     const bool valid = set < sets;
     const ulong first = set * size;
-    // The mean: a compensated sum per work-item, joined by the tree.
-    float sum = 0.0f;
-    float comp = 0.0f;
-    for (uint k = 0; k < g.steps; ++k) {
-      const uint j = t + k * team;
-      if (valid && j < size) compensated_add(&sum, &comp, load_elem(x, first + j, xf));
-    }
-    const float total = team_sum(scratch, g.lid, t, team, sum + comp);
+    const uint end = valid ? size : 0;
+    const float total = range_total(x, first, 0, end, t, team, g.steps, g.lid, scratch, xf);
     const float mean = size == 0 ? 0.0f : total / (float)size;
-    // The variance: squared deviations, scaled (sum * 2^2m), as rms_norm's rstd.
-    float squares = 0.0f;
-    int m = 0;
-    for (uint k = 0; k < g.steps; ++k) {
-      const uint j = t + k * team;
-      if (valid && j < size) add_square(&squares, &m, load_elem(x, first + j, xf) - mean);
-    }
-    const float deviation = team_square_sum(scratch, g.lid, t, team, squares, m, &m);
-    const float variance = size == 0 ? 0.0f : deviation / (float)size;
-    const float down = pow2(-m);
-    const float r = down / sqrt(variance + eps * down * down);
+    int m;
+    const float deviation = range_squares(x, first, 0, end, mean, t, team, g.steps, g.lid, scratch, &m, xf);
+    const float r = norm_rstd(deviation, m, size, eps);
     if (valid && t == 0) {
       mean_out[set] = mean;
       rstd_out[set] = r;
     }
-    const uint pbase = (uint)(set % groups) * channels;
-    for (uint k = 0; k < g.steps; ++k) {
-      const uint j = t + k * team;
-      if (valid && j < size) {
-        const uint c = norm_param(pbase, j, spread);
-        const float xhat = (load_elem(x, first + j, xf) - mean) * r;
-        const float wv = norm_param_value(w, c, has_weight, 1.0f, pf);
-        const float bv = norm_param_value(b, c, has_bias, 0.0f, pf);
-        store_elem(y, first + j, xhat * wv + bv, xf);
-      }
-    }
+    range_y(x, w, b, y, first, 0, end, (uint)(set % groups) * channels, spread, mean, r, t, team, g.steps,
+            has_weight, has_bias, xf, pf);
   }
 }
 
@@ -107,32 +170,16 @@ inline void norm_bwd(global const uchar* dy, global const uchar* x, global const
     const ulong set = team_row(g, base);
     const bool valid = set < sets;
     const ulong first = set * size;
+    const uint end = valid ? size : 0;
     const float mean = valid ? mean_in[set] : 0.0f;
     const float r = valid ? rstd_in[set] : 0.0f;
     const uint pbase = valid ? (uint)(set % groups) * channels : 0;
-    float s1 = 0.0f;
-    float s2 = 0.0f;
-    for (uint k = 0; k < g.steps; ++k) {
-      const uint j = t + k * team;
-      if (valid && j < size) {
-        const float wv = norm_param_value(w, norm_param(pbase, j, spread), has_weight, 1.0f, pf);
-        const float gv = wv * load_elem(dy, first + j, xf);
-        s1 += (load_elem(x, first + j, xf) - mean) * r * gv;
-        s2 += gv;
-      }
-    }
-    const float2 sums = team_sum2(scratch, g.lid, t, team, s1, s2);
+    const float2 sums =
+        range_bwd_sums(dy, x, w, first, 0, end, pbase, spread, mean, r, t, team, g.steps, g.lid, scratch, has_weight,
+                       xf, pf);
     const float c1 = size == 0 ? 0.0f : sums.x / (float)size;
     const float c2 = size == 0 ? 0.0f : sums.y / (float)size;
-    for (uint k = 0; k < g.steps; ++k) {
-      const uint j = t + k * team;
-      if (valid && j < size) {
-        const float wv = norm_param_value(w, norm_param(pbase, j, spread), has_weight, 1.0f, pf);
-        const float gv = wv * load_elem(dy, first + j, xf);
-        const float xhat = (load_elem(x, first + j, xf) - mean) * r;
-        store_elem(dx, first + j, (gv - (xhat * c1 + c2)) * r, xf);
-      }
-    }
+    range_dx(dy, x, w, dx, first, 0, end, pbase, spread, mean, r, c1, c2, t, team, g.steps, has_weight, xf, pf);
   }
 }
 
@@ -199,6 +246,259 @@ inline void norm_dw_columns(global const uchar* dy, global const uchar* x, globa
     if (want_b) {
       pb[slot + c] = b_sum;
       pb[slot + params + c] = b_comp;
+    }
+  }
+}
+
+// ---- Split layout (few large sets): each set is cut into `parts` parts of `span` elements (the
+// last may be shorter), unit u = set * parts + part, a whole work-group per unit, the groups
+// striding over the units. One kernel, launched three times in queue order with `phase` 0, 1, 2:
+//   fwd 0: each part's sum and its squared deviations from its own mean (two-pass within the
+//          part, scaled as range_squares is) into `stats`, 3 floats a unit (sum, squares, m);
+//       1: a work-item per set merges its parts in part order: the mean from the compensated sum
+//          of the parts' sums, M2 by Chan's combination M2 = sum M2_p + sum n_p (mean_p - mean)^2
+//          on scaled squares (never E[x^2] - mean^2), then mean and rstd are written;
+//       2: y per part.
+//   bwd 0: each part's sum(xhat g) and sum(g) into `stats` (2 floats a unit) and, with dweight or
+//          dbias wanted, the part's per-channel terms into slot (set / groups) * parts + part of
+//          `pw` and `pb` (zeroed by the host; partials_reduce sums the slots in slot order);
+//       1: a work-item per set adds its parts' sums in part order into c1 and c2, stored after
+//          the units' sums (stats[2 units + 2 set]);
+//       2: dx per part (dx may be dy: phase 0 has read dy before).
+// No atomics anywhere: every merge runs in a fixed order, so results are the same on every run.
+
+// The first element of part `part` (size for the parts past the set's end).
+inline uint part_begin(uint part, uint span, uint size) { return (uint)min((ulong)size, (ulong)part * span); }
+
+// (*sum, *m) += (other, other_m), scaled sums of squares (the value is sum * 2^2m), joined as
+// team_square_sum joins two work-items' pairs.
+inline void join_squares(float* sum, int* m, float other, int other_m) {
+  const int top = max(*m, other_m);
+  const float da = pow2(*m - top);
+  const float db = pow2(other_m - top);
+  *sum = *sum * da * da + other * db * db;
+  *m = top;
+}
+
+// A compensated (sum, comp) pair per work-item of the group joined by a tree in local memory in
+// a fixed order, as partials_reduce joins its lanes; the total lands in work-item 0's pair.
+// Every work-item must call it; `scratch` has two floats per work-item.
+OPREG_INLINE void group_pair_join(local float* scratch, uint lid, uint team, float* sum, float* comp) {
+  local float* sums = scratch;
+  local float* comps = scratch + team;
+  sums[lid] = *sum;
+  comps[lid] = *comp;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (uint s = team >> 1; s > 0; s >>= 1) {
+    if (lid < s) {
+      float a = sums[lid];
+      float c = comps[lid] + comps[lid + s];
+      compensated_add(&a, &c, sums[lid + s]);
+      sums[lid] = a;
+      comps[lid] = c;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  *sum = sums[0];
+  *comp = comps[0];
+  barrier(CLK_LOCAL_MEM_FENCE);
+}
+
+// A part's dweight terms (norm_dw_term's, as the column kernel's) and dbias terms (dy) per channel,
+// compensated, into its slots `sw` and `sb` (sums at [c], compensations at [params + c]). A channel
+// cut by a part boundary has a share in each part's slot. Runs of at least a group's worth of
+// elements are summed by the whole group, neighbouring work-items reading neighbouring elements;
+// shorter runs (layer_norm's single elements) by one work-item each.
+OPREG_INLINE void part_param_grads(global const uchar* dy, global const uchar* x, global float* sw, global float* sb,
+                                   ulong first, uint begin, uint end, uint pbase, uint params, uint spread, float mean,
+                                   float r, uint lid, uint team, local float* scratch, int want_w, int want_b,
+                                   int xf) {
+  if (begin >= end) return;
+  const uint lo = begin / spread;
+  const uint hi = (end - 1) / spread;
+  if (spread >= team) {
+    for (uint c = lo; c <= hi; ++c) {
+      const uint from = max(begin, c * spread);
+      const uint to = min(end, (c + 1) * spread);
+      const uint steps = (to - from + team - 1) / team;
+      float w_sum = 0.0f;
+      float w_comp = 0.0f;
+      float b_sum = 0.0f;
+      float b_comp = 0.0f;
+      for (uint k = 0; k < steps; ++k) {
+        const uint j = from + lid + k * team;
+        if (j < to) {
+          const float g = load_elem(dy, first + j, xf);
+          if (want_w) {
+            float term_lo;
+            const float term = norm_dw_term(g, load_elem(x, first + j, xf), mean, r, &term_lo);
+            add_term(&w_sum, &w_comp, term, term_lo);
+          }
+          if (want_b) compensated_add(&b_sum, &b_comp, g);
+        }
+      }
+      if (want_w) group_pair_join(scratch, lid, team, &w_sum, &w_comp);
+      if (want_b) group_pair_join(scratch, lid, team, &b_sum, &b_comp);
+      if (lid == 0) {
+        if (want_w) {
+          sw[pbase + c] = w_sum;
+          sw[params + pbase + c] = w_comp;
+        }
+        if (want_b) {
+          sb[pbase + c] = b_sum;
+          sb[params + pbase + c] = b_comp;
+        }
+      }
+    }
+  } else {
+    // Trip counts the whole group shares, the channel and element tested inside (PoCL's
+    // work-group compiler ran a per-work-item bound here past its end).
+    const uint rounds = (hi - lo + team) / team;
+    for (uint k = 0; k < rounds; ++k) {
+      const uint c = lo + lid + k * team;
+      float w_sum = 0.0f;
+      float w_comp = 0.0f;
+      float b_sum = 0.0f;
+      float b_comp = 0.0f;
+      for (uint s = 0; s < spread; ++s) {
+        const uint j = c * spread + s;
+        if (c > hi || j < begin || j >= end) continue;
+        const float g = load_elem(dy, first + j, xf);
+        if (want_w) {
+          float term_lo;
+          const float term = norm_dw_term(g, load_elem(x, first + j, xf), mean, r, &term_lo);
+          add_term(&w_sum, &w_comp, term, term_lo);
+        }
+        if (want_b) compensated_add(&b_sum, &b_comp, g);
+      }
+      if (c > hi) continue;
+      if (want_w) {
+        sw[pbase + c] = w_sum;
+        sw[params + pbase + c] = w_comp;
+      }
+      if (want_b) {
+        sb[pbase + c] = b_sum;
+        sb[params + pbase + c] = b_comp;
+      }
+    }
+  }
+}
+
+inline void norm_fwd_split(global const uchar* x, global const uchar* w, global const uchar* b, global uchar* y,
+                           global float* mean_out, global float* rstd_out, global float* stats, ulong sets,
+                           uint groups, uint channels, uint spread, uint parts, uint span, float eps, int has_weight,
+                           int has_bias, int phase, local float* scratch, int xf, int pf) {
+  const uint size = channels * spread;
+  if (phase == 1) {
+    const ulong turns = (sets + get_global_size(0) - 1) / get_global_size(0);  // shared, as above
+    for (ulong k = 0; k < turns; ++k) {
+      const ulong set = get_global_id(0) + k * get_global_size(0);
+      if (set >= sets) continue;
+      global const float* st = stats + set * parts * 3;
+      float sum = 0.0f;
+      float comp = 0.0f;
+      for (uint p = 0; p < parts; ++p) compensated_add(&sum, &comp, st[3 * p]);
+      const float mean = size == 0 ? 0.0f : (sum + comp) / (float)size;
+      float deviation = 0.0f;
+      int m = 0;
+      for (uint p = 0; p < parts; ++p) {
+        join_squares(&deviation, &m, st[3 * p + 1], (int)st[3 * p + 2]);
+        const uint count = part_begin(p + 1, span, size) - part_begin(p, span, size);
+        if (count > 0) {
+          // The part's mean as phase 0 computed it, shifted to the set's.
+          float shift = 0.0f;
+          int shift_m = 0;
+          add_square(&shift, &shift_m, st[3 * p] / (float)count - mean);
+          join_squares(&deviation, &m, shift * (float)count, shift_m);
+        }
+      }
+      mean_out[set] = mean;
+      rstd_out[set] = norm_rstd(deviation, m, size, eps);
+    }
+    return;
+  }
+  const uint lid = get_local_id(0);
+  const uint team = get_local_size(0);
+  const uint steps = (span + team - 1) / team;
+  const ulong units = sets * parts;
+  for (ulong u = get_group_id(0); u < units; u += get_num_groups(0)) {
+    const ulong set = u / parts;
+    const uint part = (uint)(u % parts);
+    const uint begin = part_begin(part, span, size);
+    const uint end = part_begin(part + 1, span, size);
+    const ulong first = set * size;
+    if (phase == 0) {
+      const float total = range_total(x, first, begin, end, lid, team, steps, lid, scratch, xf);
+      const float mean = end == begin ? 0.0f : total / (float)(end - begin);
+      int m;
+      const float deviation = range_squares(x, first, begin, end, mean, lid, team, steps, lid, scratch, &m, xf);
+      if (lid == 0) {
+        stats[3 * u] = total;
+        stats[3 * u + 1] = deviation;
+        stats[3 * u + 2] = (float)m;
+      }
+    } else {
+      range_y(x, w, b, y, first, begin, end, (uint)(set % groups) * channels, spread, mean_out[set], rstd_out[set],
+              lid, team, steps, has_weight, has_bias, xf, pf);
+    }
+  }
+}
+
+inline void norm_bwd_split(global const uchar* dy, global const uchar* x, global const uchar* w,
+                           global const float* mean_in, global const float* rstd_in, global uchar* dx,
+                           global float* pw, global float* pb, global float* stats, ulong sets, uint groups,
+                           uint channels, uint spread, uint parts, uint span, int has_weight, int want_w, int want_b,
+                           int phase, local float* scratch, int xf, int pf) {
+  const uint size = channels * spread;
+  const uint params = groups * channels;
+  const ulong units = sets * parts;
+  global float* c12 = stats + 2 * units;  // c1, c2 of each set
+  if (phase == 1) {
+    const ulong turns = (sets + get_global_size(0) - 1) / get_global_size(0);  // shared, as above
+    for (ulong k = 0; k < turns; ++k) {
+      const ulong set = get_global_id(0) + k * get_global_size(0);
+      if (set >= sets) continue;
+      global const float* st = stats + set * parts * 2;
+      float s1 = 0.0f;
+      float s1_comp = 0.0f;
+      float s2 = 0.0f;
+      float s2_comp = 0.0f;
+      for (uint p = 0; p < parts; ++p) {
+        compensated_add(&s1, &s1_comp, st[2 * p]);
+        compensated_add(&s2, &s2_comp, st[2 * p + 1]);
+      }
+      c12[2 * set] = size == 0 ? 0.0f : (s1 + s1_comp) / (float)size;
+      c12[2 * set + 1] = size == 0 ? 0.0f : (s2 + s2_comp) / (float)size;
+    }
+    return;
+  }
+  const uint lid = get_local_id(0);
+  const uint team = get_local_size(0);
+  const uint steps = (span + team - 1) / team;
+  for (ulong u = get_group_id(0); u < units; u += get_num_groups(0)) {
+    const ulong set = u / parts;
+    const uint part = (uint)(u % parts);
+    const uint begin = part_begin(part, span, size);
+    const uint end = part_begin(part + 1, span, size);
+    const ulong first = set * size;
+    const uint pbase = (uint)(set % groups) * channels;
+    const float mean = mean_in[set];
+    const float r = rstd_in[set];
+    if (phase == 0) {
+      const float2 sums = range_bwd_sums(dy, x, w, first, begin, end, pbase, spread, mean, r, lid, team, steps, lid,
+                                         scratch, has_weight, xf, pf);
+      if (lid == 0) {
+        stats[2 * u] = sums.x;
+        stats[2 * u + 1] = sums.y;
+      }
+      if (want_w || want_b) {
+        const ulong slot = (set / groups) * parts + part;
+        part_param_grads(dy, x, pw + slot * 2 * params, pb + slot * 2 * params, first, begin, end, pbase, params,
+                         spread, mean, r, lid, team, scratch, want_w, want_b, xf);
+      }
+    } else {
+      range_dx(dy, x, w, dx, first, begin, end, pbase, spread, mean, r, c12[2 * set], c12[2 * set + 1], lid, team,
+               steps, has_weight, xf, pf);
     }
   }
 }
@@ -534,7 +834,33 @@ inline void norm_bwd_rows(global const uchar* dy, global const uchar* x, global 
                   xf, pf);                                                                                   \
   }
 
-#define NORM_ALL_KERNELS(name, xf, pf) NORM_SET_KERNELS(name, xf, pf) NORM_ROWS_KERNELS(name, xf, pf)
+#define NORM_SPLIT_KERNELS(name, xf, pf)                                                                     \
+  kernel void norm_fwd_split_##name(global const uchar* x, ulong x_off, global const uchar* w, ulong w_off,  \
+                                    global const uchar* b, ulong b_off, global uchar* y, ulong y_off,        \
+                                    global uchar* mean, ulong mean_off, global uchar* rstd, ulong rstd_off,  \
+                                    global uchar* stats, ulong stats_off, ulong sets, uint groups,           \
+                                    uint channels, uint spread, uint parts, uint span, float eps,            \
+                                    int has_weight, int has_bias, int phase, local float* scratch) {         \
+    norm_fwd_split(x + x_off, w + w_off, b + b_off, y + y_off, (global float*)(mean + mean_off),             \
+                   (global float*)(rstd + rstd_off), (global float*)(stats + stats_off), sets, groups,       \
+                   channels, spread, parts, span, eps, has_weight, has_bias, phase, scratch, xf, pf);        \
+  }                                                                                                          \
+  kernel void norm_bwd_split_##name(global const uchar* dy, ulong dy_off, global const uchar* x, ulong x_off, \
+                                    global const uchar* w, ulong w_off, global const uchar* mean,            \
+                                    ulong mean_off, global const uchar* rstd, ulong rstd_off, global uchar* dx, \
+                                    ulong dx_off, global uchar* pw, ulong pw_off, global uchar* pb,          \
+                                    ulong pb_off, global uchar* stats, ulong stats_off, ulong sets,          \
+                                    uint groups, uint channels, uint spread, uint parts, uint span,          \
+                                    int has_weight, int want_w, int want_b, int phase,                       \
+                                    local float* scratch) {                                                  \
+    norm_bwd_split(dy + dy_off, x + x_off, w + w_off, (global const float*)(mean + mean_off),                \
+                   (global const float*)(rstd + rstd_off), dx + dx_off, (global float*)(pw + pw_off),        \
+                   (global float*)(pb + pb_off), (global float*)(stats + stats_off), sets, groups, channels, \
+                   spread, parts, span, has_weight, want_w, want_b, phase, scratch, xf, pf);                 \
+  }
+
+#define NORM_ALL_KERNELS(name, xf, pf) \
+  NORM_SET_KERNELS(name, xf, pf) NORM_SPLIT_KERNELS(name, xf, pf) NORM_ROWS_KERNELS(name, xf, pf)
 
 NORM_ALL_KERNELS(f32_f32, FMT_F32, FMT_F32)
 NORM_ALL_KERNELS(f16_f16, FMT_F16, FMT_F16)
