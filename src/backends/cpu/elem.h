@@ -140,7 +140,8 @@ struct F16 {
 // F16C's vector instructions; everything else is converted inside the loop that uses it (bf16 is
 // a shift, f16 on the baseline the software conversion, f32 nothing), saving the buffer's store
 // and load. (bf16 buffered the same way, with vpmovzxwd and a shift, took 10-30% more
-// instructions per element in every op: measured with callgrind.) A chunk's reader is made by read() and indexed like an array.
+// instructions per element in every op, by callgrind.) A chunk's reader is made by read() and
+// indexed like an array.
 template <class X>
 inline constexpr bool kBuffered =
 #ifdef OPREG_CPU_AVX2
