@@ -3,9 +3,10 @@
 // ceiling a memory-bound kernel competes with. bench/peer_gpu_rms_norm.py times PyTorch and
 // Liger-Kernel on the same shapes with the same method.
 //
-// Method (the same in the peer script): each timed run starts with L2 flushed (a 256 MiB memset),
-// then CUDA events around the work alone, on the default stream; the reported time is the median
-// of the runs (counter `us`), after 3 warm-up runs. Inputs are random in [-2, 2] (never zeros).
+// Method (bench_cuda_common.h, the same in the peer script): each timed run starts with L2 flushed
+// (a 256 MiB memset), then CUDA events around the work alone, on the default stream; the reported
+// time is the median of the runs (counter `us`), after 3 warm-up runs. Inputs are random in
+// [-2, 2] (never zeros).
 //
 // Cases: rms/<variant>/<dir>/<dtype>/<rows>x<hidden>, where variant is `chosen` (the public entry
 // point: check, choice, kernel) or one of cluster/rows/split run by name (a variant that does not
@@ -25,97 +26,18 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
-#include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "backends/cuda_like/gpu_vendor.h"
 #include "backends/cuda_like/rms_norm/rms_norm.h"
+#include "bench_cuda_common.h"
 #include "opreg/ops.h"
 
 namespace {
 
 using namespace opreg;
-
-void gpu_check(gpuError_t err, const char* what) {
-  if (err == gpuSuccess) return;
-  std::fprintf(stderr, "bench_cuda_rms_norm: %s failed: %s\n", what, gpuGetErrorString(err));
-  std::exit(1);
-}
-
-// Process-wide: the device, the L2 flush buffer, the events, the copy buffers.
-struct Gpu {
-  Registry& reg = default_registry();
-  Device dev = reg.parse_device("cuda:0");
-  void* flush = nullptr;
-  std::size_t flush_bytes = 256u << 20;
-  gpuEvent_t start = nullptr;
-  gpuEvent_t stop = nullptr;
-  void* copy_src = nullptr;
-  void* copy_dst = nullptr;
-  std::size_t copy_bytes = 0;
-  Gpu() {
-    gpu_check(gpuSetDevice(0), "cudaSetDevice");
-    gpu_check(gpuMalloc(&flush, flush_bytes), "cudaMalloc(flush)");
-    gpu_check(gpuEventCreate(&start), "cudaEventCreate");
-    gpu_check(gpuEventCreate(&stop), "cudaEventCreate");
-  }
-  void reserve_copy(std::size_t bytes) {
-    if (bytes <= copy_bytes) return;
-    if (copy_src != nullptr) gpuFree(copy_src);
-    if (copy_dst != nullptr) gpuFree(copy_dst);
-    gpu_check(gpuMalloc(&copy_src, bytes), "cudaMalloc(copy)");
-    gpu_check(gpuMalloc(&copy_dst, bytes), "cudaMalloc(copy)");
-    gpu_check(gpuMemsetAsync(copy_src, 0x3c, bytes, nullptr), "cudaMemsetAsync");
-    copy_bytes = bytes;
-  }
-  // Milliseconds of f's device work, L2 cold.
-  template <class F>
-  double time_ms(F&& f) {
-    gpu_check(gpuMemsetAsync(flush, 0, flush_bytes, nullptr), "cudaMemsetAsync(flush)");
-    gpu_check(gpuEventRecord(start, nullptr), "cudaEventRecord");
-    f();
-    gpu_check(gpuEventRecord(stop, nullptr), "cudaEventRecord");
-    gpu_check(gpuEventSynchronize(stop), "cudaEventSynchronize");
-    float ms = 0;
-    gpu_check(gpuEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
-    return ms;
-  }
-};
-Gpu& gpu() {
-  static Gpu g;
-  return g;
-}
-
-// Random values in [-2, 2] (at least 1/64 in magnitude): a host pattern of up to 16 Mi elements,
-// repeated over the tensor on the device.
-void fill_random(Tensor& t, std::uint64_t seed) {
-  const std::int64_t n = t.numel();
-  const std::int64_t pattern = std::min<std::int64_t>(n, 16 << 20);
-  Tensor host = Tensor::empty({pattern}, t.dtype());
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> dist(-2.0, 2.0);
-  for (std::int64_t i = 0; i < pattern; ++i) {
-    double v = dist(rng);
-    if (std::fabs(v) < 1.0 / 64) v = std::copysign(1.0 / 64, v);
-    store_from_double(host.data(), t.dtype(), static_cast<std::size_t>(i), v);
-  }
-  const std::size_t esize = element_size(t.dtype());
-  auto* dst = static_cast<unsigned char*>(t.data());
-  gpu_check(gpuMemcpyAsync(dst, host.data(), static_cast<std::size_t>(pattern) * esize, gpuMemcpyDefault, nullptr),
-            "cudaMemcpyAsync");
-  for (std::int64_t done = pattern; done < n;) {
-    const std::int64_t chunk = std::min(done, n - done);
-    gpu_check(gpuMemcpyAsync(dst + static_cast<std::size_t>(done) * esize, dst, static_cast<std::size_t>(chunk) * esize,
-                             gpuMemcpyDefault, nullptr),
-              "cudaMemcpyAsync");
-    done += chunk;
-  }
-  gpu_check(gpuStreamSynchronize(nullptr), "cudaStreamSynchronize");
-}
+using namespace opreg::bench;
 
 // One problem's tensors, kept while consecutive cases use the same shape and dtype.
 struct RmsData {
@@ -150,75 +72,10 @@ RmsData& data_for(const Shape& shape, DType dtype) {
   return d;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n == 0 ? 0.0 : n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// Runs `work` (which returns an empty string, or why it cannot run) timed, and reports it next to
-// a copy of the same bytes.
-template <class Work>
-void timed(benchmark::State& state, std::uint64_t bytes, Work&& work) {
-  Gpu& g = gpu();
-  for (int i = 0; i < 3; ++i) {
-    const std::string why = work();
-    if (!why.empty()) {
-      state.SkipWithError(why.c_str());
-      return;
-    }
-  }
-  gpu_check(gpuStreamSynchronize(nullptr), "cudaStreamSynchronize");
-  std::vector<double> ms;
-  for (auto _ : state) {
-    const double t = g.time_ms([&] { work(); });
-    state.SetIterationTime(t * 1e-3);
-    ms.push_back(t);
-  }
-  const std::size_t half = static_cast<std::size_t>(bytes / 2);
-  g.reserve_copy(half);
-  std::vector<double> copy;
-  for (std::size_t i = 0; i < std::max<std::size_t>(ms.size(), 20); ++i) {
-    copy.push_back(g.time_ms([&] {
-      gpu_check(gpuMemcpyAsync(g.copy_dst, g.copy_src, half, gpuMemcpyDefault, nullptr), "cudaMemcpyAsync(copy)");
-    }));
-  }
-  const double t = median(ms);
-  const double c = median(copy);
-  state.SetBytesProcessed(static_cast<std::int64_t>(bytes) * state.iterations());
-  state.counters["us"] = t * 1e3;
-  state.counters["GBps"] = static_cast<double>(bytes) / (t * 1e6);
-  state.counters["copy_us"] = c * 1e3;
-  state.counters["copy_GBps"] = static_cast<double>(2 * half) / (c * 1e6);
-  state.counters["of_copy"] = c / t;
-}
-
-int iterations_for(std::uint64_t bytes) {
-  return static_cast<int>(std::clamp<std::uint64_t>(4'000'000'000ull / std::max<std::uint64_t>(bytes, 1), 20, 200));
-}
-
 std::uint64_t case_bytes(const Shape& shape, DType dtype, bool with_bwd) {
   std::uint64_t b = bytes_moved("rms_norm", Direction::fwd, shape, dtype, dtype);
   if (with_bwd) b += bytes_moved("rms_norm", Direction::bwd, shape, dtype, dtype);
   return b;
-}
-
-void run_peak_copy(benchmark::State& state) {
-  Gpu& g = gpu();
-  const std::size_t half = std::size_t{1} << 30;
-  g.reserve_copy(half);
-  std::vector<double> ms;
-  for (auto _ : state) {
-    const double t = g.time_ms([&] {
-      gpu_check(gpuMemcpyAsync(g.copy_dst, g.copy_src, half, gpuMemcpyDefault, nullptr), "cudaMemcpyAsync(copy)");
-    });
-    state.SetIterationTime(t * 1e-3);
-    ms.push_back(t);
-  }
-  const double t = median(ms);
-  state.SetBytesProcessed(static_cast<std::int64_t>(2 * half) * state.iterations());
-  state.counters["us"] = t * 1e3;
-  state.counters["GBps"] = static_cast<double>(2 * half) / (t * 1e6);
 }
 
 // ---- rms/...: each variant by name, and the registry's choice.
@@ -364,10 +221,6 @@ const std::vector<Shape>& bench_shapes() {
 }
 
 void register_all() {
-  benchmark::RegisterBenchmark("copy/peak", run_peak_copy)
-      ->UseManualTime()
-      ->Iterations(20)
-      ->Unit(benchmark::kMicrosecond);
   for (const DType dtype : {DType::bf16, DType::f32}) {
     const std::string dt(to_string(dtype));
     for (const Shape& shape : bench_shapes()) {
@@ -396,19 +249,4 @@ void register_all() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  bool listing = false;
-  for (int i = 1; i < argc; ++i) listing = listing || std::string(argv[i]).starts_with("--benchmark_list_tests");
-  for (const auto& b : default_registry().backends()) {
-    if (b.name == "cuda" && !b.availability.available && !listing) {
-      std::printf("bench_cuda_rms_norm: no usable GPU (%s)\n", b.availability.reason.c_str());
-      return 0;
-    }
-  }
-  register_all();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+int main(int argc, char** argv) { return bench_main(argc, argv, "bench_cuda_rms_norm", register_all); }
