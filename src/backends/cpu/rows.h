@@ -116,6 +116,20 @@ struct Less {
 };
 template <class A>
 Less(A, float) -> Less<A>;
+// (a[i] - m) * s.
+template <class A>
+struct Affine {
+  A a;
+  float m;
+  float s;
+  OPREG_CPU_INLINE float operator[](i64 i) const { return (a[i] - m) * s; }
+};
+template <class A>
+Affine(A, float, float) -> Affine<A>;
+template <class A>
+OPREG_CPU_INLINE Lanes lanes_of(const Affine<A>& r, i64 i) {
+  return (lanes_of(r.a, i) - r.m) * r.s;
+}
 template <class A, class B>
 OPREG_CPU_INLINE Lanes lanes_of(const Mul<A, B>& r, i64 i) {
   return lanes_of(r.a, i) * lanes_of(r.b, i);
