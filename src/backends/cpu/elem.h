@@ -218,15 +218,13 @@ OPREG_CPU_INLINE __m256i bf16_bits(__m256i w) {
 // n floats into X. Results are stored from an f32 buffer rather than inside the loop that
 // computes them: an output may be the very memory of an input (dx = dy), and a loop that reads
 // and writes the same 16-bit array through two pointers is left scalar by the vectoriser. With
-// `stream`, the chunk goes to memory around the caches (stream_bytes). With `back`, the stored
-// values are also read back into it as f32: round_x of each, for a caller that needs both.
+// `stream`, the chunk goes to memory around the caches (stream_bytes). (The kernels' element-wise
+// passes use vec.h's emit instead, which rounds and stores from registers.)
 template <class X>
-OPREG_CPU_INLINE void store_n(const float* __restrict src, i64 n, typename X::T* __restrict dst, bool stream = false,
-                              float* __restrict back = nullptr) {
+OPREG_CPU_INLINE void store_n(const float* __restrict src, i64 n, typename X::T* __restrict dst, bool stream = false) {
   using T = typename X::T;
   if (stream && std::is_same_v<X, F32>) {
     stream_bytes(src, static_cast<std::size_t>(n) * sizeof(T), dst);
-    if (back != nullptr) std::memcpy(back, src, static_cast<std::size_t>(n) * sizeof(float));
     return;
   }
   alignas(64) T tmp[kChunk];
@@ -249,10 +247,6 @@ OPREG_CPU_INLINE void store_n(const float* __restrict src, i64 n, typename X::T*
   }
 #endif
   for (; i < n; ++i) out[i] = X::store(src[i]);
-  // What was stored, read back as f32 (round_x of each value, without redoing the rounding).
-  if (back != nullptr) {
-    for (i64 j = 0; j < n; ++j) back[j] = X::load(out[j]);
-  }
   if (stream) stream_bytes(tmp, static_cast<std::size_t>(n) * sizeof(T), dst);
 }
 
@@ -263,23 +257,6 @@ OPREG_CPU_INLINE float round_x(float v) {
     return v;
   } else {
     return X::load(X::store(v));
-  }
-}
-
-// round_x of n floats in place. On AVX2, f16 goes through F16C (vcvtps2ph and back, 8 values in
-// two instructions) where the per-value round_x is the software conversion's few dozen.
-template <class X>
-OPREG_CPU_INLINE void round_n(float* __restrict v, i64 n) {
-  if constexpr (!std::is_same_v<X, F32>) {
-    i64 i = 0;
-#ifdef OPREG_CPU_AVX2
-    if constexpr (std::is_same_v<X, F16>) {
-      for (; i + 8 <= n; i += 8) {
-        _mm256_storeu_ps(v + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(v + i), _MM_FROUND_TO_NEAREST_INT)));
-      }
-    }
-#endif
-    for (; i < n; ++i) v[i] = round_x<X>(v[i]);
   }
 }
 

@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <cstring>
 
-#include "backends/cpu/elem.h"
+#include "backends/cpu/vec.h"
 
 namespace opreg::cpu::OPREG_CPU_NS {
 
@@ -84,38 +84,6 @@ inline Split split(i64 count, i64 work_each, int team, i64 max_items) {
 // scalar add per term (8.7 instructions an element for layer_norm bwd's two sums). Lane l still
 // adds terms l, l + kLanes, ..., and the tail and the pairwise fold are as before: the same bits.
 
-// One vector register of floats (GCC's vector extension): 8 with AVX2, 4 on the SSE2 baseline
-// (and NEON). A 64-byte vector type instead made GCC 12 keep the accumulators on the stack.
-#ifdef OPREG_CPU_AVX2
-inline constexpr int kVec = 8;
-#else
-inline constexpr int kVec = 4;
-#endif
-using VecF = float __attribute__((vector_size(kVec * sizeof(float))));
-using VecU16 = std::uint16_t __attribute__((vector_size(kVec * sizeof(std::uint16_t))));
-using VecU32 = std::uint32_t __attribute__((vector_size(kVec * sizeof(std::uint32_t))));
-// kLanes floats in kLanes / kVec registers: lane l is element l % kVec of register l / kVec.
-struct Lanes {
-  static constexpr int kRegs = kLanes / kVec;
-  VecF r[kRegs];
-  OPREG_CPU_INLINE float get(int l) const { return r[l / kVec][l % kVec]; }
-  OPREG_CPU_INLINE void add(int l, float v) { r[l / kVec][l % kVec] += v; }
-};
-OPREG_CPU_INLINE Lanes& operator+=(Lanes& a, const Lanes& b) {
-  for (int k = 0; k < Lanes::kRegs; ++k) a.r[k] += b.r[k];
-  return a;
-}
-OPREG_CPU_INLINE Lanes operator*(const Lanes& a, const Lanes& b) {
-  Lanes o;
-  for (int k = 0; k < Lanes::kRegs; ++k) o.r[k] = a.r[k] * b.r[k];
-  return o;
-}
-OPREG_CPU_INLINE Lanes operator-(const Lanes& a, float m) {
-  Lanes o;
-  for (int k = 0; k < Lanes::kRegs; ++k) o.r[k] = a.r[k] - m;
-  return o;
-}
-
 OPREG_CPU_INLINE Lanes lanes_of(const float* p, i64 i) {
   Lanes v;
   for (int k = 0; k < Lanes::kRegs; ++k) std::memcpy(&v.r[k], p + i + k * kVec, sizeof(VecF));
@@ -125,28 +93,50 @@ template <class X>
 OPREG_CPU_INLINE Lanes lanes_of(const In<X>& r, i64 i) {
   if constexpr (kBuffered<X>) {
     return lanes_of(r.buf, i);
-  } else if constexpr (std::is_same_v<X, F32>) {
-    return lanes_of(r.p, i);
-  } else if constexpr (std::is_same_v<X, BF16>) {  // the top halves of f32s
-    Lanes v;
-    for (int k = 0; k < Lanes::kRegs; ++k) {
-#ifdef OPREG_CPU_AVX2
-      // One vpmovzxwd from memory: GCC 12 makes __builtin_convertvector of a loaded vector two
-      // 128-bit conversions and an insert.
-      const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r.p + i + k * kVec)));
-      v.r[k] = reinterpret_cast<VecF>(_mm256_slli_epi32(w, 16));
-#else
-      VecU16 h;
-      std::memcpy(&h, r.p + i + k * kVec, sizeof h);
-      v.r[k] = std::bit_cast<VecF>(__builtin_convertvector(h, VecU32) << 16);
-#endif
-    }
-    return v;
   } else {
-    Lanes v;
-    for (int l = 0; l < kLanes; ++l) v.r[l / kVec][l % kVec] = X::load(r.p[i + l]);
-    return v;
+    return load16<X>(r.p + i);
   }
+}
+
+// Readers computed from readers, as f32 values: a[i] * b[i] and a[i] - m (lanes_of of each
+// computes kLanes of them in registers).
+template <class A, class B>
+struct Mul {
+  A a;
+  B b;
+  OPREG_CPU_INLINE float operator[](i64 i) const { return a[i] * b[i]; }
+};
+template <class A, class B>
+Mul(A, B) -> Mul<A, B>;
+template <class A>
+struct Less {
+  A a;
+  float m;
+  OPREG_CPU_INLINE float operator[](i64 i) const { return a[i] - m; }
+};
+template <class A>
+Less(A, float) -> Less<A>;
+// (a[i] - m) * s.
+template <class A>
+struct Affine {
+  A a;
+  float m;
+  float s;
+  OPREG_CPU_INLINE float operator[](i64 i) const { return (a[i] - m) * s; }
+};
+template <class A>
+Affine(A, float, float) -> Affine<A>;
+template <class A>
+OPREG_CPU_INLINE Lanes lanes_of(const Affine<A>& r, i64 i) {
+  return (lanes_of(r.a, i) - r.m) * r.s;
+}
+template <class A, class B>
+OPREG_CPU_INLINE Lanes lanes_of(const Mul<A, B>& r, i64 i) {
+  return lanes_of(r.a, i) * lanes_of(r.b, i);
+}
+template <class A>
+OPREG_CPU_INLINE Lanes lanes_of(const Less<A>& r, i64 i) {
+  return lanes_of(r.a, i) - r.m;
 }
 
 // The fold of the lanes: l += l + half, halving.
