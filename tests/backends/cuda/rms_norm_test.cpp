@@ -1,6 +1,7 @@
-// The cuda rms_norm variants on a real GPU: every variant against the reference through the
-// conformance harness (each variant run by name, and the registry's own choice), results that
-// are bit-identical run to run (dW included), the op's stream, a second GPU, and the errors.
+// The cuda variants on a real GPU (rms_norm's and fused_add_rms_norm's in particular): every
+// variant against the reference through the conformance harness (each variant run by name, and
+// the registry's own choice), results that are bit-identical run to run (dW included), the op's
+// stream, a second GPU, and the errors.
 // Without a usable GPU every test skips with the reason the backend gave (main prints it once for
 // ctest's SKIP_REGULAR_EXPRESSION).
 #include <gtest/gtest.h>
@@ -114,12 +115,17 @@ std::string chosen_name(const ::testing::TestParamInfo<ChosenCase>& info) {
   return name;
 }
 
+// fused_add_rms_norm also at 4096 x 32768 (16-bit and f32), where its backward once had no cuda
+// variant (past what rows holds; now cluster or split).
 std::vector<ChosenCase> chosen_cases() {
   std::vector<ChosenCase> out;
   if (!have_gpu()) return out;
-  for (const char* op : {"rms_norm.fwd", "rms_norm.bwd"}) {
+  for (const char* op : {"rms_norm.fwd", "rms_norm.bwd", "fused_add_rms_norm.fwd", "fused_add_rms_norm.bwd"}) {
+    const bool fused = std::string(op).starts_with("fused");
     for (const auto& [x, w] : kAllPairs) {
-      for (const Shape& shape : cuda_shapes()) {
+      std::vector<Shape> shapes = cuda_shapes();
+      if (fused && w == x && x != DType::f16) shapes.push_back(Shape{4096, 32768});
+      for (const Shape& shape : shapes) {
         ChosenCase c;
         c.spec.op = op;
         c.spec.dtype = x;
@@ -179,13 +185,60 @@ struct DeterminismCase {
   const char* variant;  // forward and backward impl
   Shape shape;
   DType dtype;
+  bool fused = false;        // fused_add_rms_norm instead of rms_norm
+  const char* bwd = nullptr;  // the backward's impl where it differs from the forward's
 };
 
 class CudaDeterminism : public ::testing::TestWithParam<DeterminismCase> {};
 
+// fused_add_rms_norm: forward (y, s, rstd) then backward (dx with ds_out, dweight), ten times.
+void fused_determinism(const DeterminismCase& c) {
+  Registry& reg = default_registry();
+  const Device dev = reg.parse_device("cuda:0");
+  std::mt19937 rng(99);
+  const std::int64_t hidden = c.shape[c.shape.ndim() - 1];
+  const Shape rows{rows_hidden(c.shape).rows};
+  FusedAddRmsNormFwdArgs f;
+  f.x = random_tensor(c.shape, c.dtype, dev, rng);
+  f.residual = random_tensor(c.shape, c.dtype, dev, rng);
+  f.weight = random_tensor({hidden}, c.dtype, dev, rng);
+  f.y = Tensor::empty(c.shape, c.dtype, dev, reg);
+  f.s = Tensor::empty(c.shape, c.dtype, dev, reg);
+  f.rstd = Tensor::empty(rows, DType::f32, dev, reg);
+  FusedAddRmsNormBwdArgs b;
+  b.dy = random_tensor(c.shape, c.dtype, dev, rng);
+  b.ds_out = random_tensor(c.shape, c.dtype, dev, rng);
+  b.s = f.s;
+  b.weight = f.weight;
+  b.rstd = f.rstd;
+  b.dx = Tensor::empty(c.shape, c.dtype, dev, reg);
+  b.dweight = Tensor::empty({hidden}, c.dtype, dev, reg);
+  const std::string fwd = std::string("cuda.fused_add_rms_norm.fwd.") + c.variant;
+  const std::string bwd = std::string("cuda.fused_add_rms_norm.bwd.") + (c.bwd != nullptr ? c.bwd : c.variant);
+  Bits first;
+  for (int run = 0; run < 10; ++run) {
+    for (Tensor* t : {&f.y, &f.s, &f.rstd, &b.dx, &b.dweight}) t->fill(std::nan(""), reg);
+    const Verdict vf = reg.call_variant(fused_add_rms_norm_fwd_op(), fwd, f);
+    ASSERT_TRUE(vf.ok) << fwd << ": " << vf.reason;
+    const Verdict vb = reg.call_variant(fused_add_rms_norm_bwd_op(), bwd, b);
+    ASSERT_TRUE(vb.ok) << bwd << ": " << vb.reason;
+    Bits now{{host_bytes(f.y), host_bytes(f.s), host_bytes(f.rstd), host_bytes(b.dx), host_bytes(b.dweight)}};
+    if (run == 0) {
+      first = std::move(now);
+    } else {
+      ASSERT_TRUE(now == first) << fwd << ", " << bwd << " " << c.shape.str() << ": run " << run
+                                << " differs from run 0";
+    }
+  }
+}
+
 TEST_P(CudaDeterminism, TenRunsGiveTheSameBits) {
   REQUIRE_GPU();
   const DeterminismCase& c = GetParam();
+  if (c.fused) {
+    fused_determinism(c);
+    return;
+  }
   Registry& reg = default_registry();
   const Device dev = reg.parse_device("cuda:0");
   std::mt19937 rng(99);
@@ -221,7 +274,8 @@ TEST_P(CudaDeterminism, TenRunsGiveTheSameBits) {
   }
 }
 
-// Shapes where each variant has many blocks contributing dW partials.
+// Shapes where each variant has many blocks contributing dW partials; fused_add_rms_norm's split
+// (and its backward cluster) on rows the rows variants do not hold, 4096 x 32768 among them.
 INSTANTIATE_TEST_SUITE_P(cuda, CudaDeterminism,
                          ::testing::Values(DeterminismCase{"rows", {4096, 1024}, DType::bf16},
                                            DeterminismCase{"rows", {70000, 64}, DType::f32},
@@ -229,10 +283,17 @@ INSTANTIATE_TEST_SUITE_P(cuda, CudaDeterminism,
                                            DeterminismCase{"cluster", {64, 131072}, DType::bf16},
                                            DeterminismCase{"cluster", {3, 16384}, DType::f32},
                                            DeterminismCase{"split", {1000, 12345}, DType::bf16},
-                                           DeterminismCase{"split", {2, 200003}, DType::f32}),
+                                           DeterminismCase{"split", {2, 200003}, DType::f32},
+                                           DeterminismCase{"split", {1000, 12345}, DType::bf16, true},
+                                           DeterminismCase{"split", {2, 200003}, DType::f32, true},
+                                           DeterminismCase{"split", {4096, 32768}, DType::bf16, true},
+                                           DeterminismCase{"rows", {4096, 32768}, DType::f32, true, "split"},
+                                           DeterminismCase{"split", {64, 131072}, DType::bf16, true, "cluster"}),
                          [](const ::testing::TestParamInfo<DeterminismCase>& info) {
-                           return std::string(info.param.variant) + "_" + info.param.shape.str() + "_" +
-                                  std::string(to_string(info.param.dtype));
+                           const DeterminismCase& c = info.param;
+                           std::string name = std::string(c.fused ? "fused_" : "") + c.variant;
+                           if (c.bwd != nullptr) name += std::string("_") + c.bwd;
+                           return name + "_" + c.shape.str() + "_" + std::string(to_string(c.dtype));
                          });
 
 // ---- Streams and devices.

@@ -1,4 +1,4 @@
-// The cuda rms_norm lists: which variant takes a problem (supports), how it is laid out on the
+// The cuda rms_norm and fused_add_rms_norm lists: which variant takes a problem (supports), how it is laid out on the
 // device (its plan: the launch shape and the launch geometry, made once per problem and kept by
 // the choice cache), and the host side of a call: device selection, workspace, launches, the dW
 // finisher, and errors that name the call and the kernel.
@@ -9,6 +9,7 @@
 //   rows     the row in one block (forward: registers, a block per row group; backward: staged
 //            in shared memory or in registers, persistent grid), several rows a block when short
 //   split    anything: very long rows, long rows that are not 16-byte aligned
+// fused_add_rms_norm has the same lists but for the forward's cluster (register_rms_norm).
 #include "backends/cuda_like/rms_norm/rms_norm.h"
 
 #include <algorithm>
@@ -376,6 +377,7 @@ void split_run(const Args& a, const SplitPlan& plan, const KernelContext& ctx) {
 #if OPREG_GPU_CLUSTERS
 constexpr char kFwdCluster[] = "cuda.rms_norm.fwd.cluster";
 constexpr char kBwdCluster[] = "cuda.rms_norm.bwd.cluster";
+constexpr char kFusedBwdCluster[] = "cuda.fused_add_rms_norm.bwd.cluster";
 #endif
 constexpr char kFwdRows[] = "cuda.rms_norm.fwd.rows";
 constexpr char kBwdRows[] = "cuda.rms_norm.bwd.rows";
@@ -383,9 +385,13 @@ constexpr char kFwdSplit[] = "cuda.rms_norm.fwd.split";
 constexpr char kBwdSplit[] = "cuda.rms_norm.bwd.split";
 constexpr char kFusedFwdRows[] = "cuda.fused_add_rms_norm.fwd.rows";
 constexpr char kFusedBwdRows[] = "cuda.fused_add_rms_norm.bwd.rows";
+constexpr char kFusedFwdSplit[] = "cuda.fused_add_rms_norm.fwd.split";
+constexpr char kFusedBwdSplit[] = "cuda.fused_add_rms_norm.bwd.split";
 
 using Fwd = RmsNormFwdArgs;
 using Bwd = RmsNormBwdArgs;
+using FusedFwd = FusedAddRmsNormFwdArgs;
+using FusedBwd = FusedAddRmsNormBwdArgs;
 
 }  // namespace
 
@@ -423,23 +429,33 @@ void register_rms_norm(Registry& r) {
                    {"grid", "persistent"}}},
                  {"split", &split_plan<Bwd, kBwdSplit>, &split_run<Bwd>,
                   {{"threads", "256"}, {"accesses_per_thread", "2"}}}});
-  // fused_add_rms_norm: the rows kernels with the residual's accesses (s formed in registers,
-  // stored and normalised; ds_out added to dx before it is rounded). Rows the rows variant does
-  // not hold (forward past 65,536 16-bit / 32,768 f32 columns, backward past 16,384) are not
-  // taken on the GPU yet.
+  // fused_add_rms_norm: the same kernels with the residual's accesses, told apart at run time
+  // (the descriptor's residual, ds_out). rows: s formed in registers, stored and normalised;
+  // ds_out added to dx before it is rounded. split: the first pass forms and stores s and sums
+  // its squares, the second normalises the stored s; backward as rms_norm's with ds_out added to
+  // dx before rounding. The backward's cluster variant is rms_norm's cluster kernel (its ds_out
+  // path is the rows kernel's, whatever the launch); the forward has none, since the cluster
+  // forward stages x in shared memory and the residual is added only on the register path. So
+  // past what rows holds (forward past 65,536 16-bit / 32,768 f32 columns, backward past 16,384)
+  // the forward takes split, the backward cluster where it holds the row (sm_90), else split.
   register_list(r, fused_add_rms_norm_fwd_op(), "cuda",
-                {{"rows", &resident_supports<FusedAddRmsNormFwdArgs, rows_shape, kFusedFwdRows>,
-                  &resident_run<FusedAddRmsNormFwdArgs, rows_shape>,
+                {{"rows", &resident_supports<FusedFwd, rows_shape, kFusedFwdRows>, &resident_run<FusedFwd, rows_shape>,
                   {{"accesses_per_thread", "4,8,2"}, {"access_bytes", "16 or 1 element"}, {"block", "256 or one row"},
-                   {"grid", "a block per row group"}}}});
+                   {"grid", "a block per row group"}}},
+                 {"split", &split_plan<FusedFwd, kFusedFwdSplit>, &split_run<FusedFwd>,
+                  {{"threads", "256"}, {"accesses_per_thread", "4"}}}});
   register_list(r, fused_add_rms_norm_bwd_op(), "cuda",
-                {{"rows", &resident_supports<FusedAddRmsNormBwdArgs, rows_shape, kFusedBwdRows>,
-                  &resident_run<FusedAddRmsNormBwdArgs, rows_shape>,
+                {OPREG_IF_CLUSTERS({"cluster", &resident_supports<FusedBwd, cluster_shape, kFusedBwdCluster>,
+                                    &resident_run<FusedBwd, cluster_shape>,
+                                    {{"max_cluster", "8"}, {"accesses_per_thread", "2"}, {"access_bytes", "16"}}})
+                 {"rows", &resident_supports<FusedBwd, rows_shape, kFusedBwdRows>, &resident_run<FusedBwd, rows_shape>,
                   {{"accesses_per_thread", "1,2,4"},
                    {"access_bytes", "16 or 1 element"},
                    {"block", "256 or one row"},
                    {"stages", "2 in shared memory, or registers"},
-                   {"grid", "persistent"}}}});
+                   {"grid", "persistent"}}},
+                 {"split", &split_plan<FusedBwd, kFusedBwdSplit>, &split_run<FusedBwd>,
+                  {{"threads", "256"}, {"accesses_per_thread", "2"}}}});
 }
 
 }  // namespace opreg::cuda_like

@@ -1,4 +1,5 @@
-// The cuda rms_norm variants: cuda.rms_norm.{fwd,bwd}.{cluster,rows,split}. Internal to the cuda
+// The cuda rms_norm variants: cuda.rms_norm.{fwd,bwd}.{cluster,rows,split}, and
+// cuda.fused_add_rms_norm.{fwd.{rows,split},bwd.{cluster,rows,split}}. Internal to the cuda
 // backend; declared here so its tests and benchmarks can see the plans the variants make.
 #pragma once
 
@@ -12,7 +13,8 @@
 
 namespace opreg::cuda_like {
 
-// The lists of cuda.rms_norm.{fwd,bwd}: cluster, rows, split (for the registry's lifetime).
+// The lists of cuda.rms_norm.{fwd,bwd} and cuda.fused_add_rms_norm.{fwd,bwd} (for the registry's
+// lifetime).
 void register_rms_norm(Registry& registry);
 
 // What a variant's choice looks at, read off the arguments and the device's facts.

@@ -1,5 +1,6 @@
-// rms_norm for any row length and alignment (cuda.rms_norm.{fwd,bwd}.split), and the dW finisher
-// every backward variant ends with.
+// rms_norm and fused_add_rms_norm for any row length and alignment
+// (cuda.{rms_norm,fused_add_rms_norm}.{fwd,bwd}.split), and the dW finisher every backward
+// variant ends with.
 //
 // The row is cut into chunks of kThreads x NV accesses. A first kernel writes one partial sum per
 // (row, chunk) to the workspace; a second adds a row's partials in chunk order (deterministic),
@@ -9,6 +10,13 @@
 // fallback for what they cannot hold: very long rows, and long rows that are not 16-byte
 // aligned. A row group keeps its chunk's columns, so the backward accumulates dW in registers as
 // the others do, one partial row per group.
+//
+// fused_add_rms_norm takes the same kernels, told apart at run time as the rows kernels are (a
+// residual in the forward's descriptor, ds_out in the backward's): the forward's first kernel
+// forms s = X(x + residual), stores it and sums the squares of s as stored; the second normalises
+// s, read back from where the first stored it, exactly as rms_norm normalises x (the reference:
+// rms_norm of the stored s). The backward's x is s already; its second kernel adds ds_out to dx
+// before rounding it. dW is rms_norm's.
 #include <atomic>
 
 #include "backends/cuda_like/rms_norm/device.cuh"
@@ -59,11 +67,26 @@ __global__ void __launch_bounds__(kThreads) fwd_sum_kernel(RowNormFwd p, SplitGr
   const ChunkSpan span = chunk_span<kFwdNv>(sg.chunk(), nvec);
   int parity = 0;
   for (std::int64_t row = sg.group(); row < p.rows; row += sg.groups) {
-    const XT* x = static_cast<const XT*>(p.x) + row * p.hidden + span.first * VEC;
+    const std::int64_t at = row * p.hidden + span.first * VEC;
+    const XT* x = static_cast<const XT*>(p.x) + at;
     Pack<X, VEC> xv[kFwdNv];
 #pragma unroll
     for (int k = 0; k < kFwdNv; ++k) {
       if (k < span.count) xv[k] = load_pack<X, VEC>(x + static_cast<std::int64_t>(k) * kThreads * VEC);
+    }
+    if (p.residual != nullptr) {  // fused_add_rms_norm: s = X(x + residual), stored; its squares summed
+      const XT* res = static_cast<const XT*>(p.residual) + at;
+      XT* sum = static_cast<XT*>(p.s) + at;
+#pragma unroll
+      for (int k = 0; k < kFwdNv; ++k) {
+        if (k < span.count) {
+          const std::int64_t off = static_cast<std::int64_t>(k) * kThreads * VEC;
+          const Pack<X, VEC> rv = load_pack_once<X, VEC>(res + off);
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) xv[k].v[e] = X::store(X::load(xv[k].v[e]) + X::load(rv.v[e]));
+          store_pack<X, VEC>(sum + off, xv[k]);
+        }
+      }
     }
     const auto squares = [&](float scale) {
       float ss = 0.0f;
@@ -98,7 +121,8 @@ __global__ void __launch_bounds__(kThreads) fwd_norm_kernel(RowNormFwd p, SplitG
     for (std::int64_t c = 0; c < sg.chunks; ++c) ss += sums[row * sg.chunks + c];
     const float rstd = rstd_of(ss, p.hidden, p.eps);
     const std::int64_t at = row * p.hidden + span.first * VEC;
-    const XT* x = static_cast<const XT*>(p.x) + at;
+    // fused_add_rms_norm normalises s, which fwd_sum_kernel stored (in x's dtype).
+    const XT* x = static_cast<const XT*>(p.residual != nullptr ? p.s : p.x) + at;
     XT* y = static_cast<XT*>(p.y) + at;
 #pragma unroll
     for (int k = 0; k < kFwdNv; ++k) {
@@ -178,6 +202,8 @@ __global__ void __launch_bounds__(kThreads)
     const XT* x = static_cast<const XT*>(p.x) + at;
     const XT* dy = static_cast<const XT*>(p.dy) + at;
     XT* dx = static_cast<XT*>(p.dx) + at;
+    // fused_add_rms_norm: the gradient into the new residual, added to dx before it is rounded.
+    const XT* ds = p.ds_out != nullptr ? static_cast<const XT*>(p.ds_out) + at : nullptr;
 #pragma unroll
     for (int k = 0; k < kBwdNv; ++k) {
       if (k < span.count) {
@@ -187,8 +213,11 @@ __global__ void __launch_bounds__(kThreads)
         float s[VEC];
         load_scale<W, VEC>(w, span.first * VEC + off, static_cast<float>(p.offset), round_w, s);
         const bool dw = partial != nullptr;
-        store_pack<X, VEC>(dx + off, gemma ? dx_pack<X, VEC, true>(dyv, s, xv, rstd, coeff, dw, acc[k])
-                                           : dx_pack<X, VEC, false>(dyv, s, xv, rstd, coeff, dw, acc[k]));
+        Pack<X, VEC> dsv{};
+        if (ds != nullptr) dsv = load_pack_once<X, VEC>(ds + off);
+        const Pack<X, VEC>* extra = ds != nullptr ? &dsv : nullptr;
+        store_pack<X, VEC>(dx + off, gemma ? dx_pack<X, VEC, true>(dyv, s, xv, rstd, coeff, dw, acc[k], extra)
+                                           : dx_pack<X, VEC, false>(dyv, s, xv, rstd, coeff, dw, acc[k], extra));
       }
     }
   }
