@@ -88,7 +88,9 @@ std::optional<LnRowsShape> ln_rows_shape(std::int64_t hidden, family::Elem xt, b
   static constexpr int kScalar[] = {kLnScalarNv};
   static constexpr int kFwd[] = {4, 8};
   static constexpr int kBwd[] = {1, 2, 4};
-  const std::span<const int> order = vec == 1 ? std::span<const int>(kScalar) : backward ? kBwd : kFwd;
+  const std::span<const int> order = vec == 1   ? std::span<const int>(kScalar)
+                                     : backward ? std::span<const int>(kBwd)
+                                                : std::span<const int>(kFwd);
   const std::int64_t prefer = backward ? 256 : 512;
   capacity = 0;
   std::optional<LnRowsShape> fallback;
@@ -109,29 +111,37 @@ std::optional<LnRowsShape> ln_rows_shape(std::int64_t hidden, family::Elem xt, b
 }
 
 struct LnRowsPlan {
-  bool ok = false;
-  std::string why;  // refused: the reason (a forced variant runs the plan and says it)
+  bool ok = false;  // false: refused (a forced variant runs the plan and says why)
   LnRowsLaunch launch;
 };
+
+// The shape of a problem, or why the variant does not take it.
+template <class Args>
+std::optional<LnRowsShape> ln_rows_choice(const Args& a, std::string& why) {
+  const auto d = family::describe(a);
+  const std::int64_t hidden = d.shape.channels;
+  if (hidden == 0) {
+    why = "rows of 0 elements (the sets variant writes their statistics)";
+    return std::nullopt;
+  }
+  const bool aligned = rows_aligned(a, d.x_type, hidden);
+  std::int64_t capacity = 0;
+  std::optional<LnRowsShape> shape = ln_rows_shape(hidden, d.x_type, aligned, kBackward<Args>, capacity);
+  if (!shape) {
+    why = fmt::format("hidden {} is over the {} elements one block holds ({} accesses)", hidden, capacity,
+                      aligned ? "16-byte" : "rows not 16-byte aligned: 1-element");
+  }
+  return shape;
+}
 
 template <class Args>
 Verdict ln_rows_supports(const Args& a, const GpuInfo& gpu, LnRowsPlan& plan) {
   constexpr bool kBwd = kBackward<Args>;
   plan = LnRowsPlan{};
+  std::string why;
+  const std::optional<LnRowsShape> shape = ln_rows_choice(a, why);
+  if (!shape) return Verdict::reject(why);
   const auto d = family::describe(a);
-  const std::int64_t hidden = d.shape.channels;
-  if (hidden == 0) {
-    plan.why = "rows of 0 elements (the sets variant writes their statistics)";
-    return Verdict::reject(plan.why);
-  }
-  const bool aligned = rows_aligned(a, d.x_type, hidden);
-  std::int64_t capacity = 0;
-  const std::optional<LnRowsShape> shape = ln_rows_shape(hidden, d.x_type, aligned, kBwd, capacity);
-  if (!shape) {
-    plan.why = fmt::format("hidden {} is over the {} elements one block holds ({} accesses)", hidden, capacity,
-                           aligned ? "16-byte" : "rows not 16-byte aligned: 1-element");
-    return Verdict::reject(plan.why);
-  }
   bool partial_sums = false;
   if constexpr (kBwd) partial_sums = d.dweight != nullptr || d.dbias != nullptr;
   const DeviceGuard guard(gpu.device, "cuda.layer_norm.rows");
@@ -139,7 +149,7 @@ Verdict ln_rows_supports(const Args& a, const GpuInfo& gpu, LnRowsPlan& plan) {
   if (err != gpuSuccess) {
     gpu_clear_error();
     fail(ErrorKind::device, "cuda.layer_norm.rows on cuda:{}: planning failed ({} rows of {}, x {}): {}", gpu.device,
-         d.shape.sets, hidden, family::elem_name(d.x_type), gpuGetErrorString(err));
+         d.shape.sets, d.shape.channels, family::elem_name(d.x_type), gpuGetErrorString(err));
   }
   plan.ok = true;
   const LnRowsShape& s = plan.launch.shape;
@@ -153,8 +163,10 @@ void ln_rows_run(const Args& a, const LnRowsPlan& plan, const KernelContext& ctx
   const char* variant = ctx.variant != nullptr ? ctx.variant->name.c_str() : "cuda.layer_norm.rows";
   const auto d = family::describe(a);
   if (!plan.ok) {
+    std::string why;
+    ln_rows_choice(a, why);
     fail(ErrorKind::unsupported, "{} on cuda:{}: cannot run {} rows of {}: {}", variant, ctx.device.index, d.shape.sets,
-         d.shape.channels, plan.why);
+         d.shape.channels, why);
   }
   const DeviceGuard guard(ctx.device.index, variant);
   const auto stream = static_cast<gpuStream_t>(ctx.stream);
