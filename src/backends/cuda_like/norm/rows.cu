@@ -119,23 +119,26 @@ __global__ void __launch_bounds__(ln_max_threads(false, NV, VEC, static_cast<int
     // The mean: Kahan's sum of this thread's terms (exact apart from the final rounding for any
     // row a thread's 64 terms can hold), then the threads' shares in f64, in a fixed order.
     float sum = 0.0f;
-    float comp = 0.0f;  // what sum holds beyond the exact total
+    float comp = 0.0f;   // what sum holds beyond the exact total
+    float plain = 0.0f;  // the plain sum: +-inf where a term is (Kahan's turns an inf into NaN)
 #pragma unroll
     for (int k = 0; k < NV; ++k) {
       if (k < count) {
 #pragma unroll
         for (int e = 0; e < VEC; ++e) {
-          const float y = fmaf(X::load(regs[k].v[e]), kSumScale, -comp);
+          const float xs = X::load(regs[k].v[e]) * kSumScale;
+          const float y = xs - comp;
           const float t = sum + y;
           comp = (t - sum) - y;
           sum = t;
+          plain += xs;
         }
       }
     }
-    // An infinite or NaN share is the sum itself (inf - inf in the compensation would turn an
-    // infinite row's mean into NaN).
+    // A share with an infinity or NaN among its terms is their plain sum: +inf for a row holding
+    // +inf (the reference's mean), NaN for one holding NaN or both infinities.
     const double share =
-        isfinite(sum) ? static_cast<double>(sum) - static_cast<double>(comp) : static_cast<double>(sum);
+        isfinite(plain) ? static_cast<double>(sum) - static_cast<double>(comp) : static_cast<double>(plain);
     // Divided (not multiplied by 1 / H): a row of equal values gets its value back exactly.
     const double mean =
         row_sum(share, tpr, red_mean, parity) / static_cast<double>(hidden) / static_cast<double>(kSumScale);
