@@ -45,11 +45,13 @@ const std::vector<std::pair<DType, DType>> kAllPairs{{DType::f32, DType::f32},
 // The shared shapes, plus what picks each variant's paths: many rows of 16-byte aligned short
 // rows (several rows a warp, persistent grid), aligned rows over several warps (5120) and over a
 // whole block (16384: the cluster variant for few rows), rows longer than one block holds
-// (65536, 200000, 262144: clusters up to 8 blocks), and a row no cluster holds (1,048,576).
+// (65536, 200000, 262144: clusters up to 8 blocks), and a row no cluster holds (1,048,576). 1000:
+// 16-byte aligned rows whose last accesses leave some threads short, two rows a block over
+// several warps in the layer_norm rows backward.
 std::vector<Shape> cuda_shapes() {
   std::vector<Shape> shapes = conformance::standard_shapes();
-  for (const Shape& s : {Shape{70000, 64}, Shape{37, 5120}, Shape{3, 16384}, Shape{2, 65536}, Shape{2, 200000},
-                         Shape{3, 262144}, Shape{1, 1048576}}) {
+  for (const Shape& s : {Shape{70000, 64}, Shape{300, 1000}, Shape{37, 5120}, Shape{3, 16384}, Shape{2, 65536},
+                         Shape{2, 200000}, Shape{3, 262144}, Shape{1, 1048576}}) {
     shapes.push_back(s);
   }
   return shapes;
@@ -120,8 +122,10 @@ std::string chosen_name(const ::testing::TestParamInfo<ChosenCase>& info) {
 std::vector<ChosenCase> chosen_cases() {
   std::vector<ChosenCase> out;
   if (!have_gpu()) return out;
-  for (const char* op : {"rms_norm.fwd", "rms_norm.bwd", "fused_add_rms_norm.fwd", "fused_add_rms_norm.bwd"}) {
+  for (const char* op : {"rms_norm.fwd", "rms_norm.bwd", "fused_add_rms_norm.fwd", "fused_add_rms_norm.bwd",
+                         "layer_norm.fwd", "layer_norm.bwd"}) {
     const bool fused = std::string(op).starts_with("fused");
+    const bool rms = !std::string(op).starts_with("layer_norm");
     for (const auto& [x, w] : kAllPairs) {
       std::vector<Shape> shapes = cuda_shapes();
       if (fused && w == x && x != DType::f16) shapes.push_back(Shape{4096, 32768});
@@ -131,8 +135,8 @@ std::vector<ChosenCase> chosen_cases() {
         c.spec.dtype = x;
         c.spec.wdtype = w;
         c.spec.shape = shape;
-        c.spec.casting = x == DType::bf16 ? Casting::gemma : Casting::llama;
-        c.spec.offset = x == DType::bf16 ? 1.0 : 0.0;
+        c.spec.casting = rms && x == DType::bf16 ? Casting::gemma : Casting::llama;
+        c.spec.offset = rms && x == DType::bf16 ? 1.0 : 0.0;
         c.spec.seed = 23;
         out.push_back(c);
       }
@@ -294,6 +298,67 @@ INSTANTIATE_TEST_SUITE_P(cuda, CudaDeterminism,
                            std::string name = std::string(c.fused ? "fused_" : "") + c.variant;
                            if (c.bwd != nullptr) name += std::string("_") + c.bwd;
                            return name + "_" + c.shape.str() + "_" + std::string(to_string(c.dtype));
+                         });
+
+// layer_norm: forward (y, mean, rstd) and backward (dx, dweight, dbias) of one variant ("rows" or
+// "sets") ten times on the same inputs, the same bits every time (dweight and dbias are summed
+// from per-block partial rows in a fixed order).
+class CudaLayerNormDeterminism : public ::testing::TestWithParam<DeterminismCase> {};
+
+TEST_P(CudaLayerNormDeterminism, TenRunsGiveTheSameBits) {
+  REQUIRE_GPU();
+  const DeterminismCase& c = GetParam();
+  Registry& reg = default_registry();
+  const Device dev = reg.parse_device("cuda:0");
+  std::mt19937 rng(98);
+  const std::int64_t hidden = c.shape[c.shape.ndim() - 1];
+  const Shape rows{rows_hidden(c.shape).rows};
+  LayerNormFwdArgs f;
+  f.x = random_tensor(c.shape, c.dtype, dev, rng);
+  f.weight = random_tensor({hidden}, c.dtype, dev, rng);
+  f.bias = random_tensor({hidden}, c.dtype, dev, rng);
+  f.y = Tensor::empty(c.shape, c.dtype, dev, reg);
+  f.mean = Tensor::empty(rows, DType::f32, dev, reg);
+  f.rstd = Tensor::empty(rows, DType::f32, dev, reg);
+  LayerNormBwdArgs b;
+  b.dy = random_tensor(c.shape, c.dtype, dev, rng);
+  b.x = f.x;
+  b.weight = f.weight;
+  b.mean = f.mean;
+  b.rstd = f.rstd;
+  b.dx = Tensor::empty(c.shape, c.dtype, dev, reg);
+  b.dweight = Tensor::empty({hidden}, c.dtype, dev, reg);
+  b.dbias = Tensor::empty({hidden}, c.dtype, dev, reg);
+  const std::string fwd = std::string("cuda.layer_norm.fwd.") + c.variant;
+  const std::string bwd = std::string("cuda.layer_norm.bwd.") + c.variant;
+  Bits first;
+  for (int run = 0; run < 10; ++run) {
+    for (Tensor* t : {&f.y, &f.mean, &f.rstd, &b.dx, &b.dweight, &b.dbias}) t->fill(std::nan(""), reg);
+    const Verdict vf = reg.call_variant(layer_norm_fwd_op(), fwd, f);
+    ASSERT_TRUE(vf.ok) << fwd << ": " << vf.reason;
+    const Verdict vb = reg.call_variant(layer_norm_bwd_op(), bwd, b);
+    ASSERT_TRUE(vb.ok) << bwd << ": " << vb.reason;
+    Bits now{{host_bytes(f.y), host_bytes(f.mean), host_bytes(f.rstd), host_bytes(b.dx), host_bytes(b.dweight),
+              host_bytes(b.dbias)}};
+    if (run == 0) {
+      first = std::move(now);
+    } else {
+      ASSERT_TRUE(now == first) << c.variant << " " << c.shape.str() << ": run " << run << " differs from run 0";
+    }
+  }
+}
+
+// rows: two rows a block over several warps (4096 x 1000 bf16), many rows a warp (70000 x 64),
+// the 1-element path (4099), a 512-thread row of f32 (8192); sets for comparison.
+INSTANTIATE_TEST_SUITE_P(cuda, CudaLayerNormDeterminism,
+                         ::testing::Values(DeterminismCase{"rows", {4096, 1000}, DType::bf16},
+                                           DeterminismCase{"rows", {70000, 64}, DType::f32},
+                                           DeterminismCase{"rows", {513, 4099}, DType::f16},
+                                           DeterminismCase{"rows", {64, 8192}, DType::f32},
+                                           DeterminismCase{"sets", {1000, 1024}, DType::bf16}),
+                         [](const ::testing::TestParamInfo<DeterminismCase>& info) {
+                           return std::string(info.param.variant) + "_" + info.param.shape.str() + "_" +
+                                  std::string(to_string(info.param.dtype));
                          });
 
 // ---- Streams and devices.
