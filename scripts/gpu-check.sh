@@ -103,6 +103,10 @@ if has test; then
   # H100 since the fused split and layer_norm rows variants) no longer fits one 10-minute call.
   shard_env=()
   if [[ -n ${GPU_CHECK_SHARD:-} ]]; then
+    if ! [[ $GPU_CHECK_SHARD =~ ^[0-9]+/[1-9][0-9]*$ ]] || ((${GPU_CHECK_SHARD%/*} >= ${GPU_CHECK_SHARD#*/})); then
+      echo "gpu-check: GPU_CHECK_SHARD=$GPU_CHECK_SHARD: expected i/n with 0 <= i < n, e.g. 0/2" >&2
+      exit 2
+    fi
     shard_env=(env "GTEST_SHARD_INDEX=${GPU_CHECK_SHARD%/*}" "GTEST_TOTAL_SHARDS=${GPU_CHECK_SHARD#*/}")
     note "cuda-tests: shard $GPU_CHECK_SHARD"
   fi

@@ -4,9 +4,11 @@
 // defines OPREG_CPU_NS (generic or avx2) first: everything here lives in
 // opreg::cpu::OPREG_CPU_NS, so the two compilations never share a symbol (see abi.h).
 //
-// The kernels work on rows in chunks: a chunk of 16-bit values is converted into an f32 buffer on
-// the stack, the arithmetic runs on plain float arrays that the compiler vectorises (4 lanes on
-// the baseline, 8 with AVX2), and results are converted back. Conversions are exact and round to
+// The kernels' element-wise passes work on blocks of kLanes values held in registers (vec.h:
+// loaded and widened, computed, rounded and packed, stored); what still goes through chunks (the
+// glu backwards, f16 reads on AVX2) converts a chunk of 16-bit values into an f32 buffer on the
+// stack, runs plain float loops that the compiler vectorises (4 lanes on the baseline, 8 with
+// AVX2), and converts the results back. Conversions are exact and round to
 // nearest even, as opreg::to_half / to_bfloat16 do; AVX2 units convert f16 with F16C, the baseline
 // in software. Loops stay free of branches the vectoriser cannot take: selections are bit masks,
 // sums go to kLanes independent accumulators (an explicit reassociation the compiler may not make

@@ -28,6 +28,9 @@ using VecU16 = std::uint16_t __attribute__((vector_size(kVec * sizeof(std::uint1
 using VecU32 = std::uint32_t __attribute__((vector_size(kVec * sizeof(std::uint32_t))));
 using VecI32 = std::int32_t __attribute__((vector_size(kVec * sizeof(std::int32_t))));
 
+// The 16-bit stores and the stream loop below take a block as two 8-float halves.
+static_assert(kLanes == 16, "vec.h's stores assume blocks of 16 elements");
+
 // kLanes floats in kLanes / kVec registers: lane l is element l % kVec of register l / kVec.
 struct Lanes {
   static constexpr int kRegs = kLanes / kVec;
@@ -135,7 +138,8 @@ OPREG_CPU_INLINE Lanes mul_odd(const Lanes& x, float r, float r_hi, float r_lo) 
     const VecF bb = p - a;
     const VecF err = (a - (p - bb)) + (b - bb);
 #endif
-    const auto inexact = reinterpret_cast<VecI32>(err != 0.0f);
+    // Ordered compares, as elem.h's: err is NaN where p is an infinity (inf - inf), and p stays.
+    const auto inexact = reinterpret_cast<VecI32>((err < 0.0f) | (err > 0.0f));
     const VecI32 away = (reinterpret_cast<VecI32>(p) ^ reinterpret_cast<VecI32>(err)) >> 31 & inexact;
     o.r[k] = reinterpret_cast<VecF>((reinterpret_cast<VecI32>(p) + away) | (inexact & 1));
   }

@@ -34,8 +34,8 @@ gpuError_t launch_norm_bwd(const family::NormBwd& d, const NormLaunch& l, void* 
 
 // ---- layer_norm with the row held on chip (norm/rows.cu, cuda.layer_norm.{fwd,bwd}.rows): a row
 // is spread over `tpr` threads, each holding `nv` accesses of `vec` elements in registers (16
-// bytes' worth when every row of every tensor is 16-byte aligned, else 1), `slots` rows a block
-// when rows are short (tpr <= warp then). The instantiations: the 16-byte path takes nv 4 or 8
+// bytes' worth when every row of every tensor is 16-byte aligned, else 1), `slots` = 256 / tpr rows a
+// block when a row takes fewer than 256 threads. The instantiations: the 16-byte path takes nv 4 or 8
 // forward and 1, 2 or 4 backward; the 1-element path nv 8 either way.
 struct LnRowsShape {
   int vec = 1;

@@ -89,8 +89,9 @@ OPREG_DEV void load_affine(const typename P::T* w, const typename P::T* b, int c
   }
 }
 
-// The forward's sum terms are x * kSumScale (exact for every normal f32), so that a thread's 64
-// terms cannot overflow whatever the input.
+// The forward's sum terms are x * kSumScale (exact for every f32 of magnitude 2^-118 or more; below,
+// the product is subnormal and may lose low bits, which matters only with eps near 0), so that a
+// thread's 64 terms cannot overflow whatever the input.
 constexpr float kSumScale = 0x1.0p-8f;
 
 template <class X, class P, int VEC, int NV>
