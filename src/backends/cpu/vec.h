@@ -131,10 +131,12 @@ OPREG_CPU_INLINE Lanes mul_odd(const Lanes& x, float r, float r_hi, float r_lo) 
     const VecF p = x.r[k] * r;
     const VecF err = _mm256_fmsub_ps(x.r[k], VecF{} + r, p);
 #else
-    static_cast<void>(r);
+    // p is x * r, the same bits as a + b (both exact, their sum rounded once) where finite; for
+    // an infinite x, a + b would be inf + inf * 0 = NaN where r_lo is 0, and x * r keeps the
+    // infinity (the error term is then NaN, read as exact below).
     const VecF a = x.r[k] * r_hi;
     const VecF b = x.r[k] * r_lo;
-    const VecF p = a + b;
+    const VecF p = x.r[k] * r;
     const VecF bb = p - a;
     const VecF err = (a - (p - bb)) + (b - bb);
 #endif
