@@ -8,6 +8,11 @@ JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 OPREG      := $(BUILD)/tools/opreg/opreg
 CLANG      := -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_C_COMPILER=clang-14
+# One PoCL kernel cache for every configuration's tests (tests/CMakeLists.txt): the xpu backend
+# compiles every kernel once per cache (a minute and a half of one core, twice that under ASan). The
+# ctest runs also pass it to the tests that set no cache of their own (the CLI's, Python's).
+POCL_CACHE := $(CURDIR)/$(BUILD)/pocl-cache
+TEST_CACHE := -DOPREG_TEST_POCL_CACHE=$(POCL_CACHE)
 
 .PHONY: all deps configure build run test release asan tsan fuzz hip aarch64 bench format clean help
 
@@ -39,7 +44,7 @@ deps:
 # The Python module's build tools (nanobind, scikit-build-core: PyPI) go into $(BUILD)/python-venv.
 configure: deps
 	@scripts/python-venv.sh $(BUILD)
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DOPREG_WERROR=ON $(CMAKE_ARGS) >/dev/null
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DOPREG_WERROR=ON $(TEST_CACHE) $(CMAKE_ARGS) >/dev/null
 
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
@@ -48,18 +53,18 @@ run: build
 	@scripts/tour.sh $(BUILD)
 
 test: build
-	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+	POCL_CACHE_DIR=$(POCL_CACHE) ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 release: deps
-	@cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=$(CXX) >/dev/null
+	@cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=$(CXX) $(TEST_CACHE) >/dev/null
 	@cmake --build build-release -j $(JOBS)
-	ctest --test-dir build-release --output-on-failure -j $(JOBS) -LE slow
+	POCL_CACHE_DIR=$(POCL_CACHE) ctest --test-dir build-release --output-on-failure -j $(JOBS) -LE slow
 
 # Sanitizer builds are Debug at -O1, as the sanitizers' docs advise: -O0 made the kernels' inline
 # helpers ten times slower and the ASan suite over half an hour on two cores.
 SAN_OPT := '-DCMAKE_CXX_FLAGS_DEBUG=-g -O1' '-DCMAKE_C_FLAGS_DEBUG=-g -O1'
 ASAN_CONFIGURE = cmake -S . -B build-asan $(CLANG) $(SAN_OPT) -DOPREG_WERROR=ON -DOPREG_SANITIZE=address,undefined \
-  -DOPREG_FUZZ=ON -DOPREG_WITH_CUDA=OFF -DOPREG_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug >/dev/null
+  -DOPREG_FUZZ=ON -DOPREG_WITH_CUDA=OFF -DOPREG_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug $(TEST_CACHE) >/dev/null
 FUZZ_SECONDS ?= 30
 FUZZERS := fuzz_parsers fuzz_env fuzz_run_args fuzz_op_check fuzz_dlpack fuzz_plugin
 
@@ -111,7 +116,7 @@ asan: deps
 	@$(ASAN_CONFIGURE)
 	@cmake --build build-asan -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  $(XPU_SANITIZER_ENV) ctest --test-dir build-asan --output-on-failure -j $(JOBS) -LE slow
+	  $(XPU_SANITIZER_ENV) POCL_CACHE_DIR=$(POCL_CACHE) ctest --test-dir build-asan --output-on-failure -j $(JOBS) -LE slow
 
 # The fuzzers share build-asan's instrumented library (a `make asan` before costs nothing more).
 # Each target runs from its seed corpus (tests/fuzz/corpus/<target>) for FUZZ_SECONDS.
@@ -131,9 +136,10 @@ fuzz: deps
 
 tsan: deps
 	@cmake -S . -B build-tsan $(CLANG) $(SAN_OPT) -DOPREG_WERROR=ON -DOPREG_SANITIZE=thread -DOPREG_WITH_CUDA=OFF \
-	  -DOPREG_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug >/dev/null
+	  -DOPREG_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=Debug $(TEST_CACHE) >/dev/null
 	@cmake --build build-tsan -j $(JOBS) --target opreg_registry_check
-	TSAN_OPTIONS=halt_on_error=1:allocator_may_return_null=1 $(XPU_SANITIZER_ENV) ctest --test-dir build-tsan --output-on-failure -L registry -j $(JOBS)
+	TSAN_OPTIONS=halt_on_error=1:allocator_may_return_null=1 $(XPU_SANITIZER_ENV) POCL_CACHE_DIR=$(POCL_CACHE) \
+	  ctest --test-dir build-tsan --output-on-failure -L registry -FS xpu_kernels -j $(JOBS)
 
 bench: build
 	@for b in $(BUILD)/bench/bench_*; do echo "== $$b"; $$b --benchmark_repetitions=5 --benchmark_report_aggregates_only=true; done
