@@ -69,4 +69,29 @@ gpuError_t launch_ln_rows_fwd(const family::NormFwd& d, const LnRowsLaunch& l, g
 // `workspace`: l.workspace bytes; dweight and dbias are finished from it (same stream).
 gpuError_t launch_ln_rows_bwd(const family::NormBwd& d, const LnRowsLaunch& l, void* workspace, gpuStream_t stream);
 
+// ---- A set spread over several blocks (norm/split.cu, cuda.{layer_norm,group_norm}.{fwd,bwd}.split):
+// chunks of columns (layer_norm) or of whole channels (group_norm), blocks (chunk, set group), two
+// kernels a direction with per-(set, chunk) f64 sums between them.
+inline constexpr int kNormSplitThreads = 256;
+inline constexpr int kNormSplitFwdNv = 4;  // accesses a thread a forward chunk (a backward one: 2)
+struct NormSplitLaunch {
+  int vec = 1;                  // elements an access: 16 bytes' worth when aligned (NormSets' rule), else 1
+  bool channel_chunks = false;  // chunks of whole channels (spread > 1 or groups > 1), else of columns
+  std::int64_t chunk = 0;       // columns, or channels, a chunk
+  std::int64_t chunks = 0;      // a set's
+  std::int64_t walkers = 0;     // set groups: block (chunk, w) takes sets w, w + walkers, ...
+  int grid = 0;
+  std::int64_t partials = 0;  // backward: rows of dweight (and dbias) sums: walkers (columns) or N (channels)
+  std::int64_t params = 0;    // their width: groups x channels
+  std::size_t sums = 0;       // workspace bytes of the per-(set, chunk) sums, which come first
+  std::size_t workspace = 0;  // bytes in all
+};
+gpuError_t plan_norm_split(const family::NormSets& shape, family::Elem x_type, family::Elem p_type, int vec,
+                           bool backward, bool partial_sums, const GpuInfo& g, NormSplitLaunch& l);
+gpuError_t launch_norm_split_fwd(const family::NormFwd& d, const NormSplitLaunch& l, void* workspace,
+                                 gpuStream_t stream);
+// dweight and dbias are finished from the workspace (same stream).
+gpuError_t launch_norm_split_bwd(const family::NormBwd& d, const NormSplitLaunch& l, void* workspace,
+                                 gpuStream_t stream);
+
 }  // namespace opreg::cuda_like

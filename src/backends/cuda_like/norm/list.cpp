@@ -1,5 +1,7 @@
 // The cuda layer_norm and group_norm lists. layer_norm: `rows` (norm/rows.cu), the row held in
-// registers, where one block holds it; then `sets` for the rest. group_norm: `sets`.
+// registers, where one block holds it; then `split` (norm/split.cu), a row over several blocks;
+// `sets` for what split refuses (empty rows). group_norm: `split`, each (n, group) set over
+// several blocks, then `sets` (channels under 32 elements, empty sets).
 // sets (norm/kernels.cu): a block per set with the grid walking the sets. Its plan: the grid from
 // the device's multiprocessors and, backward, where dweight and dbias are summed before the
 // finisher.
@@ -69,13 +71,17 @@ std::vector<Tunable> tunables(bool backward) {
 
 bool aligned16(const Tensor& t) { return !t.defined() || reinterpret_cast<std::uintptr_t>(t.data()) % 16 == 0; }
 
-// 16-byte accesses where every row of every tensor the kernel reads or writes row by row, and the
-// parameters, start on 16 bytes (dweight and dbias are the finisher's, which takes any address).
-bool rows_aligned(const LayerNormFwdArgs& a, family::Elem xt, std::int64_t hidden) {
-  return hidden % vec_of(xt) == 0 && aligned16(a.x) && aligned16(a.y) && aligned16(a.weight) && aligned16(a.bias);
-}
-bool rows_aligned(const LayerNormBwdArgs& a, family::Elem xt, std::int64_t hidden) {
-  return hidden % vec_of(xt) == 0 && aligned16(a.dy) && aligned16(a.x) && aligned16(a.dx) && aligned16(a.weight);
+// 16-byte accesses where every row (every channel: `run` = spread) of every tensor the kernel
+// reads or writes run by run, and the parameters, start on 16 bytes (dweight and dbias are the
+// finisher's, which takes any address).
+template <class Args>
+bool rows_aligned(const Args& a, family::Elem xt, std::int64_t run) {
+  if (run % vec_of(xt) != 0 || !aligned16(a.x) || !aligned16(a.weight)) return false;
+  if constexpr (kBackward<Args>) {
+    return aligned16(a.dy) && aligned16(a.dx);
+  } else {
+    return aligned16(a.y) && aligned16(a.bias);
+  }
 }
 
 // Accesses per thread: the first choice whose row takes at most `prefer` threads, else the one
@@ -193,19 +199,109 @@ std::vector<Tunable> rows_tunables(bool backward) {
   return t;
 }
 
+// ---- The split variant (both ops).
+
+struct SplitPlan {
+  bool ok = false;  // false: refused (a forced variant runs the plan and says why)
+  NormSplitLaunch launch;
+};
+
+// Channels shorter than this go to `sets`: a channel chunk walks its channels one at a time.
+constexpr std::int64_t kSplitMinSpread = 32;
+
+template <class Args>
+bool split_refuses(const Args& a, std::string& why) {
+  const family::NormSets sh = family::describe(a).shape;
+  if (sh.sets == 0 || sh.channels == 0 || sh.spread == 0) {
+    why = "empty sets (the sets variant writes their statistics)";
+    return true;
+  }
+  if ((sh.spread > 1 || sh.groups > 1) && sh.spread < kSplitMinSpread) {
+    why = fmt::format("channels of {} elements, under {} (the sets variant takes them)", sh.spread, kSplitMinSpread);
+    return true;
+  }
+  return false;
+}
+
+template <class Args>
+Verdict split_supports(const Args& a, const GpuInfo& gpu, SplitPlan& plan) {
+  constexpr bool kBwd = kBackward<Args>;
+  plan = SplitPlan{};
+  std::string why;
+  if (split_refuses(a, why)) return Verdict::reject(why);
+  const auto d = family::describe(a);
+  const bool channel_chunks = d.shape.spread > 1 || d.shape.groups > 1;
+  const int vec = rows_aligned(a, d.x_type, channel_chunks ? d.shape.spread : d.shape.channels) ? vec_of(d.x_type) : 1;
+  bool partial_sums = false;
+  if constexpr (kBwd) partial_sums = d.dweight != nullptr || d.dbias != nullptr;
+  const DeviceGuard guard(gpu.device, "cuda norm split");
+  const gpuError_t err = plan_norm_split(d.shape, d.x_type, d.p_type, vec, kBwd, partial_sums, gpu, plan.launch);
+  if (err != gpuSuccess) {
+    gpu_clear_error();
+    fail(ErrorKind::device, "cuda norm split on cuda:{}: planning failed ({} sets of {} x {}, x {}): {}", gpu.device,
+         d.shape.sets, d.shape.channels, d.shape.spread, family::elem_name(d.x_type), gpuGetErrorString(err));
+  }
+  plan.ok = true;
+  const NormSplitLaunch& l = plan.launch;
+  return {true, fmt::format("{} sets of {} x {}: {} chunks of {} {}, {} set groups, accesses of {}, grid {}{}",
+                            d.shape.sets, d.shape.channels, d.shape.spread, l.chunks, l.chunk,
+                            l.channel_chunks ? "channels" : "columns", l.walkers, l.vec, l.grid,
+                            kBwd && partial_sums ? fmt::format(", {} rows of parameter sums", l.partials)
+                                                 : std::string())};
+}
+
+template <class Args>
+void split_run(const Args& a, const SplitPlan& plan, const KernelContext& ctx) {
+  const char* variant = ctx.variant != nullptr ? ctx.variant->name.c_str() : "cuda norm split";
+  const auto d = family::describe(a);
+  if (!plan.ok) {
+    std::string why;
+    split_refuses(a, why);
+    fail(ErrorKind::unsupported, "{} on cuda:{}: cannot run {} sets of {} x {}: {}", variant, ctx.device.index,
+         d.shape.sets, d.shape.channels, d.shape.spread, why);
+  }
+  const DeviceGuard guard(ctx.device.index, variant);
+  const auto stream = static_cast<gpuStream_t>(ctx.stream);
+  const Workspace::Lease ws = acquire_scratch(ctx, plan.launch.workspace);
+  gpuError_t err = gpuSuccess;
+  if constexpr (kBackward<Args>) {
+    err = launch_norm_split_bwd(d, plan.launch, ws.data(), stream);
+  } else {
+    err = launch_norm_split_fwd(d, plan.launch, ws.data(), stream);
+  }
+  if (err != gpuSuccess) {
+    gpu_clear_error();
+    fail(ErrorKind::device, "{} on cuda:{}: launching failed ({} sets of {} x {}, x {}): {}", variant, ctx.device.index,
+         d.shape.sets, d.shape.channels, d.shape.spread, family::elem_name(d.x_type), gpuGetErrorString(err));
+  }
+}
+
+std::vector<Tunable> split_tunables(bool backward) {
+  std::vector<Tunable> t{{"threads", std::to_string(kNormSplitThreads)},
+                         {"chunk", backward ? "2 accesses a thread (columns, or whole channels)"
+                                            : "4 accesses a thread (columns, or whole channels)"},
+                         {"grid", "chunks x set groups, twice the resident blocks"}};
+  if (backward) t.push_back({"dw_db", "f64 partial rows per set group (columns) or per n (channels), added in order"});
+  return t;
+}
+
 }  // namespace
 
 void register_norm(Registry& r) {
   register_list(r, layer_norm_fwd_op(), "cuda",
                 {{"rows", &ln_rows_supports<LayerNormFwdArgs>, &ln_rows_run<LayerNormFwdArgs>, rows_tunables(false)},
+                 {"split", &split_supports<LayerNormFwdArgs>, &split_run<LayerNormFwdArgs>, split_tunables(false)},
                  {"sets", &norm_supports<LayerNormFwdArgs>, &norm_run<LayerNormFwdArgs>, tunables(false)}});
   register_list(r, layer_norm_bwd_op(), "cuda",
                 {{"rows", &ln_rows_supports<LayerNormBwdArgs>, &ln_rows_run<LayerNormBwdArgs>, rows_tunables(true)},
+                 {"split", &split_supports<LayerNormBwdArgs>, &split_run<LayerNormBwdArgs>, split_tunables(true)},
                  {"sets", &norm_supports<LayerNormBwdArgs>, &norm_run<LayerNormBwdArgs>, tunables(true)}});
   register_list(r, group_norm_fwd_op(), "cuda",
-                {{"sets", &norm_supports<GroupNormFwdArgs>, &norm_run<GroupNormFwdArgs>, tunables(false)}});
+                {{"split", &split_supports<GroupNormFwdArgs>, &split_run<GroupNormFwdArgs>, split_tunables(false)},
+                 {"sets", &norm_supports<GroupNormFwdArgs>, &norm_run<GroupNormFwdArgs>, tunables(false)}});
   register_list(r, group_norm_bwd_op(), "cuda",
-                {{"sets", &norm_supports<GroupNormBwdArgs>, &norm_run<GroupNormBwdArgs>, tunables(true)}});
+                {{"split", &split_supports<GroupNormBwdArgs>, &split_run<GroupNormBwdArgs>, split_tunables(true)},
+                 {"sets", &norm_supports<GroupNormBwdArgs>, &norm_run<GroupNormBwdArgs>, tunables(true)}});
 }
 
 }  // namespace opreg::cuda_like
