@@ -300,43 +300,52 @@ INSTANTIATE_TEST_SUITE_P(cuda, CudaDeterminism,
                            return name + "_" + c.shape.str() + "_" + std::string(to_string(c.dtype));
                          });
 
-// layer_norm: forward (y, mean, rstd) and backward (dx, dweight, dbias) of one variant ("rows" or
-// "sets") ten times on the same inputs, the same bits every time (dweight and dbias are summed
-// from per-block partial rows in a fixed order).
-class CudaLayerNormDeterminism : public ::testing::TestWithParam<DeterminismCase> {};
+// layer_norm and group_norm: forward (y, mean, rstd) and backward (dx, dweight, dbias) of one
+// variant ten times on the same inputs, the same bits every time (dweight and dbias are summed
+// from partial rows in a fixed order). A case with `groups` is group_norm on (N, C, HW).
+struct NormDeterminismCase {
+  const char* variant;
+  Shape shape;
+  DType dtype;
+  std::int64_t groups = 0;  // 0: layer_norm
+};
 
-TEST_P(CudaLayerNormDeterminism, TenRunsGiveTheSameBits) {
-  REQUIRE_GPU();
-  const DeterminismCase& c = GetParam();
+template <class Fwd, class Bwd>
+void norm_determinism(const NormDeterminismCase& c, const Op<Fwd>& fwd_op, const Op<Bwd>& bwd_op, const char* op) {
   Registry& reg = default_registry();
   const Device dev = reg.parse_device("cuda:0");
   std::mt19937 rng(98);
-  const std::int64_t hidden = c.shape[c.shape.ndim() - 1];
-  const Shape rows{rows_hidden(c.shape).rows};
-  LayerNormFwdArgs f;
+  const bool group = c.groups > 0;
+  const std::int64_t params = group ? c.shape[1] : c.shape[c.shape.ndim() - 1];
+  const Shape stats = group ? Shape{c.shape[0], c.groups} : Shape{rows_hidden(c.shape).rows};
+  Fwd f;
   f.x = random_tensor(c.shape, c.dtype, dev, rng);
-  f.weight = random_tensor({hidden}, c.dtype, dev, rng);
-  f.bias = random_tensor({hidden}, c.dtype, dev, rng);
+  f.weight = random_tensor({params}, c.dtype, dev, rng);
+  f.bias = random_tensor({params}, c.dtype, dev, rng);
   f.y = Tensor::empty(c.shape, c.dtype, dev, reg);
-  f.mean = Tensor::empty(rows, DType::f32, dev, reg);
-  f.rstd = Tensor::empty(rows, DType::f32, dev, reg);
-  LayerNormBwdArgs b;
+  f.mean = Tensor::empty(stats, DType::f32, dev, reg);
+  f.rstd = Tensor::empty(stats, DType::f32, dev, reg);
+  Bwd b;
   b.dy = random_tensor(c.shape, c.dtype, dev, rng);
   b.x = f.x;
   b.weight = f.weight;
   b.mean = f.mean;
   b.rstd = f.rstd;
   b.dx = Tensor::empty(c.shape, c.dtype, dev, reg);
-  b.dweight = Tensor::empty({hidden}, c.dtype, dev, reg);
-  b.dbias = Tensor::empty({hidden}, c.dtype, dev, reg);
-  const std::string fwd = std::string("cuda.layer_norm.fwd.") + c.variant;
-  const std::string bwd = std::string("cuda.layer_norm.bwd.") + c.variant;
+  b.dweight = Tensor::empty({params}, c.dtype, dev, reg);
+  b.dbias = Tensor::empty({params}, c.dtype, dev, reg);
+  if constexpr (requires { f.num_groups; }) {
+    f.num_groups = c.groups;
+    b.num_groups = c.groups;
+  }
+  const std::string fwd = std::string("cuda.") + op + ".fwd." + c.variant;
+  const std::string bwd = std::string("cuda.") + op + ".bwd." + c.variant;
   Bits first;
   for (int run = 0; run < 10; ++run) {
     for (Tensor* t : {&f.y, &f.mean, &f.rstd, &b.dx, &b.dweight, &b.dbias}) t->fill(std::nan(""), reg);
-    const Verdict vf = reg.call_variant(layer_norm_fwd_op(), fwd, f);
+    const Verdict vf = reg.call_variant(fwd_op, fwd, f);
     ASSERT_TRUE(vf.ok) << fwd << ": " << vf.reason;
-    const Verdict vb = reg.call_variant(layer_norm_bwd_op(), bwd, b);
+    const Verdict vb = reg.call_variant(bwd_op, bwd, b);
     ASSERT_TRUE(vb.ok) << bwd << ": " << vb.reason;
     Bits now{{host_bytes(f.y), host_bytes(f.mean), host_bytes(f.rstd), host_bytes(b.dx), host_bytes(b.dweight),
               host_bytes(b.dbias)}};
@@ -348,17 +357,39 @@ TEST_P(CudaLayerNormDeterminism, TenRunsGiveTheSameBits) {
   }
 }
 
-// rows: two rows a block over several warps (4096 x 1000 bf16), many rows a warp (70000 x 64),
-// the 1-element path (4099), a 512-thread row of f32 (8192); sets for comparison.
-INSTANTIATE_TEST_SUITE_P(cuda, CudaLayerNormDeterminism,
-                         ::testing::Values(DeterminismCase{"rows", {4096, 1000}, DType::bf16},
-                                           DeterminismCase{"rows", {70000, 64}, DType::f32},
-                                           DeterminismCase{"rows", {513, 4099}, DType::f16},
-                                           DeterminismCase{"rows", {64, 8192}, DType::f32},
-                                           DeterminismCase{"sets", {1000, 1024}, DType::bf16}),
-                         [](const ::testing::TestParamInfo<DeterminismCase>& info) {
-                           return std::string(info.param.variant) + "_" + info.param.shape.str() + "_" +
-                                  std::string(to_string(info.param.dtype));
+class CudaNormDeterminism : public ::testing::TestWithParam<NormDeterminismCase> {};
+
+TEST_P(CudaNormDeterminism, TenRunsGiveTheSameBits) {
+  REQUIRE_GPU();
+  const NormDeterminismCase& c = GetParam();
+  if (c.groups > 0) {
+    norm_determinism<GroupNormFwdArgs, GroupNormBwdArgs>(c, group_norm_fwd_op(), group_norm_bwd_op(), "group_norm");
+  } else {
+    norm_determinism<LayerNormFwdArgs, LayerNormBwdArgs>(c, layer_norm_fwd_op(), layer_norm_bwd_op(), "layer_norm");
+  }
+}
+
+// layer_norm rows: two rows a block over several warps (4096 x 1000 bf16), many rows a warp
+// (70000 x 64), the 1-element path (4099), a 512-thread row of f32 (8192). split: rows of several
+// chunks with 128 set groups' partial rows (1000 x 20000), one long unaligned row (3 x 200003);
+// group_norm's channel chunks, a channel a chunk and several (32 x 256 x 4096, 8 x 64 x 999 f16).
+// sets for comparison.
+INSTANTIATE_TEST_SUITE_P(cuda, CudaNormDeterminism,
+                         ::testing::Values(NormDeterminismCase{"rows", {4096, 1000}, DType::bf16},
+                                           NormDeterminismCase{"rows", {70000, 64}, DType::f32},
+                                           NormDeterminismCase{"rows", {513, 4099}, DType::f16},
+                                           NormDeterminismCase{"rows", {64, 8192}, DType::f32},
+                                           NormDeterminismCase{"split", {1000, 20000}, DType::bf16},
+                                           NormDeterminismCase{"split", {3, 200003}, DType::f32},
+                                           NormDeterminismCase{"split", {32, 256, 4096}, DType::bf16, 32},
+                                           NormDeterminismCase{"split", {8, 64, 999}, DType::f16, 4},
+                                           NormDeterminismCase{"split", {16, 32, 4096}, DType::f32, 1},
+                                           NormDeterminismCase{"sets", {1000, 1024}, DType::bf16},
+                                           NormDeterminismCase{"sets", {8, 64, 999}, DType::f16, 4}),
+                         [](const ::testing::TestParamInfo<NormDeterminismCase>& info) {
+                           const NormDeterminismCase& c = info.param;
+                           return std::string(c.groups > 0 ? "group_norm_" : "layer_norm_") + c.variant + "_" +
+                                  c.shape.str() + "_" + std::string(to_string(c.dtype));
                          });
 
 // ---- Streams and devices.

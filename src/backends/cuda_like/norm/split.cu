@@ -23,6 +23,7 @@
 // atomics, the same bits on every run. x (and dy) are read twice from memory, y or dx written
 // once: the price of spreading a set over blocks without keeping it on chip.
 #include <algorithm>
+#include <type_traits>
 
 #include "backends/cuda_like/norm/launch.h"
 #include "backends/cuda_like/rms_norm/device.cuh"
@@ -59,6 +60,29 @@ OPREG_DEV Two block_sum2(Two v, Two* red) {
   __syncthreads();
   return total;
 }
+
+// The type of a thread's per-element arithmetic: f64 for f32 inputs, f32 for 16-bit ones, whose
+// few significant bits leave f32 sums of an access exact or nearly (the f64 work per element
+// made the 16-bit kernels bound by the f64 units). Sums over accesses and blocks are f64.
+template <class X>
+using Acc = std::conditional_t<sizeof(typename X::T) == 2, float, double>;
+
+// A mean kept as f32 hi + lo (the rows variant's form), so that (x - hi) - lo is accurate relative
+// to the deviation, not to the mean.
+struct Mean {
+  float hi;
+  float lo;
+  OPREG_DEV explicit Mean(double m) : hi(static_cast<float>(m)), lo(static_cast<float>(m - static_cast<float>(m))) {}
+  OPREG_DEV float deviation_f32(float x) const { return (x - hi) - lo; }
+  template <class X>
+  OPREG_DEV Acc<X> deviation(float x) const {
+    if constexpr (std::is_same_v<Acc<X>, float>) {
+      return deviation_f32(x);
+    } else {
+      return (static_cast<double>(x) - hi) - lo;
+    }
+  }
+};
 
 // The sum over the lanes of a warp, in a fixed order, in every lane.
 OPREG_DEV double warp_total(double v) {
@@ -153,19 +177,24 @@ __global__ void __launch_bounds__(kThreads) fwd_stats_kernel(family::NormFwd p, 
     Two t;
     each_access<VEC, CH>(s, c, [&](std::int64_t e, std::int64_t) {
       const Pack<X, VEC> v = load_pack<X, VEC>(x + e);
+      Acc<X> part = 0;
 #pragma unroll
-      for (int i = 0; i < VEC; ++i) t.a += X::load(v.v[i]);
+      for (int i = 0; i < VEC; ++i) part += X::load(v.v[i]);
+      t.a += part;
     });
     const double sum = block_sum2(t, red).a;
     const double mean = sum / len;
+    const Mean m(mean);
     Two q;
     each_access<VEC, CH>(s, c, [&](std::int64_t e, std::int64_t) {
       const Pack<X, VEC> v = load_pack<X, VEC>(x + e);
+      Acc<X> part = 0;
 #pragma unroll
       for (int i = 0; i < VEC; ++i) {
-        const double d = static_cast<double>(X::load(v.v[i])) - mean;
-        q.a += d * d;
+        const Acc<X> d = m.deviation<X>(X::load(v.v[i]));
+        part += d * d;
       }
+      q.a += part;
     });
     q = block_sum2(q, red);
     if (threadIdx.x == 0) sums[k * s.chunks + c] = {sum, q.a};
@@ -195,6 +224,7 @@ __global__ void __launch_bounds__(kThreads) fwd_norm_kernel(family::NormFwd p, S
     const double mean = stats.a;
     const double m2 = stats.b;
     const float rstd = static_cast<float>(1.0 / sqrt(m2 / n + p.eps));
+    const Mean m(mean);
     const std::int64_t p0 = (k % s.groups) * s.channels;
     const XT* x = static_cast<const XT*>(p.x) + k * s.n();
     XT* y = static_cast<XT*>(p.y) + k * s.n();
@@ -207,28 +237,35 @@ __global__ void __launch_bounds__(kThreads) fwd_norm_kernel(family::NormFwd p, S
       Pack<X, VEC> out;
 #pragma unroll
       for (int i = 0; i < VEC; ++i) {
-        const float xhat = static_cast<float>(static_cast<double>(X::load(v.v[i])) - mean) * rstd;
+        const float xhat = m.deviation_f32(X::load(v.v[i])) * rstd;
         out.v[i] = X::store(xhat * w[i] + b[i]);
       }
       store_pack<X, VEC>(y + e, out);
     });
     if (c == 0 && threadIdx.x == 0) {
-      p.mean[k] = static_cast<float>(mean);
+      p.mean[k] = m.hi;
       p.rstd[k] = rstd;
     }
   }
 }
 
-// One access's terms: xhat in f64 (dweight's terms dy * xhat of large rows cancel across rows, so
-// an f32 xhat's rounding would be amplified; the reference's xhat is f64), g = dy * w.
+// One access's terms f(i, xhat, dy, g = dy * w) in Acc<X>: for f32 inputs xhat is f64 (dweight's
+// terms dy * xhat of rows near 2^60 cancel across rows, so an f32 xhat's rounding would show at
+// f32 tolerance; the reference's xhat is f64), for 16-bit ones f32 (the rows variant's rule).
 template <class X, int VEC, class F>
 OPREG_DEV void bwd_terms(const Pack<X, VEC>& xv, const Pack<X, VEC>& dyv, const float (&w)[VEC], float mean, float rstd,
                          F&& f) {
 #pragma unroll
   for (int i = 0; i < VEC; ++i) {
-    const double xhat = (static_cast<double>(X::load(xv.v[i])) - mean) * rstd;
+    const Acc<X> xhat = (static_cast<Acc<X>>(X::load(xv.v[i])) - mean) * rstd;
     const float d = X::load(dyv.v[i]);
-    f(i, xhat, d, static_cast<double>(d) * w[i]);
+    // g rounded to Acc on its own (no fused multiply-add into what uses it): dx's g - c2 is then
+    // exactly 0 where c2 is g's own mean (a row of one column).
+    if constexpr (std::is_same_v<Acc<X>, float>) {
+      f(i, xhat, d, __fmul_rn(d, w[i]));
+    } else {
+      f(i, xhat, d, static_cast<double>(d) * w[i]);
+    }
   }
 }
 
@@ -243,8 +280,8 @@ __global__ void __launch_bounds__(kThreads)
   const std::int64_t c = s.chunk_of_block();
   const bool params_wanted = pw != nullptr || pb != nullptr;
   // layer_norm: this thread's columns' sums over the sets its group walks.
-  double acc_w[CH ? 1 : kBwdNv][CH ? 1 : VEC] = {};
-  double acc_b[CH ? 1 : kBwdNv][CH ? 1 : VEC] = {};
+  Acc<X> acc_w[CH ? 1 : kBwdNv][CH ? 1 : VEC] = {};
+  Acc<X> acc_b[CH ? 1 : kBwdNv][CH ? 1 : VEC] = {};
   for (std::int64_t k = s.first_set(); k < s.sets; k += s.walkers) {
     const XT* x = static_cast<const XT*>(p.x) + k * s.n();
     const XT* dy = static_cast<const XT*>(p.dy) + k * s.n();
@@ -262,12 +299,16 @@ __global__ void __launch_bounds__(kThreads)
           const Pack<X, VEC> dyv = load_pack<X, VEC>(dy + e);
           float w[VEC];
           params_of<P, VEC, false>(p.weight, p0, e, 0, 1.0f, w);
-          bwd_terms<X, VEC>(xv, dyv, w, mean, rstd, [&](int i, double xhat, float d, double g) {
-            t.a += g * xhat;
-            t.b += g;
+          Acc<X> pa = 0;
+          Acc<X> pb2 = 0;
+          bwd_terms<X, VEC>(xv, dyv, w, mean, rstd, [&](int i, Acc<X> xhat, float d, Acc<X> g) {
+            pa += g * xhat;
+            pb2 += g;
             acc_w[j][i] += d * xhat;
             acc_b[j][i] += d;
           });
+          t.a += pa;
+          t.b += pb2;
         }
       }
     } else {
@@ -280,12 +321,20 @@ __global__ void __launch_bounds__(kThreads)
         for (std::int64_t e = ch * s.spread + threadIdx.x * VEC; e < end; e += kThreads * VEC) {
           const Pack<X, VEC> xv = load_pack<X, VEC>(x + e);
           const Pack<X, VEC> dyv = load_pack<X, VEC>(dy + e);
-          bwd_terms<X, VEC>(xv, dyv, w, mean, rstd, [&](int, double xhat, float d, double g) {
-            t.a += g * xhat;
-            t.b += g;
-            mine.a += d * xhat;
-            mine.b += d;
+          Acc<X> pa = 0;
+          Acc<X> pb2 = 0;
+          Acc<X> pw2 = 0;
+          Acc<X> pd = 0;
+          bwd_terms<X, VEC>(xv, dyv, w, mean, rstd, [&](int, Acc<X> xhat, float d, Acc<X> g) {
+            pa += g * xhat;
+            pb2 += g;
+            pw2 += d * xhat;
+            pd += d;
           });
+          t.a += pa;
+          t.b += pb2;
+          mine.a += pw2;
+          mine.b += pd;
         }
         if (params_wanted) {
           mine = block_sum2(mine, red);
@@ -334,8 +383,8 @@ __global__ void __launch_bounds__(kThreads) bwd_dx_kernel(family::NormBwd p, Spl
       }
       return Two{warp_total(v.a), warp_total(v.b)};
     });
-    const double c1 = t.a * inv_n;
-    const double c2 = t.b * inv_n;
+    const Acc<X> c1 = static_cast<Acc<X>>(t.a * inv_n);
+    const Acc<X> c2 = static_cast<Acc<X>>(t.b * inv_n);
     const float mean = p.mean[k];
     const float rstd = p.rstd[k];
     const std::int64_t p0 = (k % s.groups) * s.channels;
@@ -348,7 +397,7 @@ __global__ void __launch_bounds__(kThreads) bwd_dx_kernel(family::NormBwd p, Spl
       float w[VEC];
       params_of<P, VEC, CH>(p.weight, p0, e, ch, 1.0f, w);
       Pack<X, VEC> out;
-      bwd_terms<X, VEC>(xv, dyv, w, mean, rstd, [&](int i, double xhat, float, double g) {
+      bwd_terms<X, VEC>(xv, dyv, w, mean, rstd, [&](int i, Acc<X> xhat, float, Acc<X> g) {
         out.v[i] = X::store(static_cast<float>(rstd * (g - c2 - xhat * c1)));
       });
       store_pack<X, VEC>(dx + e, out);
