@@ -36,9 +36,10 @@ using namespace dev;
 constexpr int kThreads = kNormSplitThreads;
 constexpr int kWarps = kThreads / kWarp;
 
+// (No member initialisers: HIP refuses __shared__ arrays of a type that has them. `Two t{}` is 0, 0.)
 struct Two {
-  double a = 0.0;
-  double b = 0.0;
+  double a;
+  double b;
 };
 
 // The block's sums of v.a and v.b, in a fixed order, returned to every thread; `red` holds kWarps
@@ -51,7 +52,7 @@ OPREG_DEV Two block_sum2(Two v, Two* red) {
   const int warp = static_cast<int>(threadIdx.x) / kWarp;
   if (threadIdx.x % kWarp == 0) red[warp] = v;
   __syncthreads();
-  Two total;
+  Two total{};
 #pragma unroll
   for (int w = 0; w < kWarps; ++w) {
     total.a += red[w].a;
@@ -174,7 +175,7 @@ __global__ void __launch_bounds__(kThreads) fwd_stats_kernel(family::NormFwd p, 
   const double len = static_cast<double>(s.end(c) - s.begin(c));
   for (std::int64_t k = s.first_set(); k < s.sets; k += s.walkers) {
     const XT* x = static_cast<const XT*>(p.x) + k * s.n();
-    Two t;
+    Two t{};
     each_access<VEC, CH>(s, c, [&](std::int64_t e, std::int64_t) {
       const Pack<X, VEC> v = load_pack<X, VEC>(x + e);
       Acc<X> part = 0;
@@ -185,7 +186,7 @@ __global__ void __launch_bounds__(kThreads) fwd_stats_kernel(family::NormFwd p, 
     const double sum = block_sum2(t, red).a;
     const double mean = sum / len;
     const Mean m(mean);
-    Two q;
+    Two q{};
     each_access<VEC, CH>(s, c, [&](std::int64_t e, std::int64_t) {
       const Pack<X, VEC> v = load_pack<X, VEC>(x + e);
       Acc<X> part = 0;
@@ -288,7 +289,7 @@ __global__ void __launch_bounds__(kThreads)
     const float mean = p.mean[k];
     const float rstd = p.rstd[k];
     const std::int64_t p0 = (k % s.groups) * s.channels;
-    Two t;
+    Two t{};
     if constexpr (!CH) {
       const std::int64_t end = s.end(c);
 #pragma unroll
@@ -316,7 +317,7 @@ __global__ void __launch_bounds__(kThreads)
       for (std::int64_t ch = c * s.chunk; ch < s.last_channel(c); ++ch) {
         float w[VEC];
         params_of<P, VEC, true>(p.weight, p0, 0, ch, 1.0f, w);
-        Two mine;
+        Two mine{};
         const std::int64_t end = (ch + 1) * s.spread;
         for (std::int64_t e = ch * s.spread + threadIdx.x * VEC; e < end; e += kThreads * VEC) {
           const Pack<X, VEC> xv = load_pack<X, VEC>(x + e);
@@ -376,7 +377,7 @@ __global__ void __launch_bounds__(kThreads) bwd_dx_kernel(family::NormBwd p, Spl
   for (std::int64_t k = s.first_set(); k < s.sets; k += s.walkers) {
     const Two* mine = sums + k * s.chunks;
     const Two t = from_warp0(red, [&](int lane) {
-      Two v;
+      Two v{};
       for (std::int64_t i = lane; i < s.chunks; i += kWarp) {
         v.a += mine[i].a;
         v.b += mine[i].b;
