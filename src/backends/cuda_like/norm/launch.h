@@ -74,6 +74,9 @@ gpuError_t launch_ln_rows_bwd(const family::NormBwd& d, const LnRowsLaunch& l, v
 // kernels a direction with per-(set, chunk) f64 sums between them.
 inline constexpr int kNormSplitThreads = 256;
 inline constexpr int kNormSplitFwdNv = 4;  // accesses a thread a forward chunk (a backward one: 2)
+// Chunks of whole channels (group_norm's channels, or its groups' weight slices), else of columns
+// (layer_norm, and group_norm with one group of single-element channels).
+constexpr bool norm_split_channel_chunks(const family::NormSets& s) { return s.spread > 1 || s.groups > 1; }
 struct NormSplitLaunch {
   int vec = 1;                  // elements an access: 16 bytes' worth when aligned (NormSets' rule), else 1
   bool channel_chunks = false;  // chunks of whole channels (spread > 1 or groups > 1), else of columns

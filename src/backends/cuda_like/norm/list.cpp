@@ -37,6 +37,14 @@ Verdict norm_supports(const Args& a, const GpuInfo& gpu, NormLaunch& plan) {
                                             : std::string())};
 }
 
+// A launch of a sets-shaped variant (sets, split) that the runtime refused.
+template <class D>
+[[noreturn]] void launch_failed(const char* variant, const KernelContext& ctx, const D& d, gpuError_t err) {
+  gpu_clear_error();
+  fail(ErrorKind::device, "{} on cuda:{}: launching failed ({} sets of {} x {}, x {}): {}", variant, ctx.device.index,
+       d.shape.sets, d.shape.channels, d.shape.spread, family::elem_name(d.x_type), gpuGetErrorString(err));
+}
+
 template <class Args>
 void norm_run(const Args& a, const NormLaunch& plan, const KernelContext& ctx) {
   const char* variant = ctx.variant != nullptr ? ctx.variant->name.c_str() : "cuda norm";
@@ -53,11 +61,7 @@ void norm_run(const Args& a, const NormLaunch& plan, const KernelContext& ctx) {
   } else {
     err = launch_norm_fwd(d, plan, stream);
   }
-  if (err != gpuSuccess) {
-    gpu_clear_error();
-    fail(ErrorKind::device, "{} on cuda:{}: launching failed ({} sets of {} x {}, x {}): {}", variant, ctx.device.index,
-         d.shape.sets, d.shape.channels, d.shape.spread, family::elem_name(d.x_type), gpuGetErrorString(err));
-  }
+  if (err != gpuSuccess) launch_failed(variant, ctx, d, err);
 }
 
 std::vector<Tunable> tunables(bool backward) {
@@ -216,7 +220,7 @@ bool split_refuses(const Args& a, std::string& why) {
     why = "empty sets (the sets variant writes their statistics)";
     return true;
   }
-  if ((sh.spread > 1 || sh.groups > 1) && sh.spread < kSplitMinSpread) {
+  if (norm_split_channel_chunks(sh) && sh.spread < kSplitMinSpread) {
     why = fmt::format("channels of {} elements, under {} (the sets variant takes them)", sh.spread, kSplitMinSpread);
     return true;
   }
@@ -230,8 +234,8 @@ Verdict split_supports(const Args& a, const GpuInfo& gpu, SplitPlan& plan) {
   std::string why;
   if (split_refuses(a, why)) return Verdict::reject(why);
   const auto d = family::describe(a);
-  const bool channel_chunks = d.shape.spread > 1 || d.shape.groups > 1;
-  const int vec = rows_aligned(a, d.x_type, channel_chunks ? d.shape.spread : d.shape.channels) ? vec_of(d.x_type) : 1;
+  const std::int64_t run = norm_split_channel_chunks(d.shape) ? d.shape.spread : d.shape.channels;
+  const int vec = rows_aligned(a, d.x_type, run) ? vec_of(d.x_type) : 1;
   bool partial_sums = false;
   if constexpr (kBwd) partial_sums = d.dweight != nullptr || d.dbias != nullptr;
   const DeviceGuard guard(gpu.device, "cuda norm split");
@@ -269,11 +273,7 @@ void split_run(const Args& a, const SplitPlan& plan, const KernelContext& ctx) {
   } else {
     err = launch_norm_split_fwd(d, plan.launch, ws.data(), stream);
   }
-  if (err != gpuSuccess) {
-    gpu_clear_error();
-    fail(ErrorKind::device, "{} on cuda:{}: launching failed ({} sets of {} x {}, x {}): {}", variant, ctx.device.index,
-         d.shape.sets, d.shape.channels, d.shape.spread, family::elem_name(d.x_type), gpuGetErrorString(err));
-  }
+  if (err != gpuSuccess) launch_failed(variant, ctx, d, err);
 }
 
 std::vector<Tunable> split_tunables(bool backward) {
