@@ -22,6 +22,20 @@
 // blocks before their dominators, which spirv-val rejects.
 #define OPREG_INLINE inline __attribute__((always_inline))
 
+// The CPU-shaped kernels' column loops: `body` for j = 0, 8, 16, ... below n with count = 8 (a
+// constant, so load8 / store8's partial-vector paths fold away and the loop has no per-step
+// branch), then once for the tail (count = n % 8) if there is one. `body` may hold commas.
+#define FOR_STEPS8(j, count, n, ...)                     \
+  for (uint j = 0; j + 8 <= (n); j += 8) {              \
+    const uint count = 8;                               \
+    __VA_ARGS__                                         \
+  }                                                     \
+  if ((n) % 8 != 0) {                                   \
+    const uint j = (n) & ~7u;                           \
+    const uint count = (n) % 8;                         \
+    __VA_ARGS__                                         \
+  }
+
 #define FMT_F32 0
 #define FMT_F16 1
 #define FMT_BF16 2
@@ -401,20 +415,26 @@ OPREG_INLINE void add_term8(float8* sum, float8* comp, float8 hi, float8 lo) {
   *comp = select(*comp, *comp + lo, isfinite(lo));
 }
 
-OPREG_INLINE float8 upper_half8(float8 a) {
-  const float8 c = a * 4097.0f;
-  return select(a, c - (c - a), isless(fabs(a), (float8)0x1.0p+100f));
-}
-
+// a * b = product + *error exactly, by fma: OpenCL C's fma rounds once on every device (one
+// instruction on CPUs with FMA3, as PoCL's CPU device compiles for, and on Intel GPUs), so this is
+// two_product's error in three operations instead of Dekker's twenty, and exact also where
+// Dekker's split is not (operands beyond 2^100). Non-finite products get no error term.
 OPREG_INLINE float8 two_product8(float8 a, float8 b, float8* error) {
   const float8 product = a * b;
-  const float8 ah = upper_half8(a);
-  const float8 al = a - ah;
-  const float8 bh = upper_half8(b);
-  const float8 bl = b - bh;
-  const float8 e = ((ah * bh - product) + ah * bl + al * bh) + al * bl;
-  *error = select((float8)0.0f, e, isfinite(product) & isfinite(e));
+  const float8 e = fma(a, b, -product);
+  *error = select((float8)0.0f, e, isfinite(e));
   return product;
+}
+
+// a * b rounded to odd (add_odd8 of two_product8's pair, the same bits): with a format of at most
+// 11 significant bits for a and b, rounding it to f16 or bf16 gives the exact product's rounding.
+OPREG_INLINE float8 mul_odd8(float8 a, float8 b) {
+  const float8 p = a * b;
+  const float8 e = fma(a, b, -p);
+  const uint8 inexact = as_uint8(e < 0.0f || e > 0.0f) & 1u;
+  // p was rounded away from zero when the error has the other sign.
+  const uint8 away = as_uint8((p > 0.0f && e < 0.0f) || (p < 0.0f && e > 0.0f)) & 1u;
+  return as_float8((as_uint8(p) - away) | inexact);
 }
 
 // A lane-wise compensated pair (sum, comp) joined into one (hi, *lo) pair, lanes 0 to 7 in order.

@@ -505,9 +505,15 @@ inline void norm_bwd_split(global const uchar* dy, global const uchar* x, global
 
 // ---- CPU-shaped kernels (OpenCL CPU devices): a work-item per set, eight elements a step, no
 // barriers. The same two-pass statistics as norm_fwd: the mean from eight compensated lanes
-// joined in order, then the squared deviations in eight plain f32 lanes; only when that sum
+// (fed by blocks, below) joined in order, then the squared deviations in eight plain f32 lanes;
+// only when that sum
 // overflows while every deviation is finite is it taken again scaled by 2^-m (m the largest
 // deviation's exponent), as rms_norm's fwd.rows does.
+
+// Sums over a set (the mean, c1 and c2) add NORM_BLOCK elements in eight plain f32 lanes and
+// then that block's lanes into eight compensated ones (as the cpu kernel sums f32 chunks into
+// double): a compensated add per step was most of the forward's first pass.
+#define NORM_BLOCK 64u
 
 // The set's parameters for elements j .. j + 7 of a layer_norm row (spread 1): `absent` when none.
 OPREG_INLINE float8 norm_param8(global const uchar* p, uint c, uint count, int present, float absent, int pf) {
@@ -523,18 +529,22 @@ inline void norm_fwd_rows(global const uchar* x, global const uchar* w, global c
     const ulong first = set * size;
     float8 sum = 0.0f;
     float8 comp = 0.0f;
-    for (uint j = 0; j < size; j += 8) compensated_add8(&sum, &comp, load8(x, first + j, min(8u, size - j), xf));
+    for (uint block = 0; block < size; block += NORM_BLOCK) {
+      float8 part = 0.0f;
+      const uint len = min(NORM_BLOCK, size - block);
+      FOR_STEPS8(k, count, len, { part += load8(x, first + block + k, count, xf); })
+      compensated_add8(&sum, &comp, part);
+    }
     float lo;
     const float hi = join8(sum, comp, &lo);
     const float mean = size == 0 ? 0.0f : (hi + lo) / (float)size;
     float8 squares = 0.0f;
     float8 top = 0.0f;
-    for (uint j = 0; j < size; j += 8) {
-      const uint count = min(8u, size - j);
+    FOR_STEPS8(j, count, size, {
       const float8 d = select((float8)0.0f, load8(x, first + j, count, xf) - mean, lanes_below(count));
       squares += d * d;
       top = fmax(top, fabs(d));
-    }
+    })
     float total = sum8(squares);
     const float largest = fmax8(top);
     int m = 0;
@@ -542,11 +552,10 @@ inline void norm_fwd_rows(global const uchar* x, global const uchar* w, global c
       m = square_scale(largest);
       const float down = pow2(-m);
       squares = 0.0f;
-      for (uint j = 0; j < size; j += 8) {
-        const uint count = min(8u, size - j);
+      FOR_STEPS8(j, count, size, {
         const float8 d = select((float8)0.0f, (load8(x, first + j, count, xf) - mean) * down, lanes_below(count));
         squares += d * d;
-      }
+      })
       total = sum8(squares);
     }
     const float variance = size == 0 ? 0.0f : total / (float)size;
@@ -556,23 +565,21 @@ inline void norm_fwd_rows(global const uchar* x, global const uchar* w, global c
     rstd_out[set] = r;
     const uint pbase = (uint)(set % groups) * channels;
     if (spread == 1) {
-      for (uint j = 0; j < size; j += 8) {
-        const uint count = min(8u, size - j);
+      FOR_STEPS8(j, count, size, {
         const float8 xhat = (load8(x, first + j, count, xf) - mean) * r;
         const float8 wv = norm_param8(w, pbase + j, count, has_weight, 1.0f, pf);
         const float8 bv = norm_param8(b, pbase + j, count, has_bias, 0.0f, pf);
         store8(y, first + j, count, xhat * wv + bv, xf);
-      }
+      })
     } else {
       for (uint c = 0; c < channels; ++c) {
         const float wv = norm_param_value(w, pbase + c, has_weight, 1.0f, pf);
         const float bv = norm_param_value(b, pbase + c, has_bias, 0.0f, pf);
         const ulong at = first + (ulong)c * spread;
-        for (uint s = 0; s < spread; s += 8) {
-          const uint count = min(8u, spread - s);
+        FOR_STEPS8(s, count, spread, {
           const float8 xhat = (load8(x, at + s, count, xf) - mean) * r;
           store8(y, at + s, count, xhat * wv + bv, xf);
-        }
+        })
       }
     }
   }
@@ -613,7 +620,9 @@ OPREG_INLINE void slot_add8(global float* slot, uint params, uint c, uint count,
 
 // A layer_norm row (spread 1): c1 and c2 from compensated lane sums (with a set of near-equal
 // values rstd is large and dx is the small difference of g and c2 scaled by it, more than eight
-// plain f32 lanes keep), then dx and each element's dweight and dbias terms into the slots.
+// plain f32 lanes over a whole row keep), then dx and each element's dweight and dbias terms into
+// the slots. A lane adds NORM_BLOCK / 8 terms in plain f32 before its block sum goes into the
+// compensated one (NORM_BLOCK, as for the forward's mean).
 OPREG_INLINE void layer_bwd_row(global const uchar* dy, global const uchar* x, global const uchar* w, global uchar* dx,
                           global float* sw, global float* sb, ulong first, uint size, uint params, uint pbase,
                           float mean, float r, int has_weight, int want_w, int want_b, int xf, int pf) {
@@ -621,12 +630,18 @@ OPREG_INLINE void layer_bwd_row(global const uchar* dy, global const uchar* x, g
   float8 s1_comp = 0.0f;
   float8 s2 = 0.0f;
   float8 s2_comp = 0.0f;
-  for (uint j = 0; j < size; j += 8) {
-    const uint count = min(8u, size - j);
-    const float8 gv = norm_param8(w, pbase + j, count, has_weight, 1.0f, pf) * load8(dy, first + j, count, xf);
-    compensated_add8(&s1, &s1_comp,
-                     select((float8)0.0f, (load8(x, first + j, count, xf) - mean) * r * gv, lanes_below(count)));
-    compensated_add8(&s2, &s2_comp, gv);
+  for (uint block = 0; block < size; block += NORM_BLOCK) {
+    float8 b1 = 0.0f;
+    float8 b2 = 0.0f;
+    const uint len = min(NORM_BLOCK, size - block);
+    FOR_STEPS8(k, count, len, {
+      const uint j = block + k;
+      const float8 gv = norm_param8(w, pbase + j, count, has_weight, 1.0f, pf) * load8(dy, first + j, count, xf);
+      b1 += select((float8)0.0f, (load8(x, first + j, count, xf) - mean) * r * gv, lanes_below(count));
+      b2 += gv;
+    })
+    compensated_add8(&s1, &s1_comp, b1);
+    compensated_add8(&s2, &s2_comp, b2);
   }
   float lo1;
   float lo2;
@@ -634,8 +649,7 @@ OPREG_INLINE void layer_bwd_row(global const uchar* dy, global const uchar* x, g
   const float sum2 = join8(s2, s2_comp, &lo2);
   const float c1 = size == 0 ? 0.0f : (sum1 + lo1) / (float)size;
   const float c2 = size == 0 ? 0.0f : (sum2 + lo2) / (float)size;
-  for (uint j = 0; j < size; j += 8) {
-    const uint count = min(8u, size - j);
+  FOR_STEPS8(j, count, size, {
     const float8 g = load8(dy, first + j, count, xf);
     const float8 xv = load8(x, first + j, count, xf);
     const float8 gv = norm_param8(w, pbase + j, count, has_weight, 1.0f, pf) * g;
@@ -647,7 +661,7 @@ OPREG_INLINE void layer_bwd_row(global const uchar* dy, global const uchar* x, g
       slot_add8(sw, params, pbase + j, count, hi, lo);
     }
     if (want_b) slot_add8(sb, params, pbase + j, count, g, (float8)0.0f);
-  }
+  })
 }
 
 // One group_norm channel's run of `spread` elements: dweight's term sum(dy (x - mean)) rstd as
@@ -665,8 +679,7 @@ OPREG_INLINE void group_channel(global const uchar* dy, global const uchar* x, u
   float8 p_comp = 0.0f;
   float8 b = 0.0f;
   float8 b_comp = 0.0f;
-  for (uint s = 0; s < spread; s += 8) {
-    const uint count = min(8u, spread - s);
+  FOR_STEPS8(s, count, spread, {
     const float8 g = load8(dy, at + s, count, xf);
     const float8 xv = load8(x, at + s, count, xf);
     compensated_add8(&b, &b_comp, g);
@@ -677,7 +690,7 @@ OPREG_INLINE void group_channel(global const uchar* dy, global const uchar* x, u
     } else {
       compensated_add8(&p, &p_comp, g * xv);
     }
-  }
+  })
   float sy_lo;
   float sxy_lo;
   const float sy = join8(b, b_comp, &sy_lo);
@@ -704,8 +717,7 @@ OPREG_INLINE void group_channel(global const uchar* dy, global const uchar* x, u
   float8 lo8 = 0.0f;
   float8 s1 = 0.0f;
   float8 s2 = 0.0f;
-  for (uint s = 0; s < spread; s += 8) {
-    const uint count = min(8u, spread - s);
+  FOR_STEPS8(s, count, spread, {
     const int8 valid = lanes_below(count);
     const float8 g = load8(dy, at + s, count, xf);
     const float8 xv = load8(x, at + s, count, xf);
@@ -714,7 +726,7 @@ OPREG_INLINE void group_channel(global const uchar* dy, global const uchar* x, u
     add_term8(&hi8, &lo8, hi, select((float8)0.0f, lo, valid));
     s1 += select((float8)0.0f, (xv - mean) * r * (wv * g), valid);
     s2 += select((float8)0.0f, wv * g, valid);
-  }
+  })
   *w_hi = join8(hi8, lo8, w_lo);
   *share1 = sum8(s1);
   *share2 = sum8(s2);
@@ -744,12 +756,11 @@ OPREG_INLINE void group_bwd_set(global const uchar* dy, global const uchar* x, g
   for (uint c = 0; c < channels; ++c) {
     const float wv = norm_param_value(w, pbase + c, has_weight, 1.0f, pf);
     const ulong at = first + (ulong)c * spread;
-    for (uint s = 0; s < spread; s += 8) {
-      const uint count = min(8u, spread - s);
+    FOR_STEPS8(s, count, spread, {
       const float8 gv = wv * load8(dy, at + s, count, xf);
       const float8 xhat = (load8(x, at + s, count, xf) - mean) * r;
       store8(dx, at + s, count, (gv - (xhat * c1 + c2)) * r, xf);
-    }
+    })
   }
 }
 

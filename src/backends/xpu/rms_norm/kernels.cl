@@ -230,8 +230,7 @@ inline void rms_fwd_rows(global const uchar* x, global const uchar* res, global 
     const ulong first = row * h;
     float8 squares = 0.0f;
     float8 top = 0.0f;
-    for (uint j = 0; j < h; j += 8) {
-      const uint count = min(8u, h - j);
+    FOR_STEPS8(j, count, h, {
       float8 v = load8(x, first + j, count, xf);
       if (fused) {
         const float8 r = load8(res, first + j, count, xf);
@@ -240,7 +239,7 @@ inline void rms_fwd_rows(global const uchar* x, global const uchar* res, global 
       }
       squares += v * v;
       top = fmax(top, fabs(v));
-    }
+    })
     float total = sum8(squares);
     int m = 0;
     const float largest = fmax(fmax(fmax(top.s0, top.s1), fmax(top.s2, top.s3)),
@@ -259,12 +258,11 @@ inline void rms_fwd_rows(global const uchar* x, global const uchar* res, global 
     const float down = pow2(-m);
     const float r = down / sqrt(mean + eps * down * down);
     rstd[row] = r;
-    for (uint j = 0; j < h; j += 8) {
-      const uint count = min(8u, h - j);
+    FOR_STEPS8(j, count, h, {
       const float8 xhat = load8(normed, first + j, count, xf) * r;
       const float8 sc = rms_scale8(w, j, count, offset, casting, has_weight, wf);
       store8(y, first + j, count, casting == CAST_GEMMA ? xhat * sc : round8(xhat, xf) * sc, xf);
-    }
+    })
   }
 }
 
@@ -274,10 +272,10 @@ inline void rms_fwd_rows(global const uchar* x, global const uchar* res, global 
 // compensations), which rms_norm_dw_reduce then sums over the slots in a fixed order: as many
 // slots as groups, the same bits every run. Without dweight every work-item of the group takes
 // rows of the block. Columns eight at a time; dy may be dx (each element is read first).
-OPREG_INLINE float8 rms_dw_term8(float8 g, float8 xv, float r, float r_hi, float r_lo, int casting, int xf, float8* lo) {
+OPREG_INLINE float8 rms_dw_term8(float8 g, float8 xv, float r, int casting, int xf, float8* lo) {
   if (xf != FMT_F32 && casting != CAST_GEMMA) {
     *lo = 0.0f;
-    return g * round8(add_odd8(xv * r_hi, xv * r_lo), xf);
+    return g * round8(mul_odd8(xv, (float8)r), xf);
   }
   float8 xhat_error;
   const float8 xhat = two_product8(xv, (float8)r, &xhat_error);
@@ -306,22 +304,18 @@ inline void rms_bwd_rows(global const uchar* dy, global const uchar* ds, global 
     const ulong first = row * h;
     const float r = rstd[row];
     float8 dot8 = 0.0f;
-    for (uint j = 0; j < h; j += 8) {
-      const uint count = min(8u, h - j);
+    FOR_STEPS8(j, count, h, {
       const float8 s = rms_scale8(w, j, count, offset, casting, has_weight, wf);
       dot8 += load8(dy, first + j, count, xf) * s * (load8(x, first + j, count, xf) * r);
-    }
+    })
     const float coeff = h == 0 ? 0.0f : sum8(dot8) / (float)h;
-    const float r_hi = as_float(as_uint(r) & 0xFFFFF000u);
-    const float r_lo = r - r_hi;
-    for (uint j = 0; j < h; j += 8) {
-      const uint count = min(8u, h - j);
+    FOR_STEPS8(j, count, h, {
       const float8 g = load8(dy, first + j, count, xf);
       const float8 xv = load8(x, first + j, count, xf);
       const float8 s = rms_scale8(w, j, count, offset, casting, has_weight, wf);
       if (has_dw) {
         float8 lo;
-        const float8 hi = rms_dw_term8(g, xv, r, r_hi, r_lo, casting, xf, &lo);
+        const float8 hi = rms_dw_term8(g, xv, r, casting, xf, &lo);
         float8 sum = load8(slot_bytes, j, count, FMT_F32);
         float8 comp = load8(slot_bytes, h + j, count, FMT_F32);
         add_term8(&sum, &comp, hi, lo);
@@ -331,7 +325,7 @@ inline void rms_bwd_rows(global const uchar* dy, global const uchar* ds, global 
       float8 d = r * (g * s - coeff * (xv * r));
       if (fused) d += load8(ds, first + j, count, xf);
       store8(dx, first + j, count, d, xf);
-    }
+    })
   }
 }
 
