@@ -417,28 +417,40 @@ TEST(CudaRmsNorm, RunsOnTheStreamItIsGiven) {
 }
 
 // Each problem runs on cuda:1 first, then on cuda:0: what a variant sets up per device (shared
-// memory opt-ins, occupancy) must be set up on each (a 3x262144 bf16 forward once failed on
-// cuda:0 with "invalid argument" after running on cuda:1 first).
-TEST(CudaRmsNorm, TensorsOnTheSecondGpuRunThere) {
+// memory opt-ins, occupancy, the plan's device facts) must be set up on each (a 3x262144 bf16
+// forward once failed on cuda:0 with "invalid argument" after running on cuda:1 first). Every op
+// direction, at shapes that reach each list's variants (rows, split, cluster; group_norm's split
+// and sets).
+TEST(CudaBackend, EveryOpRunsOnTheSecondGpu) {
   REQUIRE_GPU();
   if (gpu_count() < 2) GTEST_SKIP() << "one GPU on this machine; cuda:1 needs a second";
   Registry& reg = default_registry();
   // The caller's current device stays 0: the variant must switch to the tensors' device itself.
   ASSERT_EQ(gpuSetDevice(0), gpuSuccess);
-  for (const char* op : {"rms_norm.fwd", "rms_norm.bwd"}) {
-    for (const Shape& shape : {Shape{4096, 4096}, Shape{3, 262144}, Shape{2, 200000}, Shape{127, 4099}}) {
-      for (const char* device : {"cuda:1", "cuda:0"}) {
-        ProblemSpec spec;
-        spec.op = op;
-        spec.dtype = DType::bf16;
-        spec.wdtype = DType::bf16;
-        spec.shape = shape;
-        Problem problem(reg, spec, reg.parse_device(device));
-        problem.poison();
-        const DispatchResult r = problem.run();
-        const CheckReport report = problem.check();
-        EXPECT_TRUE(report.pass()) << op << " " << shape.str() << " on " << device << " via " << r.variant->name << ": "
-                                   << report.summary();
+  struct Case {
+    Shape shape;
+    std::int64_t groups;
+  };
+  const std::vector<Case> rows = {{Shape{4096, 4096}, 1}, {Shape{3, 262144}, 1}, {Shape{2, 200000}, 1},
+                                  {Shape{127, 4099}, 1}};
+  const std::vector<Case> images = {{Shape{8, 64, 999}, 8}, {Shape{4, 32, 5, 7}, 4}, {Shape{2, 256, 4096}, 32}};
+  for (const char* op : {"rms_norm", "fused_add_rms_norm", "layer_norm", "group_norm", "geglu", "swiglu"}) {
+    for (const char* dir : {".fwd", ".bwd"}) {
+      for (const Case& c : std::string_view(op) == "group_norm" ? images : rows) {
+        for (const char* device : {"cuda:1", "cuda:0"}) {
+          ProblemSpec spec;
+          spec.op = std::string(op) + dir;
+          spec.dtype = DType::bf16;
+          spec.wdtype = DType::bf16;
+          spec.shape = c.shape;
+          spec.groups = c.groups;
+          Problem problem(reg, spec, reg.parse_device(device));
+          problem.poison();
+          const DispatchResult r = problem.run();
+          const CheckReport report = problem.check();
+          EXPECT_TRUE(report.pass()) << spec.op << " " << c.shape.str() << " on " << device << " via "
+                                     << r.variant->name << ": " << report.summary();
+        }
       }
     }
   }
