@@ -608,24 +608,12 @@ OPREG_INLINE void slot_add(global float* slot, uint params, uint c, float hi, fl
   slot[params + c] = comp;
 }
 
-// Eight slot entries from c on (count of them) plus eight (hi, lo) terms.
-OPREG_INLINE void slot_add8(global float* slot, uint params, uint c, uint count, float8 hi, float8 lo) {
-  global uchar* bytes = (global uchar*)slot;
-  float8 sum = load8(bytes, c, count, FMT_F32);
-  float8 comp = load8(bytes, params + c, count, FMT_F32);
-  add_term8(&sum, &comp, hi, lo);
-  store8(bytes, c, count, sum, FMT_F32);
-  store8(bytes, params + c, count, comp, FMT_F32);
-}
-
 // A layer_norm row (spread 1): c1 and c2 from compensated lane sums (with a set of near-equal
 // values rstd is large and dx is the small difference of g and c2 scaled by it, more than eight
-// plain f32 lanes over a whole row keep), then dx and each element's dweight and dbias terms into
-// the slots. A lane adds NORM_BLOCK / 8 terms in plain f32 before its block sum goes into the
-// compensated one (NORM_BLOCK, as for the forward's mean).
-OPREG_INLINE void layer_bwd_row(global const uchar* dy, global const uchar* x, global const uchar* w, global uchar* dx,
-                          global float* sw, global float* sb, ulong first, uint size, uint params, uint pbase,
-                          float mean, float r, int has_weight, int want_w, int want_b, int xf, int pf) {
+// plain f32 lanes over a whole row keep), fed by blocks (NORM_BLOCK).
+OPREG_INLINE float2 layer_coefficients(global const uchar* dy, global const uchar* x, global const uchar* w,
+                                       ulong first, uint size, uint pbase, float mean, float r, int has_weight,
+                                       int xf, int pf) {
   float8 s1 = 0.0f;
   float8 s1_comp = 0.0f;
   float8 s2 = 0.0f;
@@ -647,20 +635,53 @@ OPREG_INLINE void layer_bwd_row(global const uchar* dy, global const uchar* x, g
   float lo2;
   const float sum1 = join8(s1, s1_comp, &lo1);
   const float sum2 = join8(s2, s2_comp, &lo2);
-  const float c1 = size == 0 ? 0.0f : (sum1 + lo1) / (float)size;
-  const float c2 = size == 0 ? 0.0f : (sum2 + lo2) / (float)size;
+  return size == 0 ? (float2)(0.0f, 0.0f) : (float2)((sum1 + lo1) / (float)size, (sum2 + lo2) / (float)size);
+}
+
+// dx of `n` consecutive layer_norm rows (n = 1 or 2, a constant at each call) from `first`, sharing
+// their parameters, and each element's dweight and dbias terms into the slots, row by row: a pair
+// adds the same terms in the same order as two single rows, but reads and writes each slot entry
+// once, not twice (the slots, 16 bytes a parameter, are most of the backward's memory traffic).
+// `mean`, `r`, `c` hold row k's values in component k.
+OPREG_INLINE void layer_rows_dx(global const uchar* dy, global const uchar* x, global const uchar* w, global uchar* dx,
+                                global float* sw, global float* sb, ulong first, uint size, uint params, uint pbase,
+                                float2 mean, float2 r, float2 c1, float2 c2, uint n, int has_weight, int want_w,
+                                int want_b, int xf, int pf) {
+  global uchar* wb = (global uchar*)sw;
+  global uchar* bb = (global uchar*)sb;
   FOR_STEPS8(j, count, size, {
-    const float8 g = load8(dy, first + j, count, xf);
-    const float8 xv = load8(x, first + j, count, xf);
-    const float8 gv = norm_param8(w, pbase + j, count, has_weight, 1.0f, pf) * g;
-    const float8 xhat = (xv - mean) * r;
-    store8(dx, first + j, count, (gv - (xhat * c1 + c2)) * r, xf);
-    if (want_w) {
-      float8 lo;
-      const float8 hi = norm_dw_term8(g, xv, mean, r, &lo);
-      slot_add8(sw, params, pbase + j, count, hi, lo);
+    const float8 wv = norm_param8(w, pbase + j, count, has_weight, 1.0f, pf);
+    const float8 ga = load8(dy, first + j, count, xf);
+    const float8 xa = load8(x, first + j, count, xf);
+    store8(dx, first + j, count, (wv * ga - ((xa - mean.x) * r.x * c1.x + c2.x)) * r.x, xf);
+    float8 gb = 0.0f;
+    float8 xb = 0.0f;
+    if (n == 2) {
+      gb = load8(dy, first + size + j, count, xf);
+      xb = load8(x, first + size + j, count, xf);
+      store8(dx, first + size + j, count, (wv * gb - ((xb - mean.y) * r.y * c1.y + c2.y)) * r.y, xf);
     }
-    if (want_b) slot_add8(sb, params, pbase + j, count, g, (float8)0.0f);
+    if (want_w) {
+      float8 sum = load8(wb, pbase + j, count, FMT_F32);
+      float8 comp = load8(wb, params + pbase + j, count, FMT_F32);
+      float8 lo;
+      float8 hi = norm_dw_term8(ga, xa, mean.x, r.x, &lo);
+      add_term8(&sum, &comp, hi, lo);
+      if (n == 2) {
+        hi = norm_dw_term8(gb, xb, mean.y, r.y, &lo);
+        add_term8(&sum, &comp, hi, lo);
+      }
+      store8(wb, pbase + j, count, sum, FMT_F32);
+      store8(wb, params + pbase + j, count, comp, FMT_F32);
+    }
+    if (want_b) {
+      float8 sum = load8(bb, pbase + j, count, FMT_F32);
+      float8 comp = load8(bb, params + pbase + j, count, FMT_F32);
+      add_term8(&sum, &comp, ga, (float8)0.0f);
+      if (n == 2) add_term8(&sum, &comp, gb, (float8)0.0f);
+      store8(bb, pbase + j, count, sum, FMT_F32);
+      store8(bb, params + pbase + j, count, comp, FMT_F32);
+    }
   })
 }
 
@@ -792,8 +813,22 @@ inline void norm_bwd_rows(global const uchar* dy, global const uchar* x, global 
   for (ulong set = begin + (partials ? 0 : get_local_id(0)); set < end; set += step) {
     const uint pbase = (uint)(set % groups) * channels;
     if (spread == 1) {
-      layer_bwd_row(dy, x, w, dx, sw, sb, set * size, size, params, pbase, mean_in[set], rstd_in[set], has_weight,
-                    want_w, want_b, xf, pf);
+      // Two rows at a time where they share their parameters (one group) and one work-item walks
+      // the block (the slots are its own).
+      const uint n = partials && groups == 1 && set + 1 < end ? 2 : 1;
+      const float2 mean = (float2)(mean_in[set], mean_in[set + n - 1]);
+      const float2 r = (float2)(rstd_in[set], rstd_in[set + n - 1]);
+      const ulong first = set * size;
+      const float2 ca = layer_coefficients(dy, x, w, first, size, pbase, mean.x, r.x, has_weight, xf, pf);
+      if (n == 2) {
+        const float2 cb = layer_coefficients(dy, x, w, first + size, size, pbase, mean.y, r.y, has_weight, xf, pf);
+        layer_rows_dx(dy, x, w, dx, sw, sb, first, size, params, pbase, mean, r, (float2)(ca.x, cb.x),
+                      (float2)(ca.y, cb.y), 2, has_weight, want_w, want_b, xf, pf);
+        ++set;
+      } else {
+        layer_rows_dx(dy, x, w, dx, sw, sb, first, size, params, pbase, mean, r, (float2)(ca.x, ca.x),
+                      (float2)(ca.y, ca.y), 1, has_weight, want_w, want_b, xf, pf);
+      }
     } else {
       group_bwd_set(dy, x, w, dx, sw, sb, set * size, channels, spread, params, pbase, mean_in[set], rstd_in[set],
                     has_weight, want_w, want_b, xf, pf);

@@ -267,7 +267,7 @@ inline void rms_fwd_rows(global const uchar* x, global const uchar* res, global 
 }
 
 // ---- CPU-shaped backward: the groups take contiguous blocks of rows. With dweight, work-item 0
-// of a group walks its block row by row and adds each row's dweight terms (compensated, to twice
+// of a group walks its block two rows at a time (rms_rows_dx) and adds each row's dweight terms (compensated, to twice
 // f32's precision as rms_bwd's) into the group's slot of `partial` (2 h floats: sums, then
 // compensations), which rms_norm_dw_reduce then sums over the slots in a fixed order: as many
 // slots as groups, the same bits every run. Without dweight every work-item of the group takes
@@ -285,6 +285,59 @@ OPREG_INLINE float8 rms_dw_term8(float8 g, float8 xv, float r, int casting, int 
   return term;
 }
 
+// A row's c = sum(dy w' xhat) / h (eight plain f32 lanes, as before).
+OPREG_INLINE float rms_coefficient(global const uchar* dy, global const uchar* x, global const uchar* w, ulong first,
+                                   uint h, float r, float offset, int casting, int has_weight, int xf, int wf) {
+  float8 dot8 = 0.0f;
+  FOR_STEPS8(j, count, h, {
+    const float8 s = rms_scale8(w, j, count, offset, casting, has_weight, wf);
+    dot8 += load8(dy, first + j, count, xf) * s * (load8(x, first + j, count, xf) * r);
+  })
+  return h == 0 ? 0.0f : sum8(dot8) / (float)h;
+}
+
+// dx of `n` consecutive rows from `first` (n = 1 or 2, a constant at each call; component k of
+// `r` and `coeff` is row k's), and with has_dw their dweight terms into `slot`, row by row: a
+// pair adds the same terms in the same order as two single rows, but reads and writes each slot
+// entry once, not twice.
+OPREG_INLINE void rms_rows_dx(global const uchar* dy, global const uchar* ds, global const uchar* x,
+                              global const uchar* w, global uchar* dx, global uchar* slot, ulong first, uint h,
+                              float2 r, float2 coeff, uint n, float offset, int casting, int has_weight, int has_dw,
+                              int fused, int xf, int wf) {
+  FOR_STEPS8(j, count, h, {
+    const float8 s = rms_scale8(w, j, count, offset, casting, has_weight, wf);
+    const float8 ga = load8(dy, first + j, count, xf);
+    const float8 xa = load8(x, first + j, count, xf);
+    float8 gb = 0.0f;
+    float8 xb = 0.0f;
+    if (n == 2) {
+      gb = load8(dy, first + h + j, count, xf);
+      xb = load8(x, first + h + j, count, xf);
+    }
+    if (has_dw) {
+      float8 sum = load8(slot, j, count, FMT_F32);
+      float8 comp = load8(slot, h + j, count, FMT_F32);
+      float8 lo;
+      float8 hi = rms_dw_term8(ga, xa, r.x, casting, xf, &lo);
+      add_term8(&sum, &comp, hi, lo);
+      if (n == 2) {
+        hi = rms_dw_term8(gb, xb, r.y, casting, xf, &lo);
+        add_term8(&sum, &comp, hi, lo);
+      }
+      store8(slot, j, count, sum, FMT_F32);
+      store8(slot, h + j, count, comp, FMT_F32);
+    }
+    float8 d = r.x * (ga * s - coeff.x * (xa * r.x));
+    if (fused) d += load8(ds, first + j, count, xf);
+    store8(dx, first + j, count, d, xf);
+    if (n == 2) {
+      d = r.y * (gb * s - coeff.y * (xb * r.y));
+      if (fused) d += load8(ds, first + h + j, count, xf);
+      store8(dx, first + h + j, count, d, xf);
+    }
+  })
+}
+
 inline void rms_bwd_rows(global const uchar* dy, global const uchar* ds, global const uchar* x, global const uchar* w,
                          global const float* rstd, global uchar* dx, global float* partial, ulong rows, uint h,
                          uint team, float offset, int casting, int has_weight, int has_dw, int fused,
@@ -294,38 +347,26 @@ inline void rms_bwd_rows(global const uchar* dy, global const uchar* ds, global 
   const ulong end = min(rows, begin + per);
   const uint lid = get_local_id(0);
   global float* slot = partial + (ulong)get_group_id(0) * 2 * h;
-  global uchar* slot_bytes = (global uchar*)slot;
   if (has_dw) {
     if (lid != 0) return;
     for (uint j = 0; j < 2 * h; ++j) slot[j] = 0.0f;
   }
   const ulong step = has_dw ? 1 : get_local_size(0);
   for (ulong row = begin + (has_dw ? 0 : lid); row < end; row += step) {
+    // Two rows at a time where one work-item walks the block (the slot is its own).
+    const uint n = has_dw && row + 1 < end ? 2 : 1;
     const ulong first = row * h;
-    const float r = rstd[row];
-    float8 dot8 = 0.0f;
-    FOR_STEPS8(j, count, h, {
-      const float8 s = rms_scale8(w, j, count, offset, casting, has_weight, wf);
-      dot8 += load8(dy, first + j, count, xf) * s * (load8(x, first + j, count, xf) * r);
-    })
-    const float coeff = h == 0 ? 0.0f : sum8(dot8) / (float)h;
-    FOR_STEPS8(j, count, h, {
-      const float8 g = load8(dy, first + j, count, xf);
-      const float8 xv = load8(x, first + j, count, xf);
-      const float8 s = rms_scale8(w, j, count, offset, casting, has_weight, wf);
-      if (has_dw) {
-        float8 lo;
-        const float8 hi = rms_dw_term8(g, xv, r, casting, xf, &lo);
-        float8 sum = load8(slot_bytes, j, count, FMT_F32);
-        float8 comp = load8(slot_bytes, h + j, count, FMT_F32);
-        add_term8(&sum, &comp, hi, lo);
-        store8(slot_bytes, j, count, sum, FMT_F32);
-        store8(slot_bytes, h + j, count, comp, FMT_F32);
-      }
-      float8 d = r * (g * s - coeff * (xv * r));
-      if (fused) d += load8(ds, first + j, count, xf);
-      store8(dx, first + j, count, d, xf);
-    })
+    const float2 r = (float2)(rstd[row], rstd[row + n - 1]);
+    const float ca = rms_coefficient(dy, x, w, first, h, r.x, offset, casting, has_weight, xf, wf);
+    if (n == 2) {
+      const float cb = rms_coefficient(dy, x, w, first + h, h, r.y, offset, casting, has_weight, xf, wf);
+      rms_rows_dx(dy, ds, x, w, dx, (global uchar*)slot, first, h, r, (float2)(ca, cb), 2, offset, casting,
+                  has_weight, has_dw, fused, xf, wf);
+      ++row;
+    } else {
+      rms_rows_dx(dy, ds, x, w, dx, (global uchar*)slot, first, h, r, (float2)(ca, ca), 1, offset, casting,
+                  has_weight, has_dw, fused, xf, wf);
+    }
   }
 }
 
