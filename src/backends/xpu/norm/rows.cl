@@ -1,0 +1,367 @@
+// layer_norm and group_norm's CPU-shaped kernels (the `rows` variants, OpenCL CPU devices only;
+// src/backends/xpu/norm/list.cpp launches them). The runtime builds this file after
+// norm/kernels.cl in the same program (src/backends/xpu/CMakeLists.txt), so that file's helpers
+// (norm_param_value) are in scope.
+
+// ---- CPU-shaped kernels (OpenCL CPU devices): a work-item per set, eight elements a step, no
+// barriers. The same two-pass statistics as norm_fwd: the mean from eight compensated lanes
+// (fed by blocks, below) joined in order, then the squared deviations in eight plain f32 lanes;
+// only when that sum
+// overflows while every deviation is finite is it taken again scaled by 2^-m (m the largest
+// deviation's exponent), as rms_norm's fwd.rows does.
+
+// Sums over a set (the mean, c1 and c2) add NORM_BLOCK elements in eight plain f32 lanes and
+// then that block's lanes into eight compensated ones (as the cpu kernel sums f32 chunks into
+// double): a compensated add per step was most of the forward's first pass.
+#define NORM_BLOCK 64u
+
+// The set's parameters for elements j .. j + 7 of a layer_norm row (spread 1): `absent` when none.
+OPREG_INLINE float8 norm_param8(global const uchar* p, uint c, uint count, int present, float absent, int pf) {
+  return present ? load8(p, c, count, pf) : (float8)absent;
+}
+
+inline void norm_fwd_rows(global const uchar* x, global const uchar* w, global const uchar* b, global uchar* y,
+                          global float* mean_out, global float* rstd_out, ulong sets, uint groups, uint channels,
+                          uint spread, uint team, float eps, int has_weight, int has_bias, local float* scratch,
+                          int xf, int pf) {
+  const uint size = channels * spread;
+  for (ulong set = get_global_id(0); set < sets; set += get_global_size(0)) {
+    const ulong first = set * size;
+    float8 sum = 0.0f;
+    float8 comp = 0.0f;
+    for (uint block = 0; block < size; block += NORM_BLOCK) {
+      float8 part = 0.0f;
+      const uint len = min(NORM_BLOCK, size - block);
+      FOR_STEPS8(k, count, len, { part += load8(x, first + block + k, count, xf); })
+      compensated_add8(&sum, &comp, part);
+    }
+    float lo;
+    const float hi = join8(sum, comp, &lo);
+    const float mean = size == 0 ? 0.0f : (hi + lo) / (float)size;
+    float8 squares = 0.0f;
+    float8 top = 0.0f;
+    FOR_STEPS8(j, count, size, {
+      const float8 d = select((float8)0.0f, load8(x, first + j, count, xf) - mean, lanes_below(count));
+      squares += d * d;
+      top = fmax(top, fabs(d));
+    })
+    float total = sum8(squares);
+    const float largest = fmax8(top);
+    int m = 0;
+    if (isinf(total) && isfinite(largest)) {
+      m = square_scale(largest);
+      const float down = pow2(-m);
+      squares = 0.0f;
+      FOR_STEPS8(j, count, size, {
+        const float8 d = select((float8)0.0f, (load8(x, first + j, count, xf) - mean) * down, lanes_below(count));
+        squares += d * d;
+      })
+      total = sum8(squares);
+    }
+    const float variance = size == 0 ? 0.0f : total / (float)size;
+    const float down = pow2(-m);
+    const float r = down / sqrt(variance + eps * down * down);
+    mean_out[set] = mean;
+    rstd_out[set] = r;
+    const uint pbase = (uint)(set % groups) * channels;
+    if (spread == 1) {
+      FOR_STEPS8(j, count, size, {
+        const float8 xhat = (load8(x, first + j, count, xf) - mean) * r;
+        const float8 wv = norm_param8(w, pbase + j, count, has_weight, 1.0f, pf);
+        const float8 bv = norm_param8(b, pbase + j, count, has_bias, 0.0f, pf);
+        store8(y, first + j, count, xhat * wv + bv, xf);
+      })
+    } else {
+      for (uint c = 0; c < channels; ++c) {
+        const float wv = norm_param_value(w, pbase + c, has_weight, 1.0f, pf);
+        const float bv = norm_param_value(b, pbase + c, has_bias, 0.0f, pf);
+        const ulong at = first + (ulong)c * spread;
+        FOR_STEPS8(s, count, spread, {
+          const float8 xhat = (load8(x, at + s, count, xf) - mean) * r;
+          store8(y, at + s, count, xhat * wv + bv, xf);
+        })
+      }
+    }
+  }
+}
+
+// norm_dw_term on eight lanes (the same bits lane by lane).
+OPREG_INLINE float8 norm_dw_term8(float8 g, float8 xv, float mean, float r, float8* lo) {
+  const float8 d = xv - mean;
+  const float8 back = d - xv;
+  const float8 d_error = (xv - (d - back)) + (-mean - back);
+  float8 xhat_error;
+  const float8 xhat = two_product8(d, (float8)r, &xhat_error);
+  float8 term_error;
+  const float8 term = two_product8(g, xhat, &term_error);
+  const float8 xhat_lo = select(xhat_error, xhat_error + d_error * r, isfinite(d_error));
+  *lo = term_error + g * xhat_lo;
+  return term;
+}
+
+// A compensated slot entry (sums at [c], compensations at [params + c]) plus a (hi, lo) term.
+OPREG_INLINE void slot_add(global float* slot, uint params, uint c, float hi, float lo) {
+  float sum = slot[c];
+  float comp = slot[params + c];
+  add_term(&sum, &comp, hi, lo);
+  slot[c] = sum;
+  slot[params + c] = comp;
+}
+
+// A layer_norm row (spread 1): c1 and c2 from compensated lane sums (with a set of near-equal
+// values rstd is large and dx is the small difference of g and c2 scaled by it, more than eight
+// plain f32 lanes over a whole row keep), fed by blocks (NORM_BLOCK).
+OPREG_INLINE float2 layer_coefficients(global const uchar* dy, global const uchar* x, global const uchar* w,
+                                       ulong first, uint size, uint pbase, float mean, float r, int has_weight,
+                                       int xf, int pf) {
+  float8 s1 = 0.0f;
+  float8 s1_comp = 0.0f;
+  float8 s2 = 0.0f;
+  float8 s2_comp = 0.0f;
+  for (uint block = 0; block < size; block += NORM_BLOCK) {
+    float8 b1 = 0.0f;
+    float8 b2 = 0.0f;
+    const uint len = min(NORM_BLOCK, size - block);
+    FOR_STEPS8(k, count, len, {
+      const uint j = block + k;
+      const float8 gv = norm_param8(w, pbase + j, count, has_weight, 1.0f, pf) * load8(dy, first + j, count, xf);
+      b1 += select((float8)0.0f, (load8(x, first + j, count, xf) - mean) * r * gv, lanes_below(count));
+      b2 += gv;
+    })
+    compensated_add8(&s1, &s1_comp, b1);
+    compensated_add8(&s2, &s2_comp, b2);
+  }
+  float lo1;
+  float lo2;
+  const float sum1 = join8(s1, s1_comp, &lo1);
+  const float sum2 = join8(s2, s2_comp, &lo2);
+  return size == 0 ? (float2)(0.0f, 0.0f) : (float2)((sum1 + lo1) / (float)size, (sum2 + lo2) / (float)size);
+}
+
+// dx of `n` consecutive layer_norm rows (n = 1 or 2, a constant at each call) from `first`, sharing
+// their parameters, and each element's dweight and dbias terms into the slots, row by row: a pair
+// adds the same terms in the same order as two single rows, but reads and writes each slot entry
+// once, not twice (the slots, 16 bytes a parameter, are most of the backward's memory traffic).
+// `mean`, `r`, `c` hold row k's values in component k.
+OPREG_INLINE void layer_rows_dx(global const uchar* dy, global const uchar* x, global const uchar* w, global uchar* dx,
+                                global float* sw, global float* sb, ulong first, uint size, uint params, uint pbase,
+                                float2 mean, float2 r, float2 c1, float2 c2, uint n, int has_weight, int want_w,
+                                int want_b, int xf, int pf) {
+  global uchar* wb = (global uchar*)sw;
+  global uchar* bb = (global uchar*)sb;
+  FOR_STEPS8(j, count, size, {
+    const float8 wv = norm_param8(w, pbase + j, count, has_weight, 1.0f, pf);
+    const float8 ga = load8(dy, first + j, count, xf);
+    const float8 xa = load8(x, first + j, count, xf);
+    store8(dx, first + j, count, (wv * ga - ((xa - mean.x) * r.x * c1.x + c2.x)) * r.x, xf);
+    float8 gb = 0.0f;
+    float8 xb = 0.0f;
+    if (n == 2) {
+      gb = load8(dy, first + size + j, count, xf);
+      xb = load8(x, first + size + j, count, xf);
+      store8(dx, first + size + j, count, (wv * gb - ((xb - mean.y) * r.y * c1.y + c2.y)) * r.y, xf);
+    }
+    if (want_w) {
+      float8 sum = load8(wb, pbase + j, count, FMT_F32);
+      float8 comp = load8(wb, params + pbase + j, count, FMT_F32);
+      float8 lo;
+      float8 hi = norm_dw_term8(ga, xa, mean.x, r.x, &lo);
+      add_term8(&sum, &comp, hi, lo);
+      if (n == 2) {
+        hi = norm_dw_term8(gb, xb, mean.y, r.y, &lo);
+        add_term8(&sum, &comp, hi, lo);
+      }
+      store8(wb, pbase + j, count, sum, FMT_F32);
+      store8(wb, params + pbase + j, count, comp, FMT_F32);
+    }
+    if (want_b) {
+      float8 sum = load8(bb, pbase + j, count, FMT_F32);
+      float8 comp = load8(bb, params + pbase + j, count, FMT_F32);
+      add_term8(&sum, &comp, ga, (float8)0.0f);
+      if (n == 2) add_term8(&sum, &comp, gb, (float8)0.0f);
+      store8(bb, pbase + j, count, sum, FMT_F32);
+      store8(bb, params + pbase + j, count, comp, FMT_F32);
+    }
+  })
+}
+
+// One group_norm channel's run of `spread` elements: dweight's term sum(dy (x - mean)) rstd as
+// *w_hi + *w_lo and dbias's sum(dy) as *b_hi + *b_lo, each to about twice f32's precision, and the
+// channel's shares of c1 and c2 (sum(xhat w dy), sum(w dy)). The channel's parameter is one
+// value, so the sums come from per-run sums of dy and dy x (compensated; dy x exact for 16-bit
+// formats, Dekker's error term for f32) as rstd (S_xy - mean S_y): a handful of operations per
+// element instead of norm_dw_term's. Where that is not finite (infinities, NaN, or a huge run
+// whose S_xy overflows) or the parameter is not, the run is taken again element by element with
+// norm_dw_term's terms, whose non-finite results are the reference's.
+OPREG_INLINE void group_channel(global const uchar* dy, global const uchar* x, ulong at, uint spread, float mean, float r,
+                          float wv, float* w_hi, float* w_lo, float* b_hi, float* b_lo, float* share1,
+                          float* share2, int xf) {
+  float8 p = 0.0f;
+  float8 p_comp = 0.0f;
+  float8 b = 0.0f;
+  float8 b_comp = 0.0f;
+  FOR_STEPS8(s, count, spread, {
+    const float8 g = load8(dy, at + s, count, xf);
+    const float8 xv = load8(x, at + s, count, xf);
+    compensated_add8(&b, &b_comp, g);
+    if (xf == FMT_F32) {
+      float8 e;
+      const float8 q = two_product8(g, xv, &e);
+      add_term8(&p, &p_comp, q, e);
+    } else {
+      compensated_add8(&p, &p_comp, g * xv);
+    }
+  })
+  float sy_lo;
+  float sxy_lo;
+  const float sy = join8(b, b_comp, &sy_lo);
+  const float sxy = join8(p, p_comp, &sxy_lo);
+  *b_hi = sy;
+  *b_lo = sy_lo;
+  // d = S_xy - mean S_y as a (hi, lo) pair, then times rstd.
+  float m_err;
+  const float m = two_product(mean, sy, &m_err);
+  float d = 0.0f;
+  float d_lo = 0.0f;
+  compensated_add(&d, &d_lo, sxy);
+  compensated_add(&d, &d_lo, -m);
+  d_lo += sxy_lo - (m_err + mean * sy_lo);
+  float t_err;
+  *w_hi = two_product(d, r, &t_err);
+  *w_lo = t_err + d_lo * r;
+  if (isfinite(*w_hi) && isfinite(*w_lo) && isfinite(wv)) {
+    *share1 = wv * (*w_hi + *w_lo);
+    *share2 = wv * (sy + sy_lo);
+    return;
+  }
+  float8 hi8 = 0.0f;
+  float8 lo8 = 0.0f;
+  float8 s1 = 0.0f;
+  float8 s2 = 0.0f;
+  FOR_STEPS8(s, count, spread, {
+    const int8 valid = lanes_below(count);
+    const float8 g = load8(dy, at + s, count, xf);
+    const float8 xv = load8(x, at + s, count, xf);
+    float8 lo;
+    const float8 hi = select((float8)0.0f, norm_dw_term8(g, xv, mean, r, &lo), valid);
+    add_term8(&hi8, &lo8, hi, select((float8)0.0f, lo, valid));
+    s1 += select((float8)0.0f, (xv - mean) * r * (wv * g), valid);
+    s2 += select((float8)0.0f, wv * g, valid);
+  })
+  *w_hi = join8(hi8, lo8, w_lo);
+  *share1 = sum8(s1);
+  *share2 = sum8(s2);
+}
+
+// A group_norm set: per channel its sums (group_channel), then dx channel by channel.
+OPREG_INLINE void group_bwd_set(global const uchar* dy, global const uchar* x, global const uchar* w, global uchar* dx,
+                          global float* sw, global float* sb, ulong first, uint channels, uint spread, uint params,
+                          uint pbase, float mean, float r, int has_weight, int want_w, int want_b, int xf, int pf) {
+  float s1 = 0.0f;
+  float s1_comp = 0.0f;
+  float s2 = 0.0f;
+  float s2_comp = 0.0f;
+  for (uint c = 0; c < channels; ++c) {
+    const float wv = norm_param_value(w, pbase + c, has_weight, 1.0f, pf);
+    float w_hi, w_lo, b_hi, b_lo, share1, share2;
+    group_channel(dy, x, first + (ulong)c * spread, spread, mean, r, wv, &w_hi, &w_lo, &b_hi, &b_lo, &share1,
+                  &share2, xf);
+    compensated_add(&s1, &s1_comp, share1);
+    compensated_add(&s2, &s2_comp, share2);
+    if (want_w) slot_add(sw, params, pbase + c, w_hi, w_lo);
+    if (want_b) slot_add(sb, params, pbase + c, b_hi, b_lo);
+  }
+  const uint size = channels * spread;
+  const float c1 = size == 0 ? 0.0f : (s1 + s1_comp) / (float)size;
+  const float c2 = size == 0 ? 0.0f : (s2 + s2_comp) / (float)size;
+  for (uint c = 0; c < channels; ++c) {
+    const float wv = norm_param_value(w, pbase + c, has_weight, 1.0f, pf);
+    const ulong at = first + (ulong)c * spread;
+    FOR_STEPS8(s, count, spread, {
+      const float8 gv = wv * load8(dy, at + s, count, xf);
+      const float8 xhat = (load8(x, at + s, count, xf) - mean) * r;
+      store8(dx, at + s, count, (gv - (xhat * c1 + c2)) * r, xf);
+    })
+  }
+}
+
+// The groups take contiguous blocks of sets. With dweight or dbias wanted, work-item 0 of a group
+// walks its block and adds each set's terms into the group's slots of `pw` and `pb` (2 C floats
+// each: sums, then compensations), which norm_dw_reduce sums over the groups in a fixed order;
+// otherwise every work-item of the group takes sets of the block. dx as norm_bwd's; dy may be dx
+// (each element is read before it is written, and a set's sums are complete before its dx).
+inline void norm_bwd_rows(global const uchar* dy, global const uchar* x, global const uchar* w,
+                          global const float* mean_in, global const float* rstd_in, global uchar* dx,
+                          global float* pw, global float* pb, ulong sets, uint groups, uint channels, uint spread,
+                          int has_weight, int want_w, int want_b, int xf, int pf) {
+  const uint size = channels * spread;
+  const uint params = groups * channels;
+  const ulong per = (sets + get_num_groups(0) - 1) / get_num_groups(0);
+  const ulong begin = min(sets, (ulong)get_group_id(0) * per);
+  const ulong end = min(sets, begin + per);
+  const bool partials = want_w || want_b;
+  global float* sw = pw + (ulong)get_group_id(0) * 2 * params;
+  global float* sb = pb + (ulong)get_group_id(0) * 2 * params;
+  if (partials) {
+    if (get_local_id(0) != 0) return;
+    for (uint c = 0; c < 2 * params; ++c) {
+      if (want_w) sw[c] = 0.0f;
+      if (want_b) sb[c] = 0.0f;
+    }
+  }
+  const ulong step = partials ? 1 : get_local_size(0);
+  for (ulong set = begin + (partials ? 0 : get_local_id(0)); set < end; set += step) {
+    const uint pbase = (uint)(set % groups) * channels;
+    if (spread == 1) {
+      // Two rows at a time where they share their parameters (one group) and one work-item walks
+      // the block (the slots are its own).
+      const uint n = partials && groups == 1 && set + 1 < end ? 2 : 1;
+      const float2 mean = (float2)(mean_in[set], mean_in[set + n - 1]);
+      const float2 r = (float2)(rstd_in[set], rstd_in[set + n - 1]);
+      const ulong first = set * size;
+      const float2 ca = layer_coefficients(dy, x, w, first, size, pbase, mean.x, r.x, has_weight, xf, pf);
+      if (n == 2) {
+        const float2 cb = layer_coefficients(dy, x, w, first + size, size, pbase, mean.y, r.y, has_weight, xf, pf);
+        layer_rows_dx(dy, x, w, dx, sw, sb, first, size, params, pbase, mean, r, (float2)(ca.x, cb.x),
+                      (float2)(ca.y, cb.y), 2, has_weight, want_w, want_b, xf, pf);
+        ++set;
+      } else {
+        layer_rows_dx(dy, x, w, dx, sw, sb, first, size, params, pbase, mean, r, (float2)(ca.x, ca.x),
+                      (float2)(ca.y, ca.y), 1, has_weight, want_w, want_b, xf, pf);
+      }
+    } else {
+      group_bwd_set(dy, x, w, dx, sw, sb, set * size, channels, spread, params, pbase, mean_in[set], rstd_in[set],
+                    has_weight, want_w, want_b, xf, pf);
+    }
+  }
+}
+
+// ---- Kernels: one per (x format, parameter format) pair, so every format branch above folds.
+
+#define NORM_ROWS_KERNELS(name, xf, pf)                                                                      \
+  kernel void norm_fwd_rows_##name(global const uchar* x, ulong x_off, global const uchar* w, ulong w_off,   \
+                                   global const uchar* b, ulong b_off, global uchar* y, ulong y_off,         \
+                                   global uchar* mean, ulong mean_off, global uchar* rstd, ulong rstd_off,   \
+                                   ulong sets, uint groups, uint channels, uint spread, uint team, float eps, \
+                                   int has_weight, int has_bias, local float* scratch) {                     \
+    norm_fwd_rows(x + x_off, w + w_off, b + b_off, y + y_off, (global float*)(mean + mean_off),              \
+                  (global float*)(rstd + rstd_off), sets, groups, channels, spread, team, eps, has_weight,   \
+                  has_bias, scratch, xf, pf);                                                                \
+  }                                                                                                          \
+  kernel void norm_bwd_rows_##name(global const uchar* dy, ulong dy_off, global const uchar* x, ulong x_off, \
+                                   global const uchar* w, ulong w_off, global const uchar* mean,             \
+                                   ulong mean_off, global const uchar* rstd, ulong rstd_off, global uchar* dx, \
+                                   ulong dx_off, global uchar* pw, ulong pw_off, global uchar* pb,           \
+                                   ulong pb_off, ulong sets, uint groups, uint channels, uint spread,        \
+                                   int has_weight, int want_w, int want_b) {                                 \
+    norm_bwd_rows(dy + dy_off, x + x_off, w + w_off, (global const float*)(mean + mean_off),                 \
+                  (global const float*)(rstd + rstd_off), dx + dx_off, (global float*)(pw + pw_off),         \
+                  (global float*)(pb + pb_off), sets, groups, channels, spread, has_weight, want_w, want_b,  \
+                  xf, pf);                                                                                   \
+  }
+
+NORM_ROWS_KERNELS(f32_f32, FMT_F32, FMT_F32)
+NORM_ROWS_KERNELS(f16_f16, FMT_F16, FMT_F16)
+NORM_ROWS_KERNELS(f16_f32, FMT_F16, FMT_F32)
+NORM_ROWS_KERNELS(bf16_bf16, FMT_BF16, FMT_BF16)
+NORM_ROWS_KERNELS(bf16_f32, FMT_BF16, FMT_F32)
