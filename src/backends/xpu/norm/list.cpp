@@ -35,6 +35,10 @@ constexpr std::uint64_t kSetElements = 4;
 // least this many elements summed into each partial.
 constexpr std::uint64_t kPartialBudget = 32ull << 20;
 constexpr std::uint64_t kMinElementsPerSlot = 8;
+// rows, layer_norm backward: rows summed in f32 between two updates of a slot entry, and the
+// columns of a tile, whose block sums and slot entries stay in L1 while the block's rows pass.
+constexpr std::uint64_t kRowBlock = 16;
+constexpr std::uint64_t kTile = 512;
 // split: a part gives each work-item of its group at least this many elements.
 constexpr std::uint64_t kPartElementsPerItem = 8;
 // Kernels index a set's elements and the parameters with 32-bit integers.
@@ -194,7 +198,8 @@ void bwd_run(const Args& a, const KernelContext& ctx) {
 }
 
 // rows: dx, dweight and dbias in one pass over the sets, a block of sets per group; with a
-// parameter gradient wanted, the group's first work-item walks the block into the group's slots.
+// parameter gradient wanted, the group's first work-item walks the block into the group's slots
+// (layer_norm: kRowBlock rows at a time, kTile columns at a time; rows.cl's layer_block).
 template <class Args>
 void bwd_rows_run(const Args& a, const KernelContext& ctx) {
   Launch l(ctx, ctx.variant->name.c_str());
@@ -209,21 +214,26 @@ void bwd_rows_run(const Args& a, const KernelContext& ctx) {
   Workspace::Lease lease;
   DevicePointer pw = x;  // not touched without a parameter gradient
   DevicePointer pb = x;
+  DevicePointer coef = x;
   const std::uint64_t slot_bytes = 2 * 2 * sizeof(float) * params;  // (sum, comp) x (dweight, dbias)
+  // Per group: c1 and c2 of a block's rows, then a tile's dweight and dbias block sums.
+  const std::uint64_t coef_bytes = 2 * sizeof(float) * (kRowBlock + kTile);
   if (want_w || want_b) {
     // A slot's sums are re-read by the reduction: each should take at least kMinElementsPerSlot
     // elements per parameter.
     groups = std::min({groups, l.groups_for(ceil_div(g.sets * g.size(), params * kMinElementsPerSlot)),
                        std::max<std::uint64_t>(1, kPartialBudget / slot_bytes)});
-    lease = acquire_scratch(ctx, groups * slot_bytes);
+    lease = acquire_scratch(ctx, groups * (slot_bytes + coef_bytes));
     pw = l.rt.locate(lease.data(), lease.bytes(), "parameter-gradient partials");
     pb = DevicePointer{pw.base, pw.offset + groups * slot_bytes / 2};
+    coef = DevicePointer{pw.base, pw.offset + groups * slot_bytes};
   }
   l.rt.launch(l.queue, l.kernel(kernel_name("bwd_rows", a.x, param_dtype(a.x, {&a.weight, &a.dweight, &a.dbias}))),
               groups * l.group, l.group, SvmArg{dy.base}, dy.offset, SvmArg{x.base}, x.offset, SvmArg{w.base},
               w.offset, SvmArg{mean.base}, mean.offset, SvmArg{rstd.base}, rstd.offset, SvmArg{dx.base}, dx.offset,
-              SvmArg{pw.base}, pw.offset, SvmArg{pb.base}, pb.offset, static_cast<cl_ulong>(g.sets),
-              static_cast<cl_uint>(g.groups), static_cast<cl_uint>(g.channels), static_cast<cl_uint>(g.spread),
+              SvmArg{pw.base}, pw.offset, SvmArg{pb.base}, pb.offset, SvmArg{coef.base}, coef.offset,
+              static_cast<cl_ulong>(g.sets), static_cast<cl_uint>(g.groups), static_cast<cl_uint>(g.channels),
+              static_cast<cl_uint>(g.spread), static_cast<cl_uint>(kRowBlock), static_cast<cl_uint>(kTile),
               static_cast<cl_int>(has_weight), static_cast<cl_int>(want_w), static_cast<cl_int>(want_b));
   if (want_w) reduce(l, pw, groups, params, a.dweight, "dweight");
   if (want_b) reduce(l, pb, groups, params, a.dbias, "dbias");

@@ -138,51 +138,172 @@ OPREG_INLINE float2 layer_coefficients(global const uchar* dy, global const ucha
   return size == 0 ? (float2)(0.0f, 0.0f) : (float2)((sum1 + lo1) / (float)size, (sum2 + lo2) / (float)size);
 }
 
-// dx of `n` consecutive layer_norm rows (n = 1 or 2, a constant at each call) from `first`, sharing
-// their parameters, and each element's dweight and dbias terms into the slots, row by row: a pair
-// adds the same terms in the same order as two single rows, but reads and writes each slot entry
-// once, not twice (the slots, 16 bytes a parameter, are most of the backward's memory traffic).
-// `mean`, `r`, `c` hold row k's values in component k.
-OPREG_INLINE void layer_rows_dx(global const uchar* dy, global const uchar* x, global const uchar* w, global uchar* dx,
-                                global float* sw, global float* sb, ulong first, uint size, uint params, uint pbase,
-                                float2 mean, float2 r, float2 c1, float2 c2, uint n, int has_weight, int want_w,
-                                int want_b, int xf, int pf) {
+// dx of one layer_norm row (or a group_norm set of spread 1) from `first`, and each element's
+// dweight and dbias terms into the slots (want_w, want_b): the path for sets that do not share
+// their parameters or have no slots of their own (layer_block below takes the rest).
+OPREG_INLINE void layer_row_dx(global const uchar* dy, global const uchar* x, global const uchar* w, global uchar* dx,
+                               global float* sw, global float* sb, ulong first, uint size, uint params, uint pbase,
+                               float mean, float r, float c1, float c2, int has_weight, int want_w, int want_b, int xf,
+                               int pf) {
   global uchar* wb = (global uchar*)sw;
   global uchar* bb = (global uchar*)sb;
   FOR_STEPS8(j, count, size, {
     const float8 wv = norm_param8(w, pbase + j, count, has_weight, 1.0f, pf);
-    const float8 ga = load8(dy, first + j, count, xf);
-    const float8 xa = load8(x, first + j, count, xf);
-    store8(dx, first + j, count, (wv * ga - ((xa - mean.x) * r.x * c1.x + c2.x)) * r.x, xf);
-    float8 gb = 0.0f;
-    float8 xb = 0.0f;
-    if (n == 2) {
-      gb = load8(dy, first + size + j, count, xf);
-      xb = load8(x, first + size + j, count, xf);
-      store8(dx, first + size + j, count, (wv * gb - ((xb - mean.y) * r.y * c1.y + c2.y)) * r.y, xf);
-    }
+    const float8 g = load8(dy, first + j, count, xf);
+    const float8 xv = load8(x, first + j, count, xf);
+    store8(dx, first + j, count, (wv * g - ((xv - mean) * r * c1 + c2)) * r, xf);
     if (want_w) {
       float8 sum = load8(wb, pbase + j, count, FMT_F32);
       float8 comp = load8(wb, params + pbase + j, count, FMT_F32);
       float8 lo;
-      float8 hi = norm_dw_term8(ga, xa, mean.x, r.x, &lo);
+      const float8 hi = norm_dw_term8(g, xv, mean, r, &lo);
       add_term8(&sum, &comp, hi, lo);
-      if (n == 2) {
-        hi = norm_dw_term8(gb, xb, mean.y, r.y, &lo);
-        add_term8(&sum, &comp, hi, lo);
-      }
       store8(wb, pbase + j, count, sum, FMT_F32);
       store8(wb, params + pbase + j, count, comp, FMT_F32);
     }
     if (want_b) {
       float8 sum = load8(bb, pbase + j, count, FMT_F32);
       float8 comp = load8(bb, params + pbase + j, count, FMT_F32);
-      add_term8(&sum, &comp, ga, (float8)0.0f);
-      if (n == 2) add_term8(&sum, &comp, gb, (float8)0.0f);
+      compensated_add8(&sum, &comp, g);
       store8(bb, pbase + j, count, sum, FMT_F32);
       store8(bb, params + pbase + j, count, comp, FMT_F32);
     }
   })
+}
+
+// v added to the pair (*s, *e) by Knuth's two-sum (branch-free: no magnitude test): *s + *e keeps
+// the sum of everything added to about twice f32's precision. Once *s is not finite *e is
+// meaningless (inf - inf): the caller drops it then (slot_fold8).
+OPREG_INLINE void two_sum_add8(float8* s, float8* e, float8 v) {
+  const float8 t = *s + v;
+  const float8 back = t - *s;
+  *e += (*s - (t - back)) + (v - back);
+  *s = t;
+}
+
+// A block's pair (hi, lo) into the compensated slot entries at [c] and [params + c]; lo only where
+// hi is finite (non-finite hi decides the sum alone, as in add_term).
+OPREG_INLINE void slot_fold8(global float* slot, uint params, uint c, uint count, float8 hi, float8 lo) {
+  global uchar* s = (global uchar*)slot;
+  float8 sum = load8(s, c, count, FMT_F32);
+  float8 comp = load8(s, params + c, count, FMT_F32);
+  add_term8(&sum, &comp, hi, select((float8)0.0f, lo, isfinite(hi)));
+  store8(s, c, count, sum, FMT_F32);
+  store8(s, params + c, count, comp, FMT_F32);
+}
+
+// norm_dw_term8 without its tests for non-finite parts: where the term (the result) is finite, so
+// is every part of *lo; where it is not, *lo may be NaN and is dropped where it is added
+// (slot_fold8).
+OPREG_INLINE float8 dw_term_pair8(float8 g, float8 xv, float mean, float r, float8* lo) {
+  const float8 d = xv - mean;
+  const float8 back = d - xv;
+  const float8 d_error = (xv - (d - back)) + (-mean - back);
+  const float8 xhat = d * r;
+  const float8 xhat_lo = fma(d, (float8)r, -xhat) + d_error * r;
+  const float8 term = g * xhat;
+  *lo = fma(g, xhat, -term) + g * xhat_lo;
+  return term;
+}
+
+// `n` (at most the launch's row_block) consecutive layer_norm rows from row `row`, sharing their
+// parameters (one group), the slots this work-item's own; `coef` holds 2 row_block + 2 tile
+// floats. First each row's c1 and c2 (into coef); then, `tile` columns at a time, the block's rows
+// two at a time: their dx, and their dweight and dbias terms (dy (x - mean) rstd, dy).
+// - 16-bit rows, the cpu backend's shape: plain f32 terms added into f32 block sums of the tile
+//   (`acc`, in L1), which go into the tile's compensated slot entries once a block. A term kept to
+//   twice f32's precision and a compensated slot add for every row were a third of the kernel's
+//   time (bf16 4096x4096).
+// - f32 rows: the pair's terms kept to twice f32's precision (dw_term_pair8, two-sum) and added to
+//   the slot entries (in L1 for the tile). The cpu sums f32 rows' terms in double; f32 block sums
+//   missed an f32 dweight's tolerance on huge values of both signs (`opreg run layer_norm.bwd
+//   --values large`, 5x4099 seed 5: err 1.63; 64x4099 seed 12: err 68).
+// A tile keeps the slot entries it updates (16 bytes a parameter: 64 KiB at hidden 4096) in L1,
+// and a row's tile is contiguous: eight columns of every row of the block a step, with the sums in
+// registers, was slower than whole rows (rows 2^k bytes apart share one L1 set).
+OPREG_INLINE void layer_block(global const uchar* dy, global const uchar* x, global const uchar* w, global uchar* dx,
+                              global float* sw, global float* sb, global float* coef, global const float* mean_in,
+                              global const float* rstd_in, ulong row, uint n, uint size, uint params, uint tile,
+                              int has_weight, int want_w, int want_b, int xf, int pf) {
+  for (uint k = 0; k < n; ++k) {
+    const ulong set = row + k;
+    const float2 c = layer_coefficients(dy, x, w, set * size, size, 0, mean_in[set], rstd_in[set], has_weight, xf, pf);
+    coef[2 * k] = c.x;
+    coef[2 * k + 1] = c.y;
+  }
+  const bool exact = xf == FMT_F32;
+  global uchar* acc_w = (global uchar*)(coef + 2 * n);
+  global uchar* acc_b = (global uchar*)(coef + 2 * n + tile);
+  for (uint t0 = 0; t0 < size; t0 += tile) {
+    const uint len = min(tile, size - t0);
+    if (!exact) {
+      FOR_STEPS8(i, count, len, {
+        store8(acc_w, i, count, (float8)0.0f, FMT_F32);
+        store8(acc_b, i, count, (float8)0.0f, FMT_F32);
+      })
+    }
+    for (uint k = 0; k < n; k += 2) {
+      const bool two = k + 1 < n;
+      const ulong fa = (row + k) * size + t0;
+      const ulong fb = fa + size;
+      const float ma = mean_in[row + k];
+      const float ra = rstd_in[row + k];
+      const float c1a = coef[2 * k];
+      const float c2a = coef[2 * k + 1];
+      const uint kb = two ? k + 1 : k;
+      const float mb = mean_in[row + kb];
+      const float rb = rstd_in[row + kb];
+      const float c1b = coef[2 * kb];
+      const float c2b = coef[2 * kb + 1];
+      FOR_STEPS8(i, count, len, {
+        const float8 wv = norm_param8(w, t0 + i, count, has_weight, 1.0f, pf);
+        const float8 ga = load8(dy, fa + i, count, xf);
+        const float8 xa = load8(x, fa + i, count, xf);
+        store8(dx, fa + i, count, (wv * ga - ((xa - ma) * ra * c1a + c2a)) * ra, xf);
+        float8 gb = 0.0f;
+        float8 xb = 0.0f;
+        if (two) {
+          gb = load8(dy, fb + i, count, xf);
+          xb = load8(x, fb + i, count, xf);
+          store8(dx, fb + i, count, (wv * gb - ((xb - mb) * rb * c1b + c2b)) * rb, xf);
+        }
+        if (exact) {
+          // f32: the pair's terms to twice f32's precision, into the slot entries (in L1).
+          if (want_w) {
+            float8 lo;
+            float8 hi = dw_term_pair8(ga, xa, ma, ra, &lo);
+            if (two) {
+              float8 lo_b;
+              two_sum_add8(&hi, &lo, dw_term_pair8(gb, xb, mb, rb, &lo_b));
+              lo += lo_b;
+            }
+            slot_fold8(sw, params, t0 + i, count, hi, lo);
+          }
+          if (want_b) {
+            float8 hi = ga;
+            float8 lo = 0.0f;
+            if (two) two_sum_add8(&hi, &lo, gb);
+            slot_fold8(sb, params, t0 + i, count, hi, lo);
+          }
+        } else {
+          float8 tw = ga * ((xa - ma) * ra);
+          float8 tb = ga;
+          if (two) {
+            tw += gb * ((xb - mb) * rb);
+            tb += gb;
+          }
+          if (want_w) store8(acc_w, i, count, load8(acc_w, i, count, FMT_F32) + tw, FMT_F32);
+          if (want_b) store8(acc_b, i, count, load8(acc_b, i, count, FMT_F32) + tb, FMT_F32);
+        }
+      })
+    }
+    if (!exact) {
+      FOR_STEPS8(i, count, len, {
+        if (want_w) slot_fold8(sw, params, t0 + i, count, load8(acc_w, i, count, FMT_F32), (float8)0.0f);
+        if (want_b) slot_fold8(sb, params, t0 + i, count, load8(acc_b, i, count, FMT_F32), (float8)0.0f);
+      })
+    }
+  }
 }
 
 // One group_norm channel's run of `spread` elements: dweight's term sum(dy (x - mean)) rstd as
@@ -287,13 +408,16 @@ OPREG_INLINE void group_bwd_set(global const uchar* dy, global const uchar* x, g
 
 // The groups take contiguous blocks of sets. With dweight or dbias wanted, work-item 0 of a group
 // walks its block and adds each set's terms into the group's slots of `pw` and `pb` (2 C floats
-// each: sums, then compensations), which norm_dw_reduce sums over the groups in a fixed order;
-// otherwise every work-item of the group takes sets of the block. dx as norm_bwd's; dy may be dx
+// each: sums, then compensations), which norm_dw_reduce sums over the groups in a fixed order
+// (layer_norm rows `row_block` at a time, `tile` columns at a time, with the group's 2 (row_block
+// + tile) floats of `coef`: layer_block); otherwise every work-item of the group takes sets of
+// the block. dx as norm_bwd's; dy may be dx
 // (each element is read before it is written, and a set's sums are complete before its dx).
 inline void norm_bwd_rows(global const uchar* dy, global const uchar* x, global const uchar* w,
                           global const float* mean_in, global const float* rstd_in, global uchar* dx,
-                          global float* pw, global float* pb, ulong sets, uint groups, uint channels, uint spread,
-                          int has_weight, int want_w, int want_b, int xf, int pf) {
+                          global float* pw, global float* pb, global float* coef, ulong sets, uint groups,
+                          uint channels, uint spread, uint row_block, uint tile, int has_weight, int want_w,
+                          int want_b, int xf, int pf) {
   const uint size = channels * spread;
   const uint params = groups * channels;
   const ulong per = (sets + get_num_groups(0) - 1) / get_num_groups(0);
@@ -312,23 +436,19 @@ inline void norm_bwd_rows(global const uchar* dy, global const uchar* x, global 
   const ulong step = partials ? 1 : get_local_size(0);
   for (ulong set = begin + (partials ? 0 : get_local_id(0)); set < end; set += step) {
     const uint pbase = (uint)(set % groups) * channels;
-    if (spread == 1) {
-      // Two rows at a time where they share their parameters (one group) and one work-item walks
-      // the block (the slots are its own).
-      const uint n = partials && groups == 1 && set + 1 < end ? 2 : 1;
-      const float2 mean = (float2)(mean_in[set], mean_in[set + n - 1]);
-      const float2 r = (float2)(rstd_in[set], rstd_in[set + n - 1]);
+    if (spread == 1 && partials && groups == 1) {
+      // Blocks of rows that share their parameters, the slots this work-item's own.
+      const uint n = (uint)min((ulong)max(row_block, 1u), end - set);
+      layer_block(dy, x, w, dx, sw, sb, coef + (ulong)get_group_id(0) * 2 * (row_block + tile), mean_in, rstd_in, set,
+                  n, size, params, max(tile, 1u), has_weight, want_w, want_b, xf, pf);
+      set += n - 1;
+    } else if (spread == 1) {
       const ulong first = set * size;
-      const float2 ca = layer_coefficients(dy, x, w, first, size, pbase, mean.x, r.x, has_weight, xf, pf);
-      if (n == 2) {
-        const float2 cb = layer_coefficients(dy, x, w, first + size, size, pbase, mean.y, r.y, has_weight, xf, pf);
-        layer_rows_dx(dy, x, w, dx, sw, sb, first, size, params, pbase, mean, r, (float2)(ca.x, cb.x),
-                      (float2)(ca.y, cb.y), 2, has_weight, want_w, want_b, xf, pf);
-        ++set;
-      } else {
-        layer_rows_dx(dy, x, w, dx, sw, sb, first, size, params, pbase, mean, r, (float2)(ca.x, ca.x),
-                      (float2)(ca.y, ca.y), 1, has_weight, want_w, want_b, xf, pf);
-      }
+      const float mean = mean_in[set];
+      const float r = rstd_in[set];
+      const float2 c = layer_coefficients(dy, x, w, first, size, pbase, mean, r, has_weight, xf, pf);
+      layer_row_dx(dy, x, w, dx, sw, sb, first, size, params, pbase, mean, r, c.x, c.y, has_weight, want_w, want_b, xf,
+                   pf);
     } else {
       group_bwd_set(dy, x, w, dx, sw, sb, set * size, channels, spread, params, pbase, mean_in[set], rstd_in[set],
                     has_weight, want_w, want_b, xf, pf);
@@ -352,12 +472,13 @@ inline void norm_bwd_rows(global const uchar* dy, global const uchar* x, global 
                                    global const uchar* w, ulong w_off, global const uchar* mean,             \
                                    ulong mean_off, global const uchar* rstd, ulong rstd_off, global uchar* dx, \
                                    ulong dx_off, global uchar* pw, ulong pw_off, global uchar* pb,           \
-                                   ulong pb_off, ulong sets, uint groups, uint channels, uint spread,        \
+                                   ulong pb_off, global uchar* coef, ulong coef_off, ulong sets,             \
+                                   uint groups, uint channels, uint spread, uint row_block, uint tile,       \
                                    int has_weight, int want_w, int want_b) {                                 \
     norm_bwd_rows(dy + dy_off, x + x_off, w + w_off, (global const float*)(mean + mean_off),                 \
                   (global const float*)(rstd + rstd_off), dx + dx_off, (global float*)(pw + pw_off),         \
-                  (global float*)(pb + pb_off), sets, groups, channels, spread, has_weight, want_w, want_b,  \
-                  xf, pf);                                                                                   \
+                  (global float*)(pb + pb_off), (global float*)(coef + coef_off), sets, groups, channels,   \
+                  spread, row_block, tile, has_weight, want_w, want_b, xf, pf);                                \
   }
 
 NORM_ROWS_KERNELS(f32_f32, FMT_F32, FMT_F32)
