@@ -317,7 +317,7 @@ OPREG_INLINE float8 load8(global const uchar* base, ulong i, uint count, int fmt
   if (count == 8) {
     if (fmt == FMT_F32) return *(global const float8_elems*)((global const float*)base + i);
     // f16 through vload_half8 / vstore_half8_rte (core OpenCL C, no half arithmetic): PoCL lowers
-    // them to the CPU's conversion instructions (F16C), where the integer form below for the
+    // them to far fewer instructions (likely F16C; not read in the disassembly) than the integer form below for the
     // other lanes' paths took about ten operations a vector; rms_norm.fwd f16 4096x4096 49.5 ->
     // 12.4 ms. Both round to nearest even, overflow to infinity and keep subnormals, as
     // f16_to_float / float_to_f16 (a NaN stays a NaN; its payload is the device's).
