@@ -316,21 +316,13 @@ typedef float8 float8_elems __attribute__((aligned(4)));
 OPREG_INLINE float8 load8(global const uchar* base, ulong i, uint count, int fmt) {
   if (count == 8) {
     if (fmt == FMT_F32) return *(global const float8_elems*)((global const float*)base + i);
-    // f16 through vload_half8 / vstore_half8_rte (core OpenCL C, no half arithmetic): PoCL lowers
-    // them to far fewer instructions (likely F16C; not read in the disassembly) than the integer form below for the
-    // other lanes' paths took about ten operations a vector; rms_norm.fwd f16 4096x4096 49.5 ->
-    // 12.4 ms. Both round to nearest even, overflow to infinity and keep subnormals, as
-    // f16_to_float / float_to_f16 (a NaN stays a NaN; its payload is the device's).
+    // f16 through vload_half8 / vstore_half8_rte (core OpenCL C, no half arithmetic), where eight
+    // lanes of f16_to_float / float_to_f16 took about ten integer and float operations a vector
+    // each way: rms_norm.fwd f16 4096x4096 49.5 -> 12.4 ms on PoCL. Both round to nearest even,
+    // overflow to infinity and keep subnormals, as f16_to_float / float_to_f16 do (a NaN stays a
+    // NaN; its payload is the device's).
     if (fmt == FMT_F16) return vload_half8(0, (global const half*)base + i);
-    const uint8 w = convert_uint8(*(global const ushort8_elems*)((global const ushort*)base + i)) << 16;
-    if (fmt == FMT_BF16) return as_float8(w);
-    // f16_to_float on eight lanes.
-    const uint8 sign = w & 0x80000000u;
-    const uint8 two_w = w + w;
-    const float8 normal = as_float8((two_w >> 4) + (0xE0u << 23)) * 0x1.0p-112f;
-    const float8 subnormal = as_float8((two_w >> 17) | (126u << 23)) - 0.5f;
-    const uint8 magnitude = select(as_uint8(normal), as_uint8(subnormal), (w & 0x7C000000u) == 0);
-    return as_float8(sign | magnitude);
+    return as_float8(convert_uint8(*(global const ushort8_elems*)((global const ushort*)base + i)) << 16);
   }
   // Lane by lane, without a private array (SPIR-V wants every variable in the entry block, and
   // an inlined array lands in the loop).
@@ -352,19 +344,9 @@ OPREG_INLINE void store8(global uchar* base, ulong i, uint count, float8 v, int 
       vstore_half8_rte(v, 0, (global half*)base + i);
       return;
     }
-    const uint8 w = as_uint8(v);
-    const uint8 magnitude = w & 0x7FFFFFFFu;
-    uint8 bits;
-    if (fmt == FMT_BF16) {
-      bits = select((w + 0x7FFFu + ((w >> 16) & 1u)) >> 16, (w >> 16) | 0x40u, magnitude > 0x7F800000u);
-    } else {
-      // float_to_f16 on eight lanes.
-      const uint8 bias = max(magnitude & 0x7F800000u, (uint8)0x38800000u);
-      const float8 sum = as_float8(bias + 0x07800000u) + (fabs(v) * 0x1.0p+112f) * 0x1.0p-110f;
-      const uint8 b = as_uint8(sum);
-      const uint8 nonsign = ((b >> 13) & 0x00007C00u) + (b & 0x00000FFFu);
-      bits = ((w & 0x80000000u) >> 16) | select(nonsign, 0x7E00u | ((w >> 13) & 0x3FFu), magnitude > 0x7F800000u);
-    }
+    const uint8 w = as_uint8(v);  // bf16
+    const uint8 bits =
+        select((w + 0x7FFFu + ((w >> 16) & 1u)) >> 16, (w >> 16) | 0x40u, (w & 0x7FFFFFFFu) > 0x7F800000u);
     *(global ushort8_elems*)((global ushort*)base + i) = convert_ushort8(bits);
     return;
   }
