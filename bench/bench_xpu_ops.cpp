@@ -13,7 +13,7 @@
 // PoCL's pthread device runs work-groups on its own pool, POCL_MAX_PTHREAD_COUNT (default: every
 // core). Both are printed.
 //
-// usage: bench_xpu_ops [--rows 1024,4096] [--hidden 1024,4096,16384] [--dtype bf16,f32]
+// usage: bench_xpu_ops [--rows 1024,4096] [--hidden 1024,4096,16384] [--dtype bf16,f16,f32]
 //                      [--op rms_norm.fwd,...] [--reps 5]
 #include <algorithm>
 #include <chrono>
@@ -78,9 +78,22 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   std::vector<std::string> rows_list{"1024"};
   std::vector<std::string> hidden_list{"1024", "4096", "16384"};
-  std::vector<std::string> dtypes{"bf16", "f32"};
+  std::vector<std::string> dtypes{"bf16", "f16", "f32"};
   std::vector<std::string> ops;
   int reps = 5;
+  if (argc == 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
+    std::printf(
+        "usage: bench_xpu_ops [--rows 1024,4096] [--hidden 1024,4096,16384] [--dtype bf16,f16,f32]\n"
+        "                     [--op rms_norm.fwd,...] [--reps 5]\n"
+        "Every op direction on the xpu OpenCL CPU device (PoCL, emulated) beside the cpu backend:\n"
+        "median wall ms of alternating reps and the ratio xpu / cpu. Defaults: the values shown,\n"
+        "rows 1024, every op fwd and bwd.\n");
+    return 0;
+  }
+  if (argc % 2 == 0) {
+    std::fprintf(stderr, "bench_xpu_ops: %s needs a value (--help for the usage)\n", argv[argc - 1]);
+    return 2;
+  }
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const std::string value = argv[i + 1];
@@ -90,6 +103,12 @@ int main(int argc, char** argv) {
       hidden_list = split(value);
     } else if (flag == "--dtype") {
       dtypes = split(value);
+      for (const std::string& dt : dtypes) {
+        if (dt != "bf16" && dt != "f16" && dt != "f32") {
+          std::fprintf(stderr, "bench_xpu_ops: --dtype %s: accepted bf16, f16, f32\n", dt.c_str());
+          return 2;
+        }
+      }
     } else if (flag == "--op") {
       ops = split(value);
     } else if (flag == "--reps") {
