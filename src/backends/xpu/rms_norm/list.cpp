@@ -190,9 +190,13 @@ void backward(const BwdTensors& a, const KernelContext& ctx, Layout layout, cons
     // A group per block of rows; with dweight one slot per group, kept by its first work-item.
     groups = c.groups_for(has_dw ? ceil_div(c.rows, kMinRowsPerSlot) : c.rows);
     if (has_dw) {
-      groups = std::min(groups, std::max<std::uint64_t>(1, kPartialBudget / (c.hidden * kSlotBytesPerColumn)));
+      // 16-bit x with llama or none casting: the group's f32 block sums after the slots (the kernel's
+      // RMS_ROW_BLOCK), a float a column.
+      const bool blocked = a.x.dtype() != DType::f32 && a.casting != Casting::gemma;
+      const std::uint64_t per_column = kSlotBytesPerColumn + (blocked ? sizeof(float) : 0);
+      groups = std::min(groups, std::max<std::uint64_t>(1, kPartialBudget / (c.hidden * per_column)));
       slots = groups;
-      lease = acquire_scratch(ctx, slots * c.hidden * kSlotBytesPerColumn);
+      lease = acquire_scratch(ctx, slots * c.hidden * per_column);
       partial = c.rt.locate(lease.data(), lease.bytes(), "dweight partials");
     }
   } else if (fused) {
