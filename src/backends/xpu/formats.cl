@@ -404,6 +404,17 @@ OPREG_INLINE void add_term8(float8* sum, float8* comp, float8 hi, float8 lo) {
   *comp = select(*comp, *comp + lo, isfinite(lo));
 }
 
+// A block's pair (hi, lo) into the compensated slot entries at [c] and [params + c]; lo only where
+// hi is finite (non-finite hi decides the sum alone, as in add_term).
+OPREG_INLINE void slot_fold8(global float* slot, uint params, uint c, uint count, float8 hi, float8 lo) {
+  global uchar* s = (global uchar*)slot;
+  float8 sum = load8(s, c, count, FMT_F32);
+  float8 comp = load8(s, params + c, count, FMT_F32);
+  add_term8(&sum, &comp, hi, select((float8)0.0f, lo, isfinite(hi)));
+  store8(s, c, count, sum, FMT_F32);
+  store8(s, params + c, count, comp, FMT_F32);
+}
+
 // a * b = product + *error exactly, by fma: OpenCL C's fma rounds once on every device (one
 // instruction on CPUs with FMA3, as PoCL's CPU device compiles for, and on Intel GPUs), so this is
 // two_product's error in three operations instead of Dekker's twenty, and exact also where

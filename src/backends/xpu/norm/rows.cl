@@ -181,17 +181,6 @@ OPREG_INLINE void two_sum_add8(float8* s, float8* e, float8 v) {
   *s = t;
 }
 
-// A block's pair (hi, lo) into the compensated slot entries at [c] and [params + c]; lo only where
-// hi is finite (non-finite hi decides the sum alone, as in add_term).
-OPREG_INLINE void slot_fold8(global float* slot, uint params, uint c, uint count, float8 hi, float8 lo) {
-  global uchar* s = (global uchar*)slot;
-  float8 sum = load8(s, c, count, FMT_F32);
-  float8 comp = load8(s, params + c, count, FMT_F32);
-  add_term8(&sum, &comp, hi, select((float8)0.0f, lo, isfinite(hi)));
-  store8(s, c, count, sum, FMT_F32);
-  store8(s, params + c, count, comp, FMT_F32);
-}
-
 // norm_dw_term8 without its tests for non-finite parts: where the term (the result) is finite, so
 // is every part of *lo; where it is not, *lo may be NaN and is dropped where it is added
 // (slot_fold8).

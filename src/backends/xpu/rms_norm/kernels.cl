@@ -393,11 +393,7 @@ inline void rms_bwd_rows(global const uchar* dy, global const uchar* ds, global 
     // the block sums into the slot, and the block cleared.
     if (blocked && ((row + 1 - begin) % RMS_ROW_BLOCK == 0 || row + 1 == end)) {
       FOR_STEPS8(j, count, h, {
-        float8 sum = load8((global uchar*)slot, j, count, FMT_F32);
-        float8 comp = load8((global uchar*)slot, h + j, count, FMT_F32);
-        add_term8(&sum, &comp, load8((global uchar*)block, j, count, FMT_F32), (float8)0.0f);
-        store8((global uchar*)slot, j, count, sum, FMT_F32);
-        store8((global uchar*)slot, h + j, count, comp, FMT_F32);
+        slot_fold8(slot, h, j, count, load8((global uchar*)block, j, count, FMT_F32), (float8)0.0f);
         store8((global uchar*)block, j, count, (float8)0.0f, FMT_F32);
       })
     }
