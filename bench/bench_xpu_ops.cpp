@@ -137,7 +137,7 @@ int main(int argc, char** argv) {
   std::printf("| op | dtype | shape | xpu ms | cpu ms | xpu / cpu | xpu variant |\n| --- | --- | --- | --- | --- | --- | --- |\n");
   for (const std::string& op : ops) {
     for (const std::string& dt : dtypes) {
-      const DType dtype = dt == "f32" ? DType::f32 : dt == "f16" ? DType::f16 : DType::bf16;
+      const DType dtype = parse_dtype(dt);  // one of the three --dtype accepts
       for (const std::string& r : rows_list) {
         for (const std::string& h : hidden_list) {
           const ProblemSpec spec = spec_for(op, std::atoll(r.c_str()), std::atoll(h.c_str()), dtype);

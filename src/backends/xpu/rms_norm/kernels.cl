@@ -324,8 +324,9 @@ OPREG_INLINE void rms_rows_dx(global const uchar* dy, global const uchar* ds, gl
       gb = load8(dy, first + h + j, count, xf);
       xb = load8(x, first + h + j, count, xf);
     }
-    if (has_dw && block != 0) {
-      // 16-bit x: the exact terms into the block sums, one row after the other.
+    if (block != 0) {
+      // 16-bit x (block is set only with has_dw): the exact terms into the block sums, one row
+      // after the other.
       float8 lo;
       float8 a = load8(block, j, count, FMT_F32) + rms_dw_term8(ga, xa, r.x, casting, xf, &lo);
       if (n == 2) a += rms_dw_term8(gb, xb, r.y, casting, xf, &lo);
@@ -390,11 +391,12 @@ inline void rms_bwd_rows(global const uchar* dy, global const uchar* ds, global 
                   offset, casting, has_weight, has_dw, fused, xf, wf);
     }
     // Every RMS_ROW_BLOCK rows of the group's (pairs keep the count even) and after its last:
-    // the block sums into the slot, and the block cleared.
+    // the block sums into the slot, and the block cleared where rows follow.
     if (blocked && ((row + 1 - begin) % RMS_ROW_BLOCK == 0 || row + 1 == end)) {
+      const bool more = row + 1 != end;
       FOR_STEPS8(j, count, h, {
         slot_fold8(slot, h, j, count, load8((global uchar*)block, j, count, FMT_F32), (float8)0.0f);
-        store8((global uchar*)block, j, count, (float8)0.0f, FMT_F32);
+        if (more) store8((global uchar*)block, j, count, (float8)0.0f, FMT_F32);
       })
     }
   }
