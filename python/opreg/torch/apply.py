@@ -45,10 +45,20 @@ def apply_to(model, rms_norm=True, swiglu=True, geglu=True):
     """Replaces, in place, every Llama-style RMSNorm (a module named *RMSNorm with a 1-D weight
     and an eps; Gemma's, which offsets the weight, are left alone) with LigerRMSNorm, and every
     gated MLP (gate_proj, up_proj, down_proj and a SiLU, or tanh-GELU, activation) with
-    LigerSwiGLUMLP (LigerGEGLUMLP), keeping their parameters. Returns the counts swapped."""
+    LigerSwiGLUMLP (LigerGEGLUMLP), keeping their parameters. Returns the counts swapped.
+
+    The swapped norms compute their input gradient out of place (in_place=False), so a swapped
+    model's gradients are those of the same model with opreg's out-of-place kernels, whatever
+    its blocks' shape (post-norm, shared norms)."""
     swapped = {"rms_norm": 0, "swiglu": 0, "geglu": 0}
+    replaced = {}  # id(old module) -> its replacement: a module registered twice stays one module
     for parent in list(model.modules()):
-        for child_name, child in list(parent.named_children()):
+        for child_name, child in list(parent._modules.items()):
+            if child is None:
+                continue
+            if id(child) in replaced:
+                setattr(parent, child_name, replaced[id(child)])
+                continue
             new = None
             if rms_norm and _is_llama_rms_norm(child):
                 new = LigerRMSNorm.__new__(LigerRMSNorm)
@@ -56,7 +66,10 @@ def apply_to(model, rms_norm=True, swiglu=True, geglu=True):
                 new.elementwise_affine = True
                 new.weight = child.weight
                 new.variance_epsilon, new.offset, new.casting_mode = _rms_norm_eps(child), 0.0, "llama"
-                new.in_place, new.row_mode = True, None
+                # Never in place: in a post-norm block (h + norm(f(h))) or with one norm used twice,
+                # autograd hands the norm's backward a gradient tensor that another branch holds
+                # too, and an in-place backward would overwrite it (Liger swaps with in_place=False).
+                new.in_place, new.row_mode = False, None
                 swapped["rms_norm"] += 1
             else:
                 kind = _glu_kind(child)
@@ -69,5 +82,6 @@ def apply_to(model, rms_norm=True, swiglu=True, geglu=True):
                     swapped[kind] += 1
             if new is not None:
                 new.train(child.training)
+                replaced[id(child)] = new
                 setattr(parent, child_name, new)
     return swapped
