@@ -91,15 +91,26 @@ def fallback_count():
     return _opreg.fallback_count()
 
 
+# The most cpu threads opreg takes (OPREG_NUM_THREADS and opreg.config.num_threads: 1 to 4096).
+MAX_NUM_THREADS = 4096
+
+
 def follow_torch_threads():
-    """Sets opreg's cpu thread count to torch.get_num_threads(), so that opreg's pool and
-    torch's intra-op threads do not oversubscribe the cores; does nothing when OPREG_NUM_THREADS
-    is set (it wins) or torch is not imported. opreg.torch calls it on import, and
-    ``import opreg`` does when torch was imported first."""
+    """Sets opreg's cpu thread count to torch.get_num_threads(), clamped to 1..MAX_NUM_THREADS
+    (4096), so that opreg's pool and torch's intra-op threads do not oversubscribe the cores;
+    does nothing when OPREG_NUM_THREADS is set (it wins) or torch is not imported. opreg.torch
+    calls it on import, and ``import opreg`` does when torch was imported first; it never makes
+    an import fail (a value opreg refuses leaves the count as it was, with a warning)."""
     torch = _sys.modules.get("torch")
     if torch is None or "OPREG_NUM_THREADS" in _os.environ:
         return
-    config.num_threads = torch.get_num_threads()
+    try:
+        threads = min(max(int(torch.get_num_threads()), 1), MAX_NUM_THREADS)
+        config.num_threads = threads
+    except Exception as e:  # noqa: BLE001 - following torch is a courtesy, never a failure
+        import warnings
+        warnings.warn(f"opreg.follow_torch_threads: kept opreg's cpu thread count "
+                      f"({config.num_threads}): {e}", RuntimeWarning, stacklevel=2)
 
 
 follow_torch_threads()
