@@ -17,15 +17,23 @@ def _casting(mode):
     return mode
 
 
+def _offset(offset, W):
+    # Liger's semantics: without a weight there is no scale, so y = x * rstd and the offset has
+    # nothing to offset (it is ignored). opreg's C++ API refuses an offset without a weight.
+    return float(offset) if W is not None else 0.0
+
+
 class LigerRMSNormFunction(torch.autograd.Function):
     """y = x * rstd * (offset + W); apply(X, W, eps, offset=0.0, casting_mode="llama",
-    in_place=True, row_mode=None), W may be None."""
+    in_place=True, row_mode=None), W may be None (then y = x * rstd: the offset is ignored, as
+    Liger does)."""
 
     @staticmethod
     def forward(ctx, X, W, eps, offset=0.0, casting_mode="llama", in_place=True, row_mode=None):
         casting = _casting(casting_mode)
-        Y, RSTD = K.rms_norm_fwd(X, W, float(eps), float(offset), casting)
-        ctx.offset, ctx.casting_mode, ctx.in_place, ctx.row_mode = float(offset), casting, in_place, row_mode
+        offset = _offset(offset, W)
+        Y, RSTD = K.rms_norm_fwd(X, W, float(eps), offset, casting)
+        ctx.offset, ctx.casting_mode, ctx.in_place, ctx.row_mode = offset, casting, in_place, row_mode
         ctx.elementwise_affine = W is not None
         X = X.contiguous()
         if W is not None:
@@ -51,13 +59,14 @@ class LigerRMSNormFunction(torch.autograd.Function):
 
 class LigerFusedAddRMSNormFunction(torch.autograd.Function):
     """S = X + R, Y = rms_norm(S); apply(X, R, W, eps, offset=0.0, casting_mode="llama",
-    in_place=False) returns (Y, S)."""
+    in_place=False) returns (Y, S). W may be None (then the offset is ignored)."""
 
     @staticmethod
     def forward(ctx, X, R, W, eps, offset=0.0, casting_mode="llama", in_place=False):
         casting = _casting(casting_mode)
-        Y, S, RSTD = K.fused_add_rms_norm_fwd(X, R, W, float(eps), float(offset), casting)
-        ctx.offset, ctx.casting_mode, ctx.in_place = float(offset), casting, in_place
+        offset = _offset(offset, W)
+        Y, S, RSTD = K.fused_add_rms_norm_fwd(X, R, W, float(eps), offset, casting)
+        ctx.offset, ctx.casting_mode, ctx.in_place = offset, casting, in_place
         ctx.has_weight = W is not None
         ctx.save_for_backward(S, W, RSTD)
         return Y, S
