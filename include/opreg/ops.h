@@ -153,7 +153,8 @@ GluGrads swiglu_backward(const Tensor& dc, const Tensor& a, const Tensor& b, con
 // once). `op` is the base name ("rms_norm"); `shape` is x's (a's for the glu ops); `wdtype` the
 // weight's and bias's dtype (ignored by geglu and swiglu); `num_groups` for group_norm;
 // `has_weight` / `has_bias` whether the call passes them (a backward: dweight / dbias). Every
-// GB/s figure divides this by time.
+// GB/s figure divides this by time. A count of 2^64 bytes or more (2^31 x 2^31 in bf16) throws
+// opreg::Error (invalid argument) naming the op and the shape rather than wrapping.
 std::uint64_t bytes_moved(std::string_view op, Direction direction, const Shape& shape, DType dtype, DType wdtype,
                           std::int64_t num_groups = 1, bool has_weight = true, bool has_bias = true);
 

@@ -128,6 +128,17 @@ std::uint64_t bytes_moved(std::string_view op, Direction direction, const Shape&
   using manifest::Family;
   using manifest::Kind;
   using manifest::When;
+  // Every product and sum checked: a count of 2^64 bytes or more is refused, never wrapped.
+  auto overflow = [&]() {
+    fail(ErrorKind::invalid_argument,
+         "bytes_moved({}.{}): shape [{}] ({}, weight {}) moves 2^64 bytes or more, past what a 64-bit count holds", op,
+         to_string(direction), shape.str(), to_string(dtype), to_string(wdtype));
+  };
+  auto mul = [&](std::uint64_t a, std::uint64_t b) {
+    std::uint64_t r = 0;
+    if (__builtin_mul_overflow(a, b, &r)) overflow();
+    return r;
+  };
   const auto n = static_cast<std::uint64_t>(shape.numel());
   const auto sx = static_cast<std::uint64_t>(element_size(dtype));
   const auto sw = static_cast<std::uint64_t>(element_size(wdtype));
@@ -137,7 +148,7 @@ std::uint64_t bytes_moved(std::string_view op, Direction direction, const Shape&
   if (info->family == Family::group_norm) {
     if (shape.ndim() < 2) fail(ErrorKind::invalid_argument, "bytes_moved({}): shape needs (N, C, ...)", op);
     params = static_cast<std::uint64_t>(shape[1]);
-    stats = static_cast<std::uint64_t>(shape[0]) * static_cast<std::uint64_t>(num_groups);
+    stats = mul(static_cast<std::uint64_t>(shape[0]), static_cast<std::uint64_t>(num_groups));
   } else if (info->family != Family::glu) {
     if (shape.ndim() < 1) fail(ErrorKind::invalid_argument, "bytes_moved({}): shape has no dims", op);
     const auto [rows, h] = rows_hidden(shape);
@@ -149,11 +160,13 @@ std::uint64_t bytes_moved(std::string_view op, Direction direction, const Shape&
   for (int i = 0; i < info->field_count; ++i) {
     const manifest::Field& f = info->fields[i];
     if ((f.when == When::weight && !has_weight) || (f.when == When::bias && !has_bias)) continue;
+    std::uint64_t tensor = 0;
     switch (f.kind) {
-      case Kind::act: bytes += n * sx; break;
-      case Kind::param: bytes += params * sw; break;
-      case Kind::stat: bytes += stats * kStat; break;
+      case Kind::act: tensor = mul(n, sx); break;
+      case Kind::param: tensor = mul(params, sw); break;
+      case Kind::stat: tensor = mul(stats, kStat); break;
     }
+    if (__builtin_add_overflow(bytes, tensor, &bytes)) overflow();
   }
   return bytes;
 }

@@ -1186,5 +1186,22 @@ TEST(BytesMoved, RefusesUnknownOpsAndShapesWithoutTheirLayout) {
                           ErrorKind::invalid_argument, {"group_norm", "(N, C, ...)"}));
 }
 
+// A count past 2^64 bytes is refused, not wrapped (issue 34: 2^31 x 2^31 bf16 counted 2^32 + ...).
+TEST(BytesMoved, RefusesCountsPastTwoToThe64) {
+  constexpr std::int64_t k30 = std::int64_t{1} << 30;
+  constexpr std::int64_t k31 = std::int64_t{1} << 31;
+  // x and y: 2 * 2^62 elements of 2 bytes = 2^64.
+  EXPECT_TRUE(ThrowsError([] { bytes_moved("rms_norm", Direction::fwd, Shape{k31, k31}, bf16, bf16); },
+                          ErrorKind::invalid_argument, {"rms_norm.fwd", "2147483648x2147483648", "2^64"}));
+  EXPECT_TRUE(ThrowsError([] { bytes_moved("geglu", Direction::bwd, Shape{k31, k30}, f32, f32); },
+                          ErrorKind::invalid_argument, {"geglu.bwd", "2147483648x1073741824"}));
+  // Statistics: N * groups past 2^64.
+  EXPECT_TRUE(ThrowsError([] { bytes_moved("group_norm", Direction::fwd, Shape{k31 * 4, 1, 1}, f32, f32, k31 * k31); },
+                          ErrorKind::invalid_argument, {"group_norm.fwd", "8589934592x1x1"}));
+  // Just under: 2^63 of x and y, 2^32 of weight, 2^32 of rstd.
+  EXPECT_EQ(bytes_moved("rms_norm", Direction::fwd, Shape{k30, k31}, bf16, bf16),
+            (std::uint64_t{1} << 63) + (std::uint64_t{1} << 32) + (std::uint64_t{1} << 32));
+}
+
 }  // namespace
 }  // namespace opreg::testing
