@@ -24,6 +24,13 @@ def load(path):
         return list(csv.DictReader(f))
 
 
+def text(s):
+    """A name as plain text: matplotlib reads a label with two unescaped '$' as mathtext (a compared
+    provider '$\\frac{1}{$' would be a parse error and no PNG). Escaping every '$' keeps the text
+    as given (matplotlib drops the backslash of '\\$' in plain text)."""
+    return str(s).replace("$", r"\$")
+
+
 def number(text):
     try:
         v = float(text)
@@ -112,14 +119,14 @@ def main():
             else:
                 style = "-"
                 label = f"{who} {provider} ({dtype})"
-            ax.plot(xs, ys, linestyle=style, marker=marker, color=color, label=label, linewidth=1.8)
+            ax.plot(xs, ys, linestyle=style, marker=marker, color=color, label=text(label), linewidth=1.8)
             lo = [p[3] for p in pts]  # 80th percentile of time: the lower GB/s
             hi = [p[2] for p in pts]
             if all(math.isfinite(v) for v in lo + hi):
                 ax.fill_between(xs, lo, hi, color=color, alpha=0.15, linewidth=0)
         for (device, name, est), c in sorted(ceilings.items()):
             ax.axhline(c, linestyle="--", color=device_color.get((False, device), "0.4"), linewidth=1.2,
-                       label=f"{device} ceiling {c:.3g} GB/s" + (" (profile, emulated est.)" if est else " (measured copy)"))
+                       label=text(f"{device} ceiling {c:.3g} GB/s" + (" (profile, emulated est.)" if est else " (measured copy)")))
         ax.set_xscale("log", base=2)
         # Devices orders of magnitude apart (a cpu beside a GPU or the npu model) share a log axis.
         ys_all = [p[1] for pts in lines.values() for p in pts] + list(ceilings.values())
@@ -137,7 +144,7 @@ def main():
         # The build that measured the data: its liger_version column (opreg's version and commit).
         builds = sorted({r["liger_version"] for r in frs if not r["_peer"]})
         title = f"{op} {mode}: GB/s vs hidden size\n" + ", ".join(filter(None, [a.title] + builds))
-        ax.set_title(title, fontsize=10)
+        ax.set_title(text(title), fontsize=10)
         ax.legend(fontsize=7, loc="best")
         fig.tight_layout()
         path = os.path.join(a.out, f"{op}_{mode}.png")

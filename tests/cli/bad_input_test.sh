@@ -332,6 +332,31 @@ err 2 "run: --wdtype does not apply: layer_norm.fwd runs without a weight or a b
   "${run[@]}" layer_norm.fwd --no-weight --no-bias --wdtype f32
 err 2 'group_norm.fwd' "${run[@]}" group_norm.fwd --device cpu --shape 6 --groups 1
 
+# ---- `opreg bench`: what its outputs and --compare need is checked before the first case (and
+# before the ceilings are measured: nothing on stdout), with the file and the OS's reason; values
+# equal after parsing are duplicates (issue 34). A bad case runs at most one tiny case, not 180 s.
+bench=("$opreg" bench --ops rms_norm --dirs fwd --hidden 64 --rows 4 --budget 0.01 --devices cpu)
+mkdir -p "$tmp/bench-dir/benchmark_data.json" "$tmp/bench-png/rms_norm_forward.png"
+err 2 "--out $tmp/bench-dir: cannot write $tmp/bench-dir/benchmark_data.json: Is a directory" \
+  "${bench[@]}" --out "$tmp/bench-dir"
+err 2 "--out /proc/self: cannot write /proc/self/benchmark_data.json: " "${bench[@]}" --out /proc/self
+err 2 "cannot write $tmp/bench-png/rms_norm_forward.png: Is a directory" "${bench[@]}" --out "$tmp/bench-png" --plot
+mkfifo "$tmp/bench-fifo"
+err 2 "--compare $tmp/bench-fifo: not a regular file (a FIFO)" "${bench[@]}" --out "$tmp/bench-o" --compare "$tmp/bench-fifo"
+err 2 "--compare /dev/zero: not a regular file (a character device)" "${bench[@]}" --out "$tmp/bench-o" --compare /dev/zero
+err 2 "--compare $tmp: not a regular file (a directory)" "${bench[@]}" --out "$tmp/bench-o" --compare "$tmp"
+err 2 "--compare $tmp/none.csv: cannot open it: No such file or directory" "${bench[@]}" --out "$tmp/bench-o" \
+  --compare "$tmp/none.csv"
+truncate -s 65M "$tmp/bench-big.csv"
+err 2 "--compare $tmp/bench-big.csv: 68157440 bytes, more than the 67108864 (64 MiB) accepted" "${bench[@]}" \
+  --out "$tmp/bench-o" --compare "$tmp/bench-big.csv"
+err 2 "bench: --devices names cpu twice ('cpu' and 'cpu:0')" "$opreg" bench --ops rms_norm --dirs fwd --hidden 64 \
+  --rows 4 --budget 0.01 --devices cpu,cpu:0 --out "$tmp/bench-o"
+err 2 "bench: --hidden names 64 twice ('64' and '064')" "$opreg" bench --ops rms_norm --dirs fwd --hidden 64,064 \
+  --rows 4 --budget 0.01 --devices cpu --out "$tmp/bench-o"
+err 2 "bench: --hidden names 64 twice ('0064' and '64')" "$opreg" bench --hidden=0064,128,64 --ops rms_norm \
+  --dirs fwd --rows 4 --budget 0.01 --devices cpu --out "$tmp/bench-o"
+
 # ---- The OPREG_* variables, on a run that infers its device (so OPREG_DEVICE and the order are
 # used) and on `opreg devices`. Unset, empty and blank are the same (docs/env.md).
 probe=("$opreg" run rms_norm.fwd --shape 3x8 --repeat 1)

@@ -49,6 +49,22 @@ expect_usage() {
   fi
 }
 
+# expect_err CODE PATTERN -- command...: the exit code, and exactly one line on stderr, matching
+# PATTERN (stdout may hold the run's lines).
+expect_err() {
+  local code=$1 pattern=$2
+  shift 3
+  local rc
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  if [[ $rc -ne $code || $(wc -l <"$tmp/err") -ne 1 ]] || ! grep -Eq -- "$pattern" "$tmp/err"; then
+    fail "$* -> exit $rc (want $code), stderr must be one line matching /$pattern/:"
+    sed 's/^/    err: /' "$tmp/err" | head -10
+  else
+    passes=$((passes + 1))
+  fi
+}
+
 have_npu=1
 "$opreg" devices | grep -q '^npu .*available' || have_npu=0
 devices=cpu
@@ -69,6 +85,20 @@ if [[ $mode == --plot ]]; then
       passes=$((passes + 1))
     fi
   done
+  # A compared provider and GPU name are text, never matplotlib mathtext (issue 34: '$\frac{1}{$'
+  # was a traceback and no PNG).
+  /usr/bin/python3 - "$tmp/p/all_benchmark_data.csv" "$tmp/math.csv" <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1], newline="")))
+with open(sys.argv[2], "w", newline="") as f:
+    w = csv.DictWriter(f, fieldnames=list(rows[0]))
+    w.writeheader()
+    for r in rows:
+        r["kernel_provider"], r["gpu_name"] = "$\\frac{1}{$", "GPU $x^$ \\$"
+        w.writerow(r)
+PY
+  expect 0 'wrote .*rms_norm_forward.png' -- "$opreg" bench "${tiny[@]}" --out "$tmp/q" --plot --compare "$tmp/math.csv"
+  [[ -s $tmp/q/geglu_full.png ]] && passes=$((passes + 1)) || fail "--plot --compare with mathtext names: no PNG"
   echo "bench_test.sh --plot: $passes passed, $failures failed"
   ((failures == 0))
   exit
@@ -148,6 +178,40 @@ expect 0 "--compare .*: [0-9]+ rows converted" -- "$opreg" bench "${small[@]}" -
   --compare "$tmp/a/all_benchmark_data.csv"
 expect 2 "not a CSV of Liger-Kernel's benchmark schema" -- "$opreg" bench "${tiny[@]}" --out "$tmp/d" \
   --compare "$tmp/b/benchmark_data.json"
+
+# --compare rows whose M x hidden the byte model cannot count (past int64 elements, past 2^64
+# bytes) are skipped with the reason and the line, not the end of the run (issue 34).
+/usr/bin/python3 - "$tmp/a/all_benchmark_data.csv" "$tmp/huge.csv" <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1], newline="")))
+ok = [r for r in rows if r["status"] == "ok" and r["kernel_name"] == "rms_norm"]
+with open(sys.argv[2], "w", newline="") as f:
+    w = csv.DictWriter(f, fieldnames=list(rows[0]))
+    w.writeheader()
+    for m, x in ((2**31, 2**31), (2**40, 2**40), (4, 64)):
+        r = dict(ok[0])
+        r["x_value"] = str(x)
+        r["extra_benchmark_config_str"] = r["extra_benchmark_config_str"].replace('"M": 4', f'"M": {m}')
+        w.writerow(r)
+PY
+expect 0 "bench: --compare .*huge.csv: skipped 2 rows: .*byte model.*line 2.*2147483648x2147483648" -- \
+  "$opreg" bench "${small[@]}" --devices cpu --out "$tmp/h" --compare "$tmp/huge.csv"
+grep -q ',1099511627776,' "$tmp/h/compare_data.csv" && fail "--compare: an overflowing row was written" ||
+  passes=$((passes + 1))
+
+# No case could run (each refused by memory admission: 2^40 elements): exit 3 and one stderr line
+# saying so, with the first case's reason (issue 34: exit 3 and nothing on stderr).
+expect_err 3 '^opreg: bench: no case could run: 1 of 1 cases .*rms_norm forward bf16 1048576x1048576 on cpu: .*bytes' -- \
+  "$opreg" bench --ops rms_norm --dirs fwd --devices cpu --rows 1048576 --hidden 1048576 --budget 0.01 --out "$tmp/m"
+
+# --plot without matplotlib: refused before the first case, in one line naming matplotlib and its
+# package (issue 34: the script's line and opreg's, after the whole run).
+mkdir -p "$tmp/nompl/matplotlib"
+echo 'raise ImportError("No module named matplotlib (hidden by bench_test.sh)")' >"$tmp/nompl/matplotlib/__init__.py"
+expect_err 3 '^opreg: (error: )?bench: --plot needs matplotlib.*python3-matplotlib' -- \
+  env PYTHONPATH="$tmp/nompl" "$opreg" bench "${tiny[@]}" --out "$tmp/n" --plot
+[[ -s $tmp/out ]] && fail "--plot without matplotlib: stdout must be empty (refused before the run): $(head -3 "$tmp/out")" ||
+  passes=$((passes + 1))
 
 echo "bench_test.sh: $passes passed, $failures failed"
 ((failures == 0))

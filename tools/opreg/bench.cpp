@@ -1,12 +1,14 @@
 // `opreg bench`: the cases, their timing and the progress display (see bench.h).
 #include "bench.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -205,22 +207,42 @@ CaseResult run_case(Registry& reg, const DeviceInfo& dev, const std::string& op,
   return out;
 }
 
-std::vector<DeviceInfo> devices_for(Registry& reg, const BenchOptions& o) {
+// The devices to run on, each checked (nothing printed): --devices, or device 0 of every
+// available backend. Two spellings of one device (cpu, cpu:0) are a usage error naming both.
+std::vector<Device> devices_to_run(Registry& reg, const BenchOptions& o) {
   std::vector<Device> devices;
   if (o.devices.empty()) {
     for (const auto& b : reg.backends()) {
       if (b.availability.available && !b.disabled && b.availability.device_count > 0) devices.push_back({b.id, 0});
     }
-  } else {
-    for (const auto& text : o.devices) {
-      try {
-        devices.push_back(reg.parse_device(text));
-        reg.check_device(devices.back());
-      } catch (const Error& e) {
-        throw Error(e.kind(), fmt::format("bench: --devices '{}': {}", text, e.what()));
-      }
+    return devices;
+  }
+  for (const auto& text : o.devices) {
+    Device d;
+    try {
+      d = reg.parse_device(text);
+    } catch (const Error& e) {
+      throw Error(e.kind(), fmt::format("bench: --devices '{}': {}", text, e.what()));
+    }
+    const auto same = std::find(devices.begin(), devices.end(), d);
+    if (same != devices.end()) {
+      fail(ErrorKind::invalid_argument, "bench: --devices names {} twice ('{}' and '{}')", reg.device_name(d),
+           o.devices[static_cast<std::size_t>(same - devices.begin())], text);
+    }
+    devices.push_back(d);
+  }
+  for (std::size_t i = 0; i < devices.size(); ++i) {
+    try {
+      reg.check_device(devices[i]);
+    } catch (const Error& e) {
+      throw Error(e.kind(), fmt::format("bench: --devices '{}': {}", o.devices[i], e.what()));
     }
   }
+  return devices;
+}
+
+// Each device's name, properties, clock and bandwidth ceiling (measured: printed as it goes).
+std::vector<DeviceInfo> measure_devices(Registry& reg, const std::vector<Device>& devices) {
   std::vector<DeviceInfo> out;
   for (const auto d : devices) {
     DeviceInfo info;
@@ -253,41 +275,92 @@ std::string plot_script() {
   return OPREG_PLOT_SCRIPT;
 }
 
-// /usr/bin/python3 SCRIPT ARGS...: its exit status (127 when it could not start).
-int run_python(const std::vector<std::string>& args) {
+constexpr const char* kPython = "/usr/bin/python3";
+
+// /usr/bin/python3 ARGS...: its exit status (127 when it could not start). `quiet`: its stdout and
+// stderr go to /dev/null.
+int run_python(const std::vector<std::string>& args, bool quiet = false) {
   std::vector<char*> argv;
-  std::string python = "/usr/bin/python3";
+  std::string python = kPython;
   argv.push_back(python.data());
   std::vector<std::string> copies = args;
   for (auto& a : copies) argv.push_back(a.data());
   argv.push_back(nullptr);
   std::fflush(stdout);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  if (quiet) {
+    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  }
   pid_t pid = 0;
-  if (posix_spawn(&pid, python.c_str(), nullptr, nullptr, argv.data(), environ) != 0) return 127;
+  const int spawned = posix_spawn(&pid, python.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (spawned != 0) return 127;
   int status = 0;
-  if (waitpid(pid, &status, 0) < 0) return 127;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return 127;
+  }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+// --plot needs matplotlib: checked before the first case, so that a run is not lost to it.
+void check_matplotlib() {
+  const int status = run_python({"-c", "import matplotlib"}, true);
+  if (status != 0) {
+    fail(ErrorKind::unsupported,
+         "bench: --plot needs matplotlib, which {} {}: install it (Debian: apt-get install python3-matplotlib) or "
+         "leave --plot out",
+         kPython, status == 127 ? "could not run to import" : "cannot import");
+  }
+}
+
+// The outputs, each opened (or, for the plot script's PNGs, probed) before the first case.
+struct Outputs {
+  std::unique_ptr<OutputFile> json, csv, compare;
+};
+
+Outputs open_outputs(const BenchOptions& o) {
+  std::error_code ec;
+  std::filesystem::create_directories(o.out_dir, ec);
+  if (ec) {
+    fail(ErrorKind::invalid_argument, "bench: --out {}: cannot create the directory: {}", o.out_dir, ec.message());
+  }
+  const std::filesystem::path dir(o.out_dir);
+  Outputs out;
+  out.json = std::make_unique<OutputFile>(o.out_dir, (dir / "benchmark_data.json").string());
+  out.csv = std::make_unique<OutputFile>(o.out_dir, (dir / "all_benchmark_data.csv").string());
+  if (o.compare) out.compare = std::make_unique<OutputFile>(o.out_dir, (dir / "compare_data.csv").string());
+  if (o.plot) {
+    for (const auto& op : o.ops) {
+      for (const auto mode : o.modes) {
+        probe_output(o.out_dir, (dir / fmt::format("{}_{}.png", op, to_string(mode))).string());
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace
 
 int run_bench(const BenchOptions& o) {
   auto& reg = default_registry();
-  const std::vector<DeviceInfo> devices = devices_for(reg, o);
-  std::error_code ec;
-  std::filesystem::create_directories(o.out_dir, ec);
-  if (ec)
-    fail(ErrorKind::invalid_argument, "bench: --out {}: cannot create the directory: {}", o.out_dir, ec.message());
-
+  // Everything that can be refused is, before anything is printed or run: the devices, the
+  // outputs, --compare's file, matplotlib for --plot.
+  const std::vector<Device> device_ids = devices_to_run(reg, o);
+  Outputs outputs = open_outputs(o);
   std::vector<BenchRecord> compare;
+  std::vector<std::string> skipped;
+  if (o.compare) compare = read_compare_csv(*o.compare, o.ops, skipped);
+  if (o.plot) check_matplotlib();
+
   if (o.compare) {
-    std::vector<std::string> skipped;
-    compare = read_compare_csv(*o.compare, o.ops, skipped);
     std::size_t points = 0;
     for (const auto& r : compare) points += r.points.size();
     fmt::print("bench: --compare {}: {} rows converted to GB/s with opreg's byte model\n", *o.compare, points);
     for (const auto& s : skipped) fmt::print("bench: --compare {}: skipped {}\n", *o.compare, s);
   }
+  const std::vector<DeviceInfo> devices = measure_devices(reg, device_ids);
 
   const std::size_t total = o.ops.size() * o.modes.size() * o.dtypes.size() * o.hidden.size() * devices.size();
   const std::string version = fmt::format("opreg {} ({})", library_version(), OPREG_BUILD_COMMIT);
@@ -298,6 +371,7 @@ int run_bench(const BenchOptions& o) {
   int failed = 0;
   int errors = 0;
   int timed = 0;
+  std::string first_error;  // the first case that could not run: its label and why
   for (const auto& op : o.ops) {
     for (const auto mode : o.modes) {
       for (const auto dtype : o.dtypes) {
@@ -332,6 +406,7 @@ int run_bench(const BenchOptions& o) {
             } else {
               failed += p.status == "failed";
               errors += p.status == "error";
+              if (p.status == "error" && first_error.empty()) first_error = fmt::format("{}: {}", label, p.note);
               line += fmt::format("{}: {}", p.status, p.note);
             }
             fmt::print("{}\n", line);
@@ -362,22 +437,28 @@ int run_bench(const BenchOptions& o) {
       }
     }
   }
-  const std::string json = (std::filesystem::path(o.out_dir) / "benchmark_data.json").string();
-  const std::string csv = (std::filesystem::path(o.out_dir) / "all_benchmark_data.csv").string();
-  write_bench_json(json, records);
-  write_bench_csv(csv, records);
+  const std::string json = outputs.json->path();
+  const std::string csv = outputs.csv->path();
+  outputs.json->write(bench_json(records));
+  outputs.csv->write(bench_csv(records));
   std::string compare_csv;
-  if (o.compare) {
-    compare_csv = (std::filesystem::path(o.out_dir) / "compare_data.csv").string();
-    write_bench_csv(compare_csv, compare);
+  if (outputs.compare) {
+    compare_csv = outputs.compare->path();
+    outputs.compare->write(bench_csv(compare));
   }
   fmt::print(
       "bench: {} cases ({} timed, {} failed their check, {} errors) in {:.1f} s (budget {} s); wrote {} and {}\n",
       total, timed, failed, errors, progress.elapsed(), o.budget_s, json, csv);
   int code = failed > 0 ? 1 : (timed == 0 && errors > 0 ? 3 : 0);
-  if (o.plot) {
-    std::vector<std::string> args = {
-        plot_script(), "--csv", csv, "--out", o.out_dir, "--title", machine_name()};
+  if (code == 3) {
+    for (char& c : first_error) c = c == '\n' || c == '\r' ? ' ' : c;  // one line
+    std::fflush(stdout);
+    std::fprintf(stderr, "opreg: bench: no case could run: %d of %zu cases could not run%s; first: %s\n", errors, total,
+                 static_cast<std::size_t>(errors) < total ? " (the rest fell back to the cpu, not timed)" : "",
+                 first_error.c_str());
+  }
+  if (o.plot && code != 3) {  // with no case run there is nothing to draw (the line above says why)
+    std::vector<std::string> args = {plot_script(), "--csv", csv, "--out", o.out_dir, "--title", machine_name()};
     if (!compare_csv.empty()) {
       args.emplace_back("--compare");
       args.push_back(compare_csv);

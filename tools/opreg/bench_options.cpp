@@ -28,26 +28,35 @@ options (each at most once, as `--opt V` or `--opt=V`; lists are comma-separated
                   group_norm, geglu, swiglu)
   --dirs LIST     fwd, bwd, fwdbwd (Liger's modes forward, backward, full; default: all three)
   --devices LIST  cpu, cuda, cuda:1, npu, xpu, ... (default: every available device, emulated
-                  ones included and labelled)
+                  ones included and labelled); each device once (cpu and cpu:0 are one)
   --dtype LIST    bf16, f16, f32 (default bf16; the weight has x's dtype)
-  --hidden LIST   hidden sizes, 1 to 1048576 (default 1024,2048,4096,8192,16384); group_norm
-                  runs N=rows x C=32 x hidden/32 with 8 groups (hidden: a multiple of 32)
+  --hidden LIST   hidden sizes, 1 to 1048576, each once (64 and 064 are one; default
+                  1024,2048,4096,8192,16384); group_norm runs N=rows x C=32 x hidden/32 with 8
+                  groups (hidden: a multiple of 32)
   --rows N        rows, 1 to 1048576 (default 2048, Liger's M)
   --budget S      seconds to spread over the cases, 0.001 to 86400 (default 180): each case runs
                   once to warm up and be checked, then at least 3 timed runs, more while its
                   share of the budget lasts (at most 1000); the minimum can take longer
-  --out DIR       where the JSON, the CSV and the plots go (default opreg-bench; created)
+  --out DIR       where the JSON, the CSV and the plots go (default opreg-bench; created); every
+                  file it will hold is opened (the PNGs probed) before the first case, so one that
+                  cannot be written is an error naming it and the reason before anything runs
   --plot          draw DIR/<op>_<mode>.png: GB/s against hidden size, a line per device and
-                  provider, each device's ceiling dashed (needs /usr/bin/python3 with matplotlib)
+                  provider, each device's ceiling dashed (needs /usr/bin/python3 with matplotlib,
+                  Debian's python3-matplotlib: checked before the first case)
   --compare FILE  a CSV of Liger-Kernel's schema (Liger's own benchmark data, or a GPU peer
-                  script's --csv): its speed rows of these ops are converted to GB/s with opreg's
-                  byte model (shape and dtype from x_value and extra_benchmark_config_str),
-                  written to DIR/compare_data.csv and overlaid on the plots
+                  script's --csv), a regular file of at most 64 MiB: its speed rows of these ops
+                  are converted to GB/s with opreg's byte model (shape and dtype from x_value and
+                  extra_benchmark_config_str), written to DIR/compare_data.csv and overlaid on
+                  the plots; rows it cannot convert (a shape whose bytes pass 2^64 among them) are
+                  skipped and counted by reason, with the first one's line
 
 Progress: a bar on stderr when it is a terminal (elapsed, remaining, the current case), and one
 line per case on stdout.
-exit codes: 0 done (fallbacks included), 1 a case failed its check or the plot failed, 2 bad
-input or usage, 3 a device is unavailable or no case could run.
+exit codes: 0 done (fallbacks included), 1 a case failed its check, the plot failed or an output
+could not be written at the end (disk full), 2 bad input or usage (an output that cannot be
+written, a --compare that is not a regular file of at most 64 MiB), 3 a device is unavailable,
+--plot without matplotlib, or no case could run (one line on stderr says how many and the first
+one's reason).
 )";
 
 std::string_view to_string(BenchMode mode) {
@@ -177,8 +186,16 @@ BenchOptions parse_bench_args(const std::vector<std::string_view>& args) {
       }
     } else if (name == "--hidden") {
       o.hidden.clear();
+      std::vector<std::string_view> spellings;
       for (const auto h : split_list(name, value, "integers from 1 to 1048576")) {
-        o.hidden.push_back(parse_int_value<std::int64_t>(kCommand, name, h, 1, 1 << 20, "integers from 1 to 1048576"));
+        const auto v = parse_int_value<std::int64_t>(kCommand, name, h, 1, 1 << 20, "integers from 1 to 1048576");
+        // One size twice through another spelling (64, 064) would run and plot it twice.
+        if (const auto same = std::find(o.hidden.begin(), o.hidden.end(), v); same != o.hidden.end()) {
+          throw Usage{fmt::format("bench: --hidden names {} twice ('{}' and '{}')", v,
+                                  spellings[static_cast<std::size_t>(same - o.hidden.begin())], h)};
+        }
+        o.hidden.push_back(v);
+        spellings.push_back(h);
       }
       std::sort(o.hidden.begin(), o.hidden.end());
     } else if (name == "--rows") {

@@ -1,16 +1,19 @@
 // `opreg bench`'s JSON and CSV (see bench_output.h).
 #include "bench_output.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <fstream>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <optional>
-#include <sstream>
 
 #include "opreg/ops.h"
 #include "registry/fail.h"
@@ -65,21 +68,78 @@ std::string csv_number(double v) { return std::isfinite(v) ? fmt::format("{}", v
 
 double ms_or_nan(const BenchPoint& p, double ms) { return p.status == "ok" ? ms : kNaN; }
 
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.flush();
-  if (!out) fail(ErrorKind::invalid_argument, "bench: cannot write {}", path);
+// What a path that is not a regular file is, for the errors.
+std::string_view file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a file";
+}
+
+[[noreturn]] void cannot_write(const std::string& out_dir, const std::string& path, std::string_view why) {
+  fail(ErrorKind::invalid_argument, "bench: --out {}: cannot write {}: {}", out_dir, path, why);
+}
+
+// Opens `path` for writing without truncating it and without blocking (a FIFO in its place fails
+// with ENXIO or is refused below); `created`: whether this call made the file.
+int open_output(const std::string& out_dir, const std::string& path, bool& created) {
+  constexpr int kFlags = O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
+  int fd = ::open(path.c_str(), kFlags | O_CREAT | O_EXCL, 0666);
+  created = fd >= 0;
+  if (fd < 0 && errno == EEXIST) fd = ::open(path.c_str(), kFlags);
+  if (fd < 0) cannot_write(out_dir, path, std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const std::string why = fmt::format("not a regular file ({})", file_kind(st.st_mode));
+    ::close(fd);
+    cannot_write(out_dir, path, why);
+  }
+  return fd;
 }
 
 }  // namespace
+
+OutputFile::OutputFile(const std::string& out_dir, const std::string& path) : path_(path) {
+  fd_ = open_output(out_dir, path, created_);
+}
+
+OutputFile::~OutputFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (created_ && !written_) ::unlink(path_.c_str());
+}
+
+void OutputFile::write(std::string_view text) {
+  auto lost = [&](int err) { fail(ErrorKind::internal, "bench: cannot write {}: {}", path_, std::strerror(err)); };
+  if (fd_ < 0) lost(EBADF);
+  written_ = true;  // from here on the file is this run's, whatever happens
+  if (::ftruncate(fd_, 0) != 0) lost(errno);
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::pwrite(fd_, text.data() + done, text.size() - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) lost(n < 0 ? errno : EIO);
+    done += static_cast<std::size_t>(n);
+  }
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) lost(errno);
+}
+
+void probe_output(const std::string& out_dir, const std::string& path) {
+  bool created = false;
+  const int fd = open_output(out_dir, path, created);
+  ::close(fd);
+  if (created) ::unlink(path.c_str());
+}
 
 double gbps(const BenchPoint& point, double ms) {
   if (point.status != "ok" || !(ms > 0)) return kNaN;
   return static_cast<double>(point.bytes) / (ms * 1e6);
 }
 
-void write_bench_json(const std::string& path, const std::vector<BenchRecord>& records) {
+std::string bench_json(const std::vector<BenchRecord>& records) {
   std::string out = "[";
   for (std::size_t r = 0; r < records.size(); ++r) {
     const BenchRecord& rec = records[r];
@@ -128,10 +188,10 @@ void write_bench_json(const std::string& path, const std::vector<BenchRecord>& r
     out += "  }";
   }
   out += records.empty() ? "]\n" : "\n]\n";
-  write_file(path, out);
+  return out;
 }
 
-void write_bench_csv(const std::string& path, const std::vector<BenchRecord>& records) {
+std::string bench_csv(const std::vector<BenchRecord>& records) {
   std::string out;
   std::vector<std::string_view> header(std::begin(kLigerColumns), std::end(kLigerColumns));
   header.insert(header.end(), std::begin(kExtraColumns), std::end(kExtraColumns));
@@ -168,18 +228,21 @@ void write_bench_csv(const std::string& path, const std::vector<BenchRecord>& re
       out += fmt::format("{}\n", fmt::join(cells, ","));
     }
   }
-  write_file(path, out);
+  return out;
 }
 
 namespace {
 
-// RFC 4180 records: quoted fields may hold commas, doubled quotes and line breaks.
-std::vector<std::vector<std::string>> parse_csv(const std::string& text) {
+// RFC 4180 records: quoted fields may hold commas, doubled quotes and line breaks. `lines` gets
+// the line (from 1) on which each record starts.
+std::vector<std::vector<std::string>> parse_csv(const std::string& text, std::vector<std::size_t>& lines) {
   std::vector<std::vector<std::string>> rows;
   std::vector<std::string> row;
   std::string field;
   bool quoted = false;
   bool any = false;  // the current row has begun
+  std::size_t line = 1;
+  std::size_t row_line = 1;
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (quoted) {
@@ -189,6 +252,7 @@ std::vector<std::vector<std::string>> parse_csv(const std::string& text) {
       } else if (c == '"') {
         quoted = false;
       } else {
+        line += c == '\n' || (c == '\r' && (i + 1 == text.size() || text[i + 1] != '\n'));
         field += c;
       }
       continue;
@@ -202,13 +266,16 @@ std::vector<std::vector<std::string>> parse_csv(const std::string& text) {
       any = true;
     } else if (c == '\n' || c == '\r') {
       if (c == '\r' && i + 1 < text.size() && text[i + 1] == '\n') ++i;
+      ++line;
       if (any || !field.empty()) {
         row.push_back(std::move(field));
         rows.push_back(std::move(row));
+        lines.push_back(row_line);
       }
       row.clear();
       field.clear();
       any = false;
+      row_line = line;
     } else {
       field += c;
       any = true;
@@ -217,8 +284,56 @@ std::vector<std::vector<std::string>> parse_csv(const std::string& text) {
   if (any || !field.empty()) {
     row.push_back(std::move(field));
     rows.push_back(std::move(row));
+    lines.push_back(row_line);
   }
   return rows;
+}
+
+// The contents of --compare's file: a regular file (a FIFO would block, a device such as /dev/zero
+// never ends) of at most kMaxCompareBytes.
+std::string read_compare_file(const std::string& path) {
+  auto refuse = [&](std::string_view why) { fail(ErrorKind::invalid_argument, "bench: --compare {}: {}", path, why); };
+  auto check = [&](const struct stat& st) {
+    if (!S_ISREG(st.st_mode)) {
+      refuse(fmt::format("not a regular file ({}); give a CSV file of Liger-Kernel's benchmark schema",
+                         file_kind(st.st_mode)));
+    }
+    if (static_cast<std::uint64_t>(st.st_size) > kMaxCompareBytes) {
+      refuse(fmt::format("{} bytes, more than the {} (64 MiB) accepted", st.st_size, kMaxCompareBytes));
+    }
+  };
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) refuse(fmt::format("cannot open it: {}", std::strerror(errno)));
+  check(st);
+  // O_NONBLOCK: should the path become a FIFO between stat and open, opening does not wait for a writer.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) refuse(fmt::format("cannot open it: {}", std::strerror(errno)));
+  std::string text;
+  try {
+    if (::fstat(fd, &st) != 0) refuse(fmt::format("cannot read it: {}", std::strerror(errno)));
+    check(st);
+    text.resize(static_cast<std::size_t>(st.st_size) + 1);
+    std::size_t done = 0;
+    while (true) {
+      if (done == text.size()) {
+        if (done > kMaxCompareBytes) {
+          refuse(fmt::format("more than the {} bytes (64 MiB) accepted (it grew while read)", kMaxCompareBytes));
+        }
+        text.resize(std::min<std::size_t>(text.size() * 2, kMaxCompareBytes + 1));
+      }
+      const ssize_t n = ::read(fd, text.data() + done, text.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) refuse(fmt::format("cannot read it: {}", std::strerror(errno)));
+      if (n == 0) break;
+      done += static_cast<std::size_t>(n);
+    }
+    text.resize(done);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
+  return text;
 }
 
 // The value of "key" in a config string as Python's json.dumps writes it ({"M": 2048, "dtype":
@@ -260,11 +375,8 @@ double to_double(const std::string& text) {
 
 std::vector<BenchRecord> read_compare_csv(const std::string& path, const std::vector<std::string>& ops,
                                           std::vector<std::string>& skipped) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(ErrorKind::invalid_argument, "bench: --compare {}: cannot open the file", path);
-  std::stringstream text;
-  text << in.rdbuf();
-  const auto rows = parse_csv(text.str());
+  std::vector<std::size_t> lines;
+  const auto rows = parse_csv(read_compare_file(path), lines);
   if (rows.empty()) fail(ErrorKind::invalid_argument, "bench: --compare {}: the file is empty", path);
   std::map<std::string, std::size_t> column;
   for (std::size_t i = 0; i < rows[0].size(); ++i) column[rows[0][i]] = i;
@@ -276,7 +388,11 @@ std::vector<BenchRecord> read_compare_csv(const std::string& path, const std::ve
     fail(ErrorKind::invalid_argument, "bench: --compare {}: not a CSV of Liger-Kernel's benchmark schema (no {})", path,
          fmt::join(missing, ", "));
   }
-  std::map<std::string, int> skip_counts;
+  struct Skips {
+    int count = 0;
+    std::string first;  // the first such row: its line, and the detail if any
+  };
+  std::map<std::string, Skips> skip_counts;
   std::map<std::string, std::size_t> record_of;
   std::vector<BenchRecord> records;
   for (std::size_t r = 1; r < rows.size(); ++r) {
@@ -285,7 +401,11 @@ std::vector<BenchRecord> read_compare_csv(const std::string& path, const std::ve
       const auto it = column.find(std::string(name));
       return it != column.end() && it->second < row.size() ? row[it->second] : std::string();
     };
-    auto skip = [&](std::string why) { ++skip_counts[std::move(why)]; };
+    auto skip = [&](std::string why, std::string_view detail = {}) {
+      Skips& s = skip_counts[std::move(why)];
+      if (s.count++ == 0)
+        s.first = detail.empty() ? fmt::format("line {}", lines[r]) : fmt::format("line {}: {}", lines[r], detail);
+    };
     const std::string op = cell("kernel_name");
     if (std::find(ops.begin(), ops.end(), op) == ops.end()) {
       skip("kernel_name not among the benchmarked ops");
@@ -332,11 +452,23 @@ std::vector<BenchRecord> read_compare_csv(const std::string& path, const std::ve
       skip("no time (y_value_50)");
       continue;
     }
-    const Shape shape{*m_rows, *hidden};
-    const bool fwd = *mode != BenchMode::backward;
-    const bool bwd = *mode != BenchMode::forward;
-    p.bytes = (fwd ? bytes_moved(op, Direction::fwd, shape, *dtype, *dtype) : 0) +
-              (bwd ? bytes_moved(op, Direction::bwd, shape, *dtype, *dtype) : 0);
+    // M x hidden past int64 elements, or past 2^64 bytes, is one row the byte model cannot count,
+    // not the end of the run.
+    try {
+      const Shape shape{*m_rows, *hidden};
+      const std::uint64_t fwd =
+          *mode != BenchMode::backward ? bytes_moved(op, Direction::fwd, shape, *dtype, *dtype) : 0;
+      const std::uint64_t bwd =
+          *mode != BenchMode::forward ? bytes_moved(op, Direction::bwd, shape, *dtype, *dtype) : 0;
+      if (__builtin_add_overflow(fwd, bwd, &p.bytes)) {
+        fail(ErrorKind::invalid_argument,
+             "bytes_moved({} full): shape [{}] ({}): forward and backward move 2^64 bytes or more", op, shape.str(),
+             to_string(*dtype));
+      }
+    } catch (const Error& e) {
+      skip(fmt::format("{}: M x x_value too large for opreg's byte model", op), e.what());
+      continue;
+    }
     p.runs = 0;
     const std::string key =
         fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}", op, cell("kernel_provider"), mode_text, cell("gpu_name"), config);
@@ -364,7 +496,9 @@ std::vector<BenchRecord> read_compare_csv(const std::string& path, const std::ve
   for (auto& rec : records) {
     std::sort(rec.points.begin(), rec.points.end(), [](const auto& a, const auto& b) { return a.hidden < b.hidden; });
   }
-  for (const auto& [why, n] : skip_counts) skipped.push_back(fmt::format("{} row{}: {}", n, n == 1 ? "" : "s", why));
+  for (const auto& [why, s] : skip_counts) {
+    skipped.push_back(fmt::format("{} row{}: {} (first: {})", s.count, s.count == 1 ? "" : "s", why, s.first));
+  }
   return records;
 }
 
