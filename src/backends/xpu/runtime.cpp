@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -144,6 +145,10 @@ void check(cl_int status, std::string_view where, std::string_view call) {
 Discovery discover(const EnvironmentReport& environment) {
   Discovery out;
   std::vector<std::string> notes = environment.notes;
+  if (std::string why; load_cl_api(&why) == nullptr) {
+    out.reason = why;
+    return out;
+  }
   cl_uint count = 0;
   const cl_int status = clGetPlatformIDs(0, nullptr, &count);
   if (status != CL_SUCCESS || count == 0) {
@@ -281,9 +286,42 @@ DeviceRuntime::~DeviceRuntime() {
   allocations_.clear();
 }
 
+SlowStepNotice::SlowStepNotice(std::string line, std::chrono::milliseconds after, std::FILE* out) {
+  waiter_ = std::thread([this, line = std::move(line), after, out] {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (done_.wait_for(lock, after, [this] { return finished_; })) return;
+    std::fprintf(out, "%s\n", line.c_str());
+    std::fflush(out);
+    printed_ = true;
+  });
+}
+
+SlowStepNotice::~SlowStepNotice() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    finished_ = true;
+  }
+  done_.notify_all();
+  waiter_.join();
+}
+
+bool SlowStepNotice::printed() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return printed_;
+}
+
 void DeviceRuntime::build_and_warm() {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
+  // A warm PoCL cache builds and warms everything in a few seconds; a cold one compiles every
+  // kernel first (about a minute on two cores, twice that under ASan). Past 5 s, say so once.
+  const char* cache = std::getenv("POCL_CACHE_DIR");
+  const SlowStepNotice notice(
+      fmt::format("opreg: {}: compiling the xpu backend's OpenCL kernels (first use with a cold kernel cache, {}: "
+                  "about a minute; later runs reuse the cache)",
+                  label_, cache != nullptr && *cache != '\0' ? fmt::format("POCL_CACHE_DIR={}", cache)
+                                                             : std::string("the driver's default cache")),
+      std::chrono::seconds(5));
   std::string options = fmt::format("-cl-std={} -cl-kernel-arg-info -D OPREG_FUSED_COLUMNS={}", info_.cl_std,
                                     info_.fused_columns);
   if (info_.correctly_rounded_sqrt) options += " -cl-fp32-correctly-rounded-divide-sqrt";
@@ -370,25 +408,26 @@ void DeviceRuntime::warm(Kernel& kernel, std::size_t global, void* buffer) {
 
 cl_command_queue DeviceRuntime::queue(void* stream) {
   if (stream == nullptr || stream == queue_.get()) return queue_.get();
-  // Asked every time (two cheap queries): a queue released and another made at the same address
-  // must not pass on an old answer.
-  auto* q = static_cast<cl_command_queue>(stream);
-  cl_context context = nullptr;
-  cl_command_queue_properties properties = 0;
-  if (clGetCommandQueueInfo(q, CL_QUEUE_CONTEXT, sizeof(context), &context, nullptr) != CL_SUCCESS ||
-      context != context_.get()) {
-    fail(ErrorKind::invalid_argument,
-         "{}: the execution context's stream {} is not a command queue of this device's OpenCL context",
-         label_, stream);
+  {
+    std::lock_guard<std::mutex> lock(queues_mutex_);
+    for (const QueueHandle& q : more_queues_) {
+      if (q.get() == stream) return q.get();
+    }
   }
-  clGetCommandQueueInfo(q, CL_QUEUE_PROPERTIES, sizeof(properties), &properties, nullptr);
-  if ((properties & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE) != 0) {
-    fail(ErrorKind::invalid_argument,
-         "{}: the execution context's command queue {} is out of order; kernels and their scratch memory rely on "
-         "an in-order queue",
-         label_, stream);
-  }
-  return q;
+  fail(ErrorKind::invalid_argument,
+       "{}: the execution context's stream {} is not a command queue opreg made for this device; accepted: 0 (the "
+       "device's own queue) or a queue from the runtime's new_queue() (opreg cannot check any other handle without "
+       "the driver reading through it)",
+       label_, stream);
+}
+
+cl_command_queue DeviceRuntime::new_queue() {
+  cl_int status = CL_SUCCESS;
+  const cl_queue_properties in_order[] = {0};
+  QueueHandle q(clCreateCommandQueueWithProperties(context_.get(), info_.device, in_order, &status));
+  check(status, label_, "clCreateCommandQueueWithProperties");
+  std::lock_guard<std::mutex> lock(queues_mutex_);
+  return more_queues_.emplace_back(std::move(q)).get();
 }
 
 Kernel& DeviceRuntime::kernel(std::string_view name) {

@@ -3,22 +3,21 @@
 // Internal to src/backends/xpu (tests include it to reach the OpenCL objects directly).
 #pragma once
 
-#ifndef CL_TARGET_OPENCL_VERSION
-#define CL_TARGET_OPENCL_VERSION 300
-#endif
-#include <CL/cl.h>
-#include <CL/cl_ext.h>
-
+#include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "backends/xpu/cl_api.h"
 #include "backends/xpu/environment.h"
 
 namespace opreg::xpu {
@@ -28,8 +27,8 @@ std::string_view cl_error_name(cl_int code);
 // Throws opreg::Error (device) "<where>: <call> failed: <name> (<code>)" unless status is CL_SUCCESS.
 void check(cl_int status, std::string_view where, std::string_view call);
 
-// Owns one OpenCL object reference.
-template <class T, cl_int (*Release)(T)>
+// Owns one OpenCL object reference; Release is its release function's entry in the loaded table.
+template <class T, auto ClApi::*Release>
 class Handle {
  public:
   Handle() = default;
@@ -46,17 +45,17 @@ class Handle {
   Handle& operator=(const Handle&) = delete;
   ~Handle() { reset(); }
   void reset() {
-    if (object_ != nullptr) Release(std::exchange(object_, nullptr));
+    if (object_ != nullptr) (cl_api().*Release)(std::exchange(object_, nullptr));
   }
   T get() const { return object_; }
 
  private:
   T object_ = nullptr;
 };
-using ContextHandle = Handle<cl_context, clReleaseContext>;
-using QueueHandle = Handle<cl_command_queue, clReleaseCommandQueue>;
-using ProgramHandle = Handle<cl_program, clReleaseProgram>;
-using KernelHandle = Handle<cl_kernel, clReleaseKernel>;
+using ContextHandle = Handle<cl_context, &ClApi::clReleaseContext>;
+using QueueHandle = Handle<cl_command_queue, &ClApi::clReleaseCommandQueue>;
+using ProgramHandle = Handle<cl_program, &ClApi::clReleaseProgram>;
+using KernelHandle = Handle<cl_kernel, &ClApi::clReleaseKernel>;
 
 // One OpenCL device the backend lists as an xpu device.
 struct DeviceInfo {
@@ -118,6 +117,25 @@ struct DevicePointer {
   cl_ulong offset = 0;
 };
 
+// Writes `line` (and a newline) to `out` if it is still alive `after` from its construction: the
+// one line a slow first step (PoCL compiling every kernel into a cold cache: a minute or more)
+// prints so that it does not look hung, and that a quick one (a warm cache) never prints.
+class SlowStepNotice {
+ public:
+  SlowStepNotice(std::string line, std::chrono::milliseconds after, std::FILE* out = stderr);
+  ~SlowStepNotice();
+  SlowStepNotice(const SlowStepNotice&) = delete;
+  SlowStepNotice& operator=(const SlowStepNotice&) = delete;
+  bool printed() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::condition_variable done_;
+  bool finished_ = false;
+  bool printed_ = false;
+  std::thread waiter_;
+};
+
 // Everything the backend holds for one device once it is first used: made by the first
 // allocation (or first kernel call), which builds every program and warms every kernel.
 class DeviceRuntime {
@@ -132,9 +150,14 @@ class DeviceRuntime {
   const std::string& label() const { return label_; }
   cl_context context() const { return context_.get(); }
   cl_command_queue default_queue() const { return queue_.get(); }
-  // The queue a call runs on: `stream` (a cl_command_queue of this context, in order) or the
-  // default queue for nullptr. A queue of another context is an opreg::Error.
+  // The queue a call runs on: the default queue for nullptr, or `stream` when it is a queue this
+  // runtime made (new_queue()). Any other value is an opreg::Error (invalid_argument) and is never
+  // dereferenced: a caller's handle cannot be checked without the driver reading through it, so a
+  // stale or made-up one would crash the process in the driver.
   cl_command_queue queue(void* stream);
+  // Another in-order queue of this device's context, for callers that want their own stream;
+  // it lives as long as the runtime.
+  cl_command_queue new_queue();
   // The work-group size every kernel is launched with (info().work_group_size, or less when a
   // kernel allows less on this device).
   std::size_t work_group_size() const { return work_group_size_; }
@@ -182,6 +205,8 @@ class DeviceRuntime {
   std::string label_;
   ContextHandle context_;
   QueueHandle queue_;
+  mutable std::mutex queues_mutex_;
+  std::vector<QueueHandle> more_queues_;  // new_queue()'s, alive until the runtime ends
   std::vector<ProgramHandle> programs_;
   std::map<std::string, std::unique_ptr<Kernel>, std::less<>> kernels_;
   std::size_t work_group_size_ = 0;

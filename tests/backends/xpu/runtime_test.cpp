@@ -3,8 +3,11 @@
 // variants' supports() rules and forced refusals say what they need.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backends/xpu/xpu_backend.h"
@@ -34,6 +37,27 @@ class XpuRuntime : public ::testing::Test {
   XpuBackend* backend = nullptr;
   DeviceRuntime* rt = nullptr;
 };
+
+// The one line a cold PoCL cache's minute of compiling prints (issue: 60-80 s of silence), shown
+// here with a short step rather than a cold compile: printed once past its delay, never before.
+TEST(XpuSlowStepNotice, PrintsOneLineOnlyWhenTheStepOutlastsItsDelay) {
+  std::FILE* out = std::tmpfile();
+  ASSERT_NE(out, nullptr);
+  {
+    const SlowStepNotice quick("quick step", std::chrono::seconds(30), out);
+    EXPECT_FALSE(quick.printed());
+  }
+  {
+    const SlowStepNotice slow("opreg: xpu:0: compiling", std::chrono::milliseconds(20), out);
+    for (int i = 0; i < 500 && !slow.printed(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_TRUE(slow.printed());
+  }
+  std::rewind(out);
+  char text[256] = {};
+  const std::size_t n = std::fread(text, 1, sizeof(text) - 1, out);
+  std::fclose(out);
+  EXPECT_EQ(std::string(text, n), "opreg: xpu:0: compiling\n");
+}
 
 TEST_F(XpuRuntime, ContextIsMadeOnceWithEveryKernelBuiltAndWarmed) {
   EXPECT_EQ(&backend->runtime(device.index), rt);
@@ -96,11 +120,9 @@ CheckReport run_on(Registry& registry, Device device, ProblemSpec spec, const ch
 }
 
 TEST_F(XpuRuntime, CallerQueueOfThisContextIsUsed) {
-  cl_int status = CL_SUCCESS;
-  const cl_queue_properties props[] = {0};
-  QueueHandle queue(clCreateCommandQueueWithProperties(rt->context(), rt->info().device, props, &status));
-  ASSERT_EQ(status, CL_SUCCESS);
-  ExecContext ctx{queue.get()};
+  cl_command_queue queue = rt->new_queue();
+  EXPECT_EQ(rt->queue(queue), queue);
+  ExecContext ctx{queue};
   ProblemSpec spec;
   spec.op = "rms_norm.bwd";
   spec.dtype = DType::bf16;
@@ -119,11 +141,20 @@ TEST_F(XpuRuntime, QueueOfAnotherContextOrOutOfOrderIsRefused) {
   QueueHandle foreign(clCreateCommandQueueWithProperties(other.get(), rt->info().device, in_order, &status));
   ASSERT_EQ(status, CL_SUCCESS);
   EXPECT_TRUE(ThrowsError([&] { rt->queue(foreign.get()); }, ErrorKind::invalid_argument,
-                          {"is not a command queue of this device's OpenCL context"}));
+                          {"is not a command queue opreg made for this device"}));
   const cl_queue_properties out_of_order[] = {CL_QUEUE_PROPERTIES, CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE, 0};
   QueueHandle ooo(clCreateCommandQueueWithProperties(rt->context(), rt->info().device, out_of_order, &status));
   ASSERT_EQ(status, CL_SUCCESS);
-  EXPECT_TRUE(ThrowsError([&] { rt->queue(ooo.get()); }, ErrorKind::invalid_argument, {"is out of order"}));
+  EXPECT_TRUE(ThrowsError([&] { rt->queue(ooo.get()); }, ErrorKind::invalid_argument,
+                          {"is not a command queue opreg made for this device"}));
+}
+
+// A made-up handle (Python's stream=1) is refused without being read: the driver would crash on it.
+TEST_F(XpuRuntime, MadeUpQueueHandleIsRefusedWithoutCrashing) {
+  for (std::uintptr_t bogus : {std::uintptr_t{1}, std::uintptr_t{0x1000}, ~std::uintptr_t{0} - 7}) {
+    EXPECT_TRUE(ThrowsError([&] { rt->queue(reinterpret_cast<void*>(bogus)); }, ErrorKind::invalid_argument,
+                            {"is not a command queue opreg made for this device", "accepted: 0"}));
+  }
 }
 
 // dweight comes from per-slot partials summed in a fixed order: the same bits on every run.
