@@ -78,7 +78,7 @@ def explain(op, *args, **kwargs):
 
 def load_plugin(path):
     """Loads a plugin shared library (include/opreg/plugin.h) into the process-wide registry."""
-    _opreg.load_plugin(str(path))
+    _opreg.load_plugin(_os.fsdecode(path) if isinstance(path, (bytes, _os.PathLike)) else path)
 
 
 def plugins():

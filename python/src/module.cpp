@@ -9,8 +9,26 @@
 #include "module.h"
 #include "opreg/error.h"
 #include "opreg/version.h"
+#include "registry/fail.h"
+#include "registry/quote.h"
 
 namespace opreg::py {
+
+std::string text_argument(nb::handle value, const std::string& what) {
+  if (!PyUnicode_Check(value.ptr())) {
+    fail(ErrorKind::invalid_argument, "{}: expected a string, got {}", what, nb::type_name(value.type()).c_str());
+  }
+  Py_ssize_t size = 0;
+  const char* utf8 = PyUnicode_AsUTF8AndSize(value.ptr(), &size);
+  if (utf8 == nullptr) throw nb::python_error();  // a lone surrogate: Python's UnicodeEncodeError
+  const std::string out(utf8, static_cast<std::size_t>(size));
+  if (out.find('\0') != std::string::npos) {
+    fail(ErrorKind::invalid_argument, "{}={}: contains a NUL character, which is never part of a valid value", what,
+         quote(out));
+  }
+  return out;
+}
+
 namespace {
 
 // One Python exception class per ErrorKind, under a common opreg.Error; each also derives from the

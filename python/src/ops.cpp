@@ -141,7 +141,7 @@ class CallState {
                     fmt::format("{}: device must be a string such as 'npu' or 'cuda:1', got {}", op,
                                 nb::type_name(device.type()).c_str()));
       }
-      target_ = registry_.parse_device(nb::borrow<nb::str>(device).c_str());
+      target_ = registry_.parse_device(text_argument(device, fmt::format("{}: device", op)));
       registry_.check_device(*target_);
     }
   }
@@ -155,18 +155,41 @@ class CallState {
                   fmt::format("{}: {} is on {}; device='{}' copies from host tensors only", op_, name,
                               registry_.device_name(slot.device()), registry_.device_name(*target_)));
     }
-    Tensor moved;
-    if (role == Role::in) {
-      moved = slot.to(*target_, registry_);
-    } else {
-      moved = Tensor::empty(slot.shape(), slot.dtype(), *target_, registry_);
-      written_back_.push_back({&slot, slot});
-    }
-    slot = std::move(moved);
-    copied_ = true;
+    to_move_.push_back({&slot, name, role});
   }
 
-  Casting casting(const char* text) {
+  // With `device=`: every check of the caller's own tensors (the op's: shapes, dtypes, outputs
+  // that overlap other tensors, read-only outputs; and the contiguity of the outputs the copies
+  // come back into) runs on them before anything is copied or run, so a refused call changes
+  // nothing. Only then are the inputs copied to the device and the outputs made there.
+  template <class Args>
+  void prepare(const Op<Args>& op, Args& args) {
+    if (to_move_.empty()) return;
+    op.def().check(op.def(), &args);
+    for (const Pending& p : to_move_) {
+      if (p.role == Role::out && !p.slot->is_contiguous()) {
+        throw Error(ErrorKind::invalid_argument,
+                    fmt::format("{}: output {} is not contiguous (strides [{}]); device='{}' copies results back "
+                                "into contiguous tensors only: pass a contiguous one",
+                                op_, p.name, strides_text(*p.slot), registry_.device_name(*target_)));
+      }
+    }
+    for (const Pending& p : to_move_) {
+      Tensor moved;
+      if (p.role == Role::in) {
+        moved = p.slot->to(*target_, registry_);
+      } else {
+        moved = Tensor::empty(p.slot->shape(), p.slot->dtype(), *target_, registry_);
+        written_back_.push_back({p.slot, *p.slot});
+      }
+      *p.slot = std::move(moved);
+      copied_ = true;
+    }
+    to_move_.clear();
+  }
+
+  Casting casting(nb::handle value) {
+    const std::string text = text_argument(value, fmt::format("{}: casting", op_));
     try {
       return parse_casting(text);
     } catch (const Error& e) {
@@ -359,9 +382,21 @@ class CallState {
     return t;
   }
 
+  static std::string strides_text(const Tensor& t) {
+    std::string out;
+    for (int d = 0; d < t.ndim(); ++d) out += fmt::format("{}{}", d == 0 ? "" : ", ", t.stride(d));
+    return out;
+  }
+
+  struct Pending {
+    Tensor* slot;
+    const char* name;
+    Role role;
+  };
   const char* op_;
   Registry& registry_;
   std::optional<Device> target_;
+  std::vector<Pending> to_move_;  // device=: the caller's host tensors to copy there (prepare())
   bool copied_ = false;
   bool torch_cuda_ = false;  // a torch.Tensor on a CUDA device was among the call's tensors
   std::vector<std::pair<Tensor*, Tensor>> written_back_;  // device output slot, the caller's host tensor
@@ -376,7 +411,7 @@ struct TypeList {};
 #define OPREG_PY_T_TYPE_(name, role, kind, when, partner) , nb::handle
 #define OPREG_PY_S_TYPE_f64 , double
 #define OPREG_PY_S_TYPE_i64 , std::int64_t
-#define OPREG_PY_S_TYPE_casting , const char*
+#define OPREG_PY_S_TYPE_casting , nb::handle
 #define OPREG_PY_S_TYPE_pad32
 #define OPREG_PY_S_TYPE_(type, name, value, key) OPREG_PY_S_TYPE_##type
 
@@ -384,7 +419,7 @@ struct TypeList {};
   , [](Args& a, nb::handle h, CallState& s) { s.tensor(a.name, h, #name, Role::role); }
 #define OPREG_PY_S_SET_f64(name) , [](Args& a, double v, CallState&) { a.name = v; }
 #define OPREG_PY_S_SET_i64(name) , [](Args& a, std::int64_t v, CallState&) { a.name = v; }
-#define OPREG_PY_S_SET_casting(name) , [](Args& a, const char* v, CallState& s) { a.name = s.casting(v); }
+#define OPREG_PY_S_SET_casting(name) , [](Args& a, nb::handle v, CallState& s) { a.name = s.casting(v); }
 #define OPREG_PY_S_SET_pad32(name)
 #define OPREG_PY_S_SET_(type, name, value, key) OPREG_PY_S_SET_##type(name)
 
@@ -470,6 +505,7 @@ struct OpFunction<M, Args, TypeList<Skip, P...>> {
     [&]<std::size_t... I>(std::index_sequence<I...>) {
       (std::get<I + 1>(setters)(args, p, state), ...);
     }(std::index_sequence_for<P...>{});
+    state.prepare(*op, args);
     if constexpr (M == Mode::run) {
       return state.run(*op, args, stream);
     } else {

@@ -10,6 +10,9 @@
 #include <vector>
 
 #include "module.h"
+#include "registry/fail.h"
+#include "registry/names.h"
+#include "registry/quote.h"
 
 namespace opreg::py {
 namespace {
@@ -98,39 +101,47 @@ nb::dict config_dict(const Config& c) {
   return d;
 }
 
-std::vector<std::string> string_list(nb::handle value, const char* key) {
+// A list setting as OPREG_* spells it ("npu,cuda,cpu": entries trimmed, an empty one refused, as
+// the variable's is) or as a list of names.
+std::vector<std::string> string_list(nb::handle value, const char* key, const char* what) {
   if (value.is_none()) return {};
-  if (nb::isinstance<nb::str>(value)) {
-    // The environment's spelling: "npu,cuda,cpu".
-    std::vector<std::string> out;
-    const std::string text = nb::cast<std::string>(value);
-    std::size_t at = 0;
-    while (at <= text.size()) {
-      const std::size_t comma = text.find(',', at);
-      const std::string part = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
-      if (!part.empty()) out.push_back(part);
-      if (comma == std::string::npos) break;
-      at = comma + 1;
-    }
+  const std::string where = fmt::format("config.{}", key);
+  std::vector<std::string> out;
+  auto add = [&](std::string_view part, const std::string& whole) {
+    while (!part.empty() && (part.front() == ' ' || part.front() == '\t')) part.remove_prefix(1);
+    while (!part.empty() && (part.back() == ' ' || part.back() == '\t')) part.remove_suffix(1);
+    if (part.empty()) fail(ErrorKind::invalid_argument, "{}={}: empty entry; expected {}", where, quote(whole), what);
+    out.emplace_back(part);
+  };
+  if (PyUnicode_Check(value.ptr())) {
+    const std::string text = text_argument(value, where);
+    if (text.find_first_not_of(" \t") == std::string::npos) return {};  // as an unset variable
+    for (std::string_view part : names::split(text, ',')) add(part, text);
     return out;
   }
-  try {
-    return nb::cast<std::vector<std::string>>(value);
-  } catch (const nb::cast_error&) {
-    throw Error(ErrorKind::invalid_argument,
-                fmt::format("config.{}: expected a list of names or a comma-separated string, got {}", key,
-                            nb::type_name(value.type()).c_str()));
+  if (!PyList_Check(value.ptr()) && !PyTuple_Check(value.ptr())) {
+    fail(ErrorKind::invalid_argument, "{}: expected a list of names or a comma-separated string, got {}", where,
+         nb::type_name(value.type()).c_str());
   }
+  for (nb::handle item : nb::borrow<nb::sequence>(value)) {
+    const std::string name = text_argument(item, where + " entry");
+    add(name, name);
+  }
+  return out;
 }
 
-int whole_number(nb::handle value, const char* key) {
-  if (!nb::isinstance<nb::int_>(value) || nb::isinstance<nb::bool_>(value)) {
-    throw Error(ErrorKind::invalid_argument,
-                fmt::format("config.{}: expected a whole number, got {}", key, nb::type_name(value.type()).c_str()));
+// An int in [lo, hi]; anything else (a bool, a float, an int past 64 bits) is refused by name.
+int whole_number(nb::handle value, const char* key, long long lo, long long hi, const char* accepted) {
+  if (!PyLong_Check(value.ptr()) || PyBool_Check(value.ptr())) {
+    fail(ErrorKind::invalid_argument, "config.{}: expected a whole number ({}), got {}", key, accepted,
+         nb::type_name(value.type()).c_str());
   }
-  const long long v = nb::cast<long long>(value);
-  if (v < -1 || v > 1'000'000) {
-    throw Error(ErrorKind::invalid_argument, fmt::format("config.{}={}: out of range", key, v));
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
+  if (v == -1 && PyErr_Occurred() != nullptr) throw nb::python_error();
+  if (overflow != 0 || v < lo || v > hi) {
+    const std::string shown = nb::cast<std::string>(nb::str(value));
+    fail(ErrorKind::invalid_argument, "config.{}={}: out of range; expected {}", key, shown, accepted);
   }
   return static_cast<int>(v);
 }
@@ -141,35 +152,36 @@ void update_config(const nb::dict& changes) {
   Registry& reg = default_registry();
   Config c = reg.config();
   for (auto [key_obj, value] : changes) {
-    const std::string key = nb::cast<std::string>(key_obj);
+    const std::string key = text_argument(key_obj, "config key");
     if (key == "device") {
-      c.device = value.is_none() ? std::string() : nb::cast<std::string>(value);
+      c.device = value.is_none() ? std::string() : text_argument(value, "config.device");
     } else if (key == "backend_order") {
-      c.backend_order = string_list(value, "backend_order");
+      c.backend_order = string_list(value, "backend_order", "a comma-separated list of backend names");
     } else if (key == "disable") {
-      c.disable = string_list(value, "disable");
+      c.disable = string_list(value, "disable", "a comma-separated list of backend or variant names");
     } else if (key == "force_variant") {
-      c.force_variants = string_list(value, "force_variant");
+      c.force_variants = string_list(value, "force_variant", "a comma-separated list of full variant names");
     } else if (key == "fallback") {
       if (value.is_none()) {
         c.fallback.reset();
       } else {
-        const std::string v = nb::cast<std::string>(value);
+        const std::string v = text_argument(value, "config.fallback");
         if (v == "error") c.fallback = FallbackPolicy::error;
         else if (v == "warn") c.fallback = FallbackPolicy::warn;
         else if (v == "silent") c.fallback = FallbackPolicy::silent;
-        else throw Error(ErrorKind::invalid_argument,
-                         fmt::format("config.fallback='{}': expected 'error', 'warn', 'silent' or None", v));
+        else fail(ErrorKind::invalid_argument, "config.fallback={}: expected 'error', 'warn', 'silent' or None",
+                  quote(v));
       }
     } else if (key == "verbose") {
-      c.verbose = whole_number(value, "verbose");
+      c.verbose = whole_number(value, "verbose", 0, 2, "0, 1 or 2");
     } else if (key == "num_threads") {
-      c.num_threads = value.is_none() ? 0 : whole_number(value, "num_threads");
+      c.num_threads = value.is_none() ? 0 : whole_number(value, "num_threads", 0, 4096,
+                                                          "0 (the machine's cores) to 4096, or None");
     } else {
-      throw Error(ErrorKind::invalid_argument,
-                  fmt::format("config.{}: no such setting; settable: device, backend_order, disable, force_variant, "
-                              "fallback, verbose, num_threads (plugins: opreg.load_plugin)",
-                              key));
+      fail(ErrorKind::invalid_argument,
+           "config.{}: no such setting; settable: device, backend_order, disable, force_variant, fallback, verbose, "
+           "num_threads (plugins: opreg.load_plugin)",
+           escape(key));
     }
   }
   reg.set_config(c);
@@ -190,7 +202,8 @@ void bind_registry(nb::module_& m) {
   m.def("config_variables", [] { return Config::variables(); });
   m.def(
       "load_plugin",
-      [](const std::string& path) {
+      [](nb::handle path_obj) {
+        const std::string path = text_argument(path_obj, "load_plugin: path");
         ++g_registry_generation;  // also on failure: a partial registration was undone
         default_registry().load_plugin(path);
         ++g_registry_generation;
@@ -199,9 +212,9 @@ void bind_registry(nb::module_& m) {
   m.def("plugins", [] { return default_registry().plugins(); });
   m.def("fallback_count", [] { return default_registry().fallback_count(); });
   m.def("cache_misses", [] { return default_registry().cache_misses(); });
-  m.def("is_emulated", [](const std::string& device) {
+  m.def("is_emulated", [](nb::handle device) {
     Registry& reg = default_registry();
-    return reg.device_props(reg.parse_device(device)).emulated;
+    return reg.device_props(reg.parse_device(text_argument(device, "is_emulated: device"))).emulated;
   });
 }
 

@@ -273,8 +273,22 @@ void Registry::load_plugin(std::string_view path_text) {
   std::lock_guard lock(core_->plugins_mutex);
   // dlopen's own message for a missing file is vaguer than this.
   struct stat file {};
-  if (path.find('/') != std::string::npos && ::stat(path.c_str(), &file) != 0) {
-    fail(ErrorKind::invalid_argument, "plugin {}: cannot load: {}", quote(path), std::strerror(errno));
+  if (path.find('/') != std::string::npos) {
+    if (::stat(path.c_str(), &file) != 0) {
+      fail(ErrorKind::invalid_argument, "plugin {}: cannot load: {}", quote(path), std::strerror(errno));
+    }
+    // dlopen of a FIFO waits for a writer forever, and of a device reads it: only a regular file
+    // (or a link to one) is a shared library.
+    if (!S_ISREG(file.st_mode)) {
+      const char* kind = S_ISFIFO(file.st_mode)  ? "a FIFO"
+                         : S_ISDIR(file.st_mode) ? "a directory"
+                         : S_ISCHR(file.st_mode) ? "a character device"
+                         : S_ISBLK(file.st_mode) ? "a block device"
+                         : S_ISSOCK(file.st_mode) ? "a socket"
+                                                  : "not a regular file";
+      fail(ErrorKind::invalid_argument, "plugin {}: cannot load: it is {}; a plugin is a shared library file",
+           quote(path), kind);
+    }
   }
   std::string canonical = path;
   if (char* resolved = ::realpath(path.c_str(), nullptr)) {

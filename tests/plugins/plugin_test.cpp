@@ -5,6 +5,8 @@
 // leaving nothing registered.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
@@ -219,6 +221,10 @@ INSTANTIATE_TEST_SUITE_P(
                 {"cannot load: No such file or directory"}},
         BadCase{"not_a_library", std::string(OPREG_BAD_PLUGIN_DIR) + "/not_a_library.so", ErrorKind::invalid_argument,
                 {"cannot load:"}},
+        BadCase{"directory", std::string(OPREG_BAD_PLUGIN_DIR), ErrorKind::invalid_argument,
+                {"cannot load: it is a directory"}},
+        BadCase{"character_device", "/dev/zero", ErrorKind::invalid_argument,
+                {"cannot load: it is a character device"}},
         BadCase{"no_entry", bad("no_entry"), ErrorKind::invalid_argument, {"no entry function opreg_plugin_init"}},
         BadCase{"older_version", bad("old_version"), ErrorKind::invalid_argument,
                 {"opreg_backend_desc is written against plugin API version 0, older than this opreg accepts (1 to 1)"}},
@@ -239,6 +245,19 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"entry_fails", bad("entry_fails"), ErrorKind::device,
                 {"its entry function failed: no badtoy device answered\\non the bus"}}),
     [](const ::testing::TestParamInfo<BadCase>& info) { return std::string(info.param.label); });
+
+// dlopen of a FIFO waits for a writer forever: refused before dlopen (ctest's timeout catches a hang).
+TEST_F(Plugins, FifoIsRefusedWithoutBlocking) {
+  char dir[] = "/tmp/opreg-fifo-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string fifo = std::string(dir) + "/plugin.so";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_TRUE(ThrowsError([&] { reg.load_plugin(fifo); }, ErrorKind::invalid_argument,
+                          {"plugin '" + fifo + "': cannot load: it is a FIFO"}));
+  EXPECT_TRUE(reg.plugins().empty());
+  std::remove(fifo.c_str());
+  ::rmdir(dir);
+}
 
 TEST_F(Plugins, LoadingOnePluginTwiceIsRefused) {
   reg.load_plugin(kToy);
