@@ -123,6 +123,132 @@ class LigerGEGLUMLP(_GLUMLP):
     _function = LigerGELUMulFunction
 
 
+def _check_silu(owner, config):
+    act = getattr(config, "hidden_act", None)
+    if act not in ("silu", "swish"):
+        raise ValueError(f"{owner}: activation function {act!r} not supported; accepted: silu, swish")
+
+
+class LigerGEGLUMLPForGemma4(LigerGEGLUMLP):
+    """Gemma 4's text MLP (Gemma4TextMLP(config, layer_idx)): LigerGEGLUMLP, with the
+    intermediate size doubled on the KV-shared layers when config.use_double_wide_mlp is set
+    (layer_idx >= num_hidden_layers - num_kv_shared_layers > 0), as Hugging Face does."""
+
+    def __init__(self, config, layer_idx=None):
+        super().__init__(config)
+        if layer_idx is not None and getattr(config, "use_double_wide_mlp", False):
+            shared = getattr(config, "num_kv_shared_layers", 0) or 0
+            first_shared = (getattr(config, "num_hidden_layers", 0) or 0) - shared
+            if shared > 0 and layer_idx >= first_shared:
+                self.intermediate_size = 2 * config.intermediate_size
+                self.gate_proj = nn.Linear(self.hidden_size, self.intermediate_size, bias=False)
+                self.up_proj = nn.Linear(self.hidden_size, self.intermediate_size, bias=False)
+                self.down_proj = nn.Linear(self.intermediate_size, self.hidden_size, bias=False)
+
+
+class LigerPhi3SwiGLUMLP(nn.Module):
+    """Phi-3's MLP: gate and up from one projection (gate_up_proj, hidden -> 2 x intermediate,
+    gate first), down_proj(silu(gate) * up)."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+        self.hidden_size, self.intermediate_size = config.hidden_size, config.intermediate_size
+        self.gate_up_proj = nn.Linear(self.hidden_size, 2 * self.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(self.intermediate_size, self.hidden_size, bias=False)
+        _check_silu("LigerPhi3SwiGLUMLP", config)
+
+    def forward(self, x):
+        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
+        return self.down_proj(LigerSiLUMulFunction.apply(gate, up))
+
+
+class LigerBlockSparseTop2MLP(nn.Module):
+    """One Mixtral expert (transformers < 5's MixtralBlockSparseTop2MLP): w2(silu(w1(x)) * w3(x))."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.ffn_dim, self.hidden_dim = config.intermediate_size, config.hidden_size
+        self.w1 = nn.Linear(self.hidden_dim, self.ffn_dim, bias=False)
+        self.w2 = nn.Linear(self.ffn_dim, self.hidden_dim, bias=False)
+        self.w3 = nn.Linear(self.hidden_dim, self.ffn_dim, bias=False)
+        _check_silu("LigerBlockSparseTop2MLP", config)
+
+    def forward(self, x):
+        return self.w2(LigerSiLUMulFunction.apply(self.w1(x), self.w3(x)))
+
+
+class LigerExperts(nn.Module):
+    """Mixtral's experts as transformers >= 5 stores them (MixtralExperts; Qwen3-MoE's have the
+    same layout): gate_up_proj (experts, 2 x intermediate, hidden), gate rows first, and
+    down_proj (experts, hidden, intermediate). forward(hidden_states, top_k_index,
+    top_k_weights): each token's output is the sum over its top-k experts e of
+    weight * down_proj[e] @ (silu(gate_e) * up_e). The routing, gathers and matmuls are
+    torch's; the gated activation is opreg's swiglu (opreg has no fused MoE op)."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.num_experts = getattr(config, "num_experts", None) or config.num_local_experts
+        self.intermediate_dim = getattr(config, "moe_intermediate_size", None) or config.intermediate_size
+        self.hidden_dim = config.hidden_size
+        self.gate_up_proj = nn.Parameter(torch.empty(self.num_experts, 2 * self.intermediate_dim, self.hidden_dim))
+        self.down_proj = nn.Parameter(torch.empty(self.num_experts, self.hidden_dim, self.intermediate_dim))
+        _check_silu("LigerExperts", config)
+
+    def forward(self, hidden_states, top_k_index, top_k_weights):
+        shape = hidden_states.shape
+        x = hidden_states.reshape(-1, self.hidden_dim)
+        index = top_k_index.reshape(-1, top_k_index.shape[-1])
+        weights = top_k_weights.reshape(-1, top_k_weights.shape[-1])
+        out = torch.zeros_like(x)
+        with torch.no_grad():
+            hit = torch.bincount(index.flatten().long(), minlength=self.num_experts)[:self.num_experts].nonzero()
+        for e in hit.flatten().tolist():
+            token, slot = torch.where(index == e)
+            gate, up = nn.functional.linear(x[token], self.gate_up_proj[e]).chunk(2, dim=-1)
+            h = nn.functional.linear(LigerSiLUMulFunction.apply(gate, up), self.down_proj[e])
+            h = h * weights[token, slot, None]
+            out.index_add_(0, token, h.to(out.dtype))
+        return out.reshape(shape)
+
+
+class LigerFalconH1SwiGLUMLP(nn.Module):
+    """Falcon-H1's MLP: down_proj(silu(gate_proj(x) * gate_multiplier) * up_proj(x)) *
+    down_multiplier, (gate_multiplier, down_multiplier) = config.mlp_multipliers; the
+    projections have a bias when config.mlp_bias is set. The down multiplier scales
+    down_proj's output, as Hugging Face's FalconH1MLP does (with a bias that is not the same as
+    scaling its input)."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+        self.hidden_size, self.intermediate_size = config.hidden_size, config.intermediate_size
+        bias = bool(getattr(config, "mlp_bias", False))
+        self.gate_proj = nn.Linear(self.hidden_size, self.intermediate_size, bias=bias)
+        self.up_proj = nn.Linear(self.hidden_size, self.intermediate_size, bias=bias)
+        self.down_proj = nn.Linear(self.intermediate_size, self.hidden_size, bias=bias)
+        _check_silu("LigerFalconH1SwiGLUMLP", config)
+        gate_multiplier, down_multiplier = config.mlp_multipliers
+        self.gate_multiplier, self.down_multiplier = float(gate_multiplier), float(down_multiplier)
+
+    def forward(self, x):
+        c = LigerSiLUMulFunction.apply(self.gate_proj(x), self.up_proj(x), self.gate_multiplier)
+        y = self.down_proj(c)
+        return y if self.down_multiplier == 1.0 else y * self.down_multiplier
+
+
+def _bare(cls, config, **attributes):
+    # A module of cls without running its __init__ (nothing initialised, no random number
+    # drawn), holding the given submodules and parameters: apply_to keeps the model's own.
+    module = cls.__new__(cls)
+    nn.Module.__init__(module)
+    if config is not None:
+        module.config = config
+    for name, value in attributes.items():
+        setattr(module, name, value)
+    return module
+
+
 def _mlp_from(cls, gate_proj, up_proj, down_proj, config):
     # The model's own Linear modules (their parameters, and so an optimizer's references and the
     # state_dict keys, stay); nothing is initialised, so no random number is drawn.
