@@ -7,6 +7,7 @@ does; geglu and swiglu return fresh gradients (Liger overwrites its saved inputs
 """
 import torch
 
+from . import _dtensor as D
 from . import _kernels as K
 
 
@@ -32,6 +33,7 @@ class LigerRMSNormFunction(torch.autograd.Function):
     def forward(ctx, X, W, eps, offset=0.0, casting_mode="llama", in_place=True, row_mode=None):
         casting = _casting(casting_mode)
         offset = _offset(offset, W)
+        (X,), (W,), ctx.dist = D.enter("rms_norm", (X,), (W,), D.rows_last)
         Y, RSTD = K.rms_norm_fwd(X, W, float(eps), offset, casting)
         ctx.offset, ctx.casting_mode, ctx.in_place, ctx.row_mode = offset, casting, in_place, row_mode
         ctx.elementwise_affine = W is not None
@@ -40,7 +42,7 @@ class LigerRMSNormFunction(torch.autograd.Function):
             ctx.save_for_backward(X, W, RSTD)
         else:
             ctx.save_for_backward(X, RSTD)
-        return Y
+        return D.output(Y, ctx.dist)
 
     @staticmethod
     def backward(ctx, dY):
@@ -48,13 +50,14 @@ class LigerRMSNormFunction(torch.autograd.Function):
             X, W, RSTD = ctx.saved_tensors
         else:
             (X, RSTD), W = ctx.saved_tensors, None
-        dY = dY.contiguous()
+        dY = D.grad_in(dY, ctx.dist).contiguous()
         if ctx.in_place:
             dW = K.rms_norm_bwd_inplace(dY, X, W, RSTD, ctx.offset, ctx.casting_mode)
             dX = dY
         else:
             dX, dW = K.rms_norm_bwd(dY, X, W, RSTD, ctx.offset, ctx.casting_mode)
-        return dX, (dW if W is not None else None), None, None, None, None, None
+        dW = D.param_grad(dW, ctx.dist, 0) if W is not None else None
+        return D.grad_out(dX, ctx.dist, 0), dW, None, None, None, None, None
 
 
 class LigerFusedAddRMSNormFunction(torch.autograd.Function):
@@ -65,22 +68,24 @@ class LigerFusedAddRMSNormFunction(torch.autograd.Function):
     def forward(ctx, X, R, W, eps, offset=0.0, casting_mode="llama", in_place=False):
         casting = _casting(casting_mode)
         offset = _offset(offset, W)
+        (X, R), (W,), ctx.dist = D.enter("fused_add_rms_norm", (X, R), (W,), D.rows_last)
         Y, S, RSTD = K.fused_add_rms_norm_fwd(X, R, W, float(eps), offset, casting)
         ctx.offset, ctx.casting_mode, ctx.in_place = offset, casting, in_place
         ctx.has_weight = W is not None
         ctx.save_for_backward(S, W, RSTD)
-        return Y, S
+        return D.output(Y, ctx.dist), D.output(S, ctx.dist)
 
     @staticmethod
     def backward(ctx, dY, dS_out):
         S, W, RSTD = ctx.saved_tensors
-        dY = dY.contiguous()
+        dY, dS_out = D.grad_in(dY, ctx.dist).contiguous(), D.grad_in(dS_out, ctx.dist)
         if ctx.in_place:
             dW = K.fused_add_rms_norm_bwd_inplace(dY, dS_out, S, W, RSTD, ctx.offset, ctx.casting_mode)
             dX = dY
         else:
             dX, dW = K.fused_add_rms_norm_bwd(dY, dS_out, S, W, RSTD, ctx.offset, ctx.casting_mode)
-        return dX, dX, (dW if ctx.has_weight else None), None, None, None, None, None
+        dW = D.param_grad(dW, ctx.dist, 0) if ctx.has_weight else None
+        return D.grad_out(dX, ctx.dist, 0), D.grad_out(dX, ctx.dist, 1), dW, None, None, None, None, None
 
 
 class LigerLayerNormFunction(torch.autograd.Function):
@@ -88,15 +93,18 @@ class LigerLayerNormFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, X, W, B, eps):
+        (X,), (W, B), ctx.dist = D.enter("layer_norm", (X,), (W, B), D.rows_last)
         Y, Mean, RSTD = K.layer_norm_fwd(X, W, B, float(eps))
         ctx.save_for_backward(X.contiguous(), W, B, Mean, RSTD)
-        return Y
+        return D.output(Y, ctx.dist)
 
     @staticmethod
     def backward(ctx, dY):
         X, W, B, Mean, RSTD = ctx.saved_tensors
-        DX, DW, DB = K.layer_norm_bwd(dY, X, W, B, Mean, RSTD)
-        return DX, (DW if W is not None else None), (DB if B is not None else None), None
+        DX, DW, DB = K.layer_norm_bwd(D.grad_in(dY, ctx.dist), X, W, B, Mean, RSTD)
+        DW = D.param_grad(DW, ctx.dist, 0) if W is not None else None
+        DB = D.param_grad(DB, ctx.dist, 1) if B is not None else None
+        return D.grad_out(DX, ctx.dist, 0), DW, DB, None
 
 
 class LigerGroupNormFunction(torch.autograd.Function):
@@ -108,16 +116,20 @@ class LigerGroupNormFunction(torch.autograd.Function):
         if X.dim() < 2 or X.shape[1] != num_channels:
             raise ValueError(f"group_norm: X of shape {tuple(X.shape)} does not have num_channels={num_channels} "
                              "channels in dim 1; accepted: (N, num_channels, spatial...)")
-        Y, Mean, RSTD = K.group_norm_fwd(X, affine_scaling_weight, affine_shifting_bias, int(num_groups), float(eps))
+        (X,), (W, B), ctx.dist = D.enter("group_norm", (X,), (affine_scaling_weight, affine_shifting_bias),
+                                         D.rows_batch)
+        Y, Mean, RSTD = K.group_norm_fwd(X, W, B, int(num_groups), float(eps))
         ctx.num_channels, ctx.num_groups = num_channels, int(num_groups)
-        ctx.save_for_backward(X.contiguous(), affine_scaling_weight, affine_shifting_bias, Mean, RSTD)
-        return Y
+        ctx.save_for_backward(X.contiguous(), W, B, Mean, RSTD)
+        return D.output(Y, ctx.dist)
 
     @staticmethod
     def backward(ctx, dY):
         X, W, B, Mean, RSTD = ctx.saved_tensors
-        DX, DW, DB = K.group_norm_bwd(dY, X, W, B, Mean, RSTD, ctx.num_groups)
-        return DX, (DW if W is not None else None), (DB if B is not None else None), None, None, None
+        DX, DW, DB = K.group_norm_bwd(D.grad_in(dY, ctx.dist), X, W, B, Mean, RSTD, ctx.num_groups)
+        DW = D.param_grad(DW, ctx.dist, 0) if W is not None else None
+        DB = D.param_grad(DB, ctx.dist, 1) if B is not None else None
+        return D.grad_out(DX, ctx.dist, 0), DW, DB, None, None, None
 
 
 class LigerGELUMulFunction(torch.autograd.Function):
@@ -125,15 +137,17 @@ class LigerGELUMulFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, a, b):
+        a, b, ctx.dist = D.glu_enter("geglu", a, b)
         a, b = a.contiguous(), b.contiguous()
         c = K.geglu_fwd(a, b)
         ctx.save_for_backward(a, b)
-        return c
+        return D.output(c, ctx.dist)
 
     @staticmethod
     def backward(ctx, dc):
         a, b = ctx.saved_tensors
-        return K.geglu_bwd(dc, a, b)
+        da, db = K.geglu_bwd(D.grad_in(dc, ctx.dist), a, b)
+        return D.grad_out(da, ctx.dist, 0), D.grad_out(db, ctx.dist, 1)
 
 
 class LigerSiLUMulFunction(torch.autograd.Function):
@@ -143,6 +157,7 @@ class LigerSiLUMulFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, a, b, gate_multiplier=1.0, down_multiplier=1.0):
         gate_multiplier, down_multiplier = float(gate_multiplier), float(down_multiplier)
+        a, b, ctx.dist = D.glu_enter("swiglu", a, b)
         a, b = a.contiguous(), b.contiguous()
         gated = a if gate_multiplier == 1.0 else a * gate_multiplier
         c = K.swiglu_fwd(gated, b)
@@ -150,14 +165,15 @@ class LigerSiLUMulFunction(torch.autograd.Function):
             c = c * down_multiplier
         ctx.gate_multiplier, ctx.down_multiplier = gate_multiplier, down_multiplier
         ctx.save_for_backward(gated, b)
-        return c
+        return D.output(c, ctx.dist)
 
     @staticmethod
     def backward(ctx, dc):
         gated, b = ctx.saved_tensors
+        dc = D.grad_in(dc, ctx.dist)
         if ctx.down_multiplier != 1.0:
             dc = dc * ctx.down_multiplier
         da, db = K.swiglu_bwd(dc, gated, b)
         if ctx.gate_multiplier != 1.0:
             da = da * ctx.gate_multiplier
-        return da, db, None, None
+        return D.grad_out(da, ctx.dist, 0), D.grad_out(db, ctx.dist, 1), None, None
