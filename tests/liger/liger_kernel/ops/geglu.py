@@ -1,0 +1,2 @@
+"""liger_kernel.ops.geglu, on opreg's kernels."""
+from opreg.torch import LigerGELUMulFunction  # noqa: F401

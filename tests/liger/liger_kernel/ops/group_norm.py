@@ -1,0 +1,2 @@
+"""liger_kernel.ops.group_norm, on opreg's kernels."""
+from opreg.torch import LigerGroupNormFunction  # noqa: F401

@@ -1,0 +1,2 @@
+"""liger_kernel.transformers.layer_norm, on opreg's kernels."""
+from opreg.torch import LigerLayerNorm  # noqa: F401
