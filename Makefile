@@ -14,7 +14,7 @@ CLANG      := -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_C_COMPILER=clang-14
 POCL_CACHE := $(CURDIR)/$(BUILD)/pocl-cache
 TEST_CACHE := -DOPREG_TEST_POCL_CACHE=$(POCL_CACHE)
 
-.PHONY: all deps configure build run test release asan tsan fuzz hip aarch64 bench format clean help
+.PHONY: all deps configure build run test release asan tsan fuzz hip aarch64 bench format clean help wheel
 
 all: build
 
@@ -35,6 +35,8 @@ help:
 	@echo "            (Kunpeng; g++-aarch64-linux-gnu) in build-aarch64 and run under qemu-user: no avx2"
 	@echo "            variants there (tests/aarch64/variants.sh), then the registry tests and the cpu tests'"
 	@echo "            small shapes (AARCH64_SKIP: the reference's self-check and the long rows are left out)"
+	@echo "make wheel  the Python wheel by pip (cpu and xpu backends) in build-wheel, checked as auditwheel"
+	@echo "            would (NEEDED, exports, \$$ORIGIN), installed in a fresh venv and imported before torch"
 	@echo "make bench  build and run the benchmarks"
 	@echo "make format clang-format every source file"
 
@@ -54,6 +56,11 @@ run: build
 
 test: build
 	POCL_CACHE_DIR=$(POCL_CACHE) ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+# The wheel as pip builds it, from make test's venv (scripts/wheel-check.sh): its own CMake build
+# in build-wheel, so a second run recompiles nothing.
+wheel: configure
+	scripts/wheel-check.sh $(BUILD)
 
 release: deps
 	@cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=$(CXX) $(TEST_CACHE) >/dev/null
