@@ -18,8 +18,8 @@
  *     when    always | weight (present exactly when the weight is: weight, dweight) | bias
  *             (optional on its own: bias, dbias)
  *     partner the input this output may be exactly (its in-place form), or none
- *   S(type, name, default, key) a scalar: type f64 | i64 | casting | pad32 (C-only padding);
- *     key: whether the choice of a variant may depend on it (key) or not (nokey).
+ *   S(type, name, default, key) a scalar: type f64 | i64 | casting | rounding | pad32 (C-only
+ *     padding); key: whether the choice of a variant may depend on it (key) or not (nokey).
  * OPREG_ARG_ALIASES(A) lists names that other ops give a shared struct, as
  *   A(CxxAlias, CxxName, c_alias, c_name).
  * OPREG_OPS(OP) lists the op directions, in the order docs and tools list them, as
@@ -120,18 +120,25 @@
   T(dbias, out, param, bias, none)     /* like weight (without one: x's dtype or f32); optional */ \
   S(i64, num_groups, 1, key)
 
-/* ---- geglu: c = gelu_tanh(a) * b; swiglu: c = silu(a) * b (a, b, c one shape, one dtype). */
-#define OPREG_FIELDS_GLU_FWD(T, S) \
-  T(a, in, act, always, none)      \
-  T(b, in, act, always, none)      \
-  T(c, out, act, always, none)
+/* ---- geglu: c = gelu_tanh(a) * b; swiglu: c = silu(a) * b (a, b, c one shape, one dtype).
+ * rounding (Rounding): once, act(a) in f32 and each result rounded once; torch, act(a) rounded to
+ * a's dtype before the multiply, as PyTorch eager and Liger-Kernel do (docs/ops.md). A key: a
+ * plugin variant written before the scalar existed takes `once` only (include/opreg/plugin.h). */
+#define OPREG_FIELDS_GLU_FWD(T, S)    \
+  T(a, in, act, always, none)         \
+  T(b, in, act, always, none)         \
+  T(c, out, act, always, none)        \
+  S(rounding, rounding, once, key)    \
+  S(pad32, reserved_int, 0, nokey)
 
 #define OPREG_FIELDS_GLU_BWD(T, S)                                           \
   T(dc, in, act, always, none)                                               \
   T(a, in, act, always, none)                                                \
   T(b, in, act, always, none)                                                \
   T(da, out, act, always, a) /* may be a itself (in place, as Liger does) */ \
-  T(db, out, act, always, b) /* may be b itself */
+  T(db, out, act, always, b) /* may be b itself */                           \
+  S(rounding, rounding, once, key)                                           \
+  S(pad32, reserved_int, 0, nokey)
 
 #define OPREG_ARG_STRUCTS(S)                                                                                      \
   S(RmsNormFwdArgs, opreg_rms_norm_fwd_args, row_norm, OPREG_FIELDS_RMS_NORM_FWD)                                 \

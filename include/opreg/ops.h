@@ -40,6 +40,19 @@ enum class Casting : std::uint8_t { llama, gemma, none };
 std::string_view to_string(Casting casting);
 Casting parse_casting(std::string_view text);  // "llama" | "gemma" | "none"
 
+// Where the gated activations (geglu, swiglu) round to the storage dtype (a's):
+//   once:  act(a) in f32, each result rounded once;
+//   torch: where Liger-Kernel (and, forward, PyTorch eager) rounds: act(a) rounded to a's dtype
+//          before it multiplies (c; geglu's db), and geglu's da = (dc * b rounded) * act'(a);
+//          swiglu's backward is Liger's, one rounding of each gradient (the same as once).
+// In f32 the two are the same bits (the roundings to a's dtype are the kernels' own f32 ones).
+// docs/ops.md has the formulas.
+enum class Rounding : std::uint8_t { once, torch };
+std::string_view to_string(Rounding rounding);
+// "once" | "torch"; anything else is an opreg::Error naming `op` (when given), the text and what
+// is accepted.
+Rounding parse_rounding(std::string_view text, std::string_view op = {});
+
 enum class Direction : std::uint8_t { fwd, bwd };
 std::string_view to_string(Direction direction);
 
@@ -73,6 +86,8 @@ inline RowsHidden rows_hidden(const Shape& shape) {
 //     double offset = 0.0;
 //     Casting casting = Casting::llama;
 //   };
+//
+// (geglu's and swiglu's structs end with `Rounding rounding = Rounding::once;`.)
 //   const Op<RmsNormFwdArgs>& rms_norm_fwd_op();  // the op handle, for Registry::call, add_variant
 //   DispatchResult rms_norm_fwd(const RmsNormFwdArgs& args, const ExecContext* ctx = nullptr);
 //
@@ -81,6 +96,7 @@ inline RowsHidden rows_hidden(const Shape& shape) {
 #define OPREG_CXX_SCALAR_f64_(name, value) double name = value;
 #define OPREG_CXX_SCALAR_i64_(name, value) std::int64_t name = value;
 #define OPREG_CXX_SCALAR_casting_(name, value) Casting name = Casting::value;
+#define OPREG_CXX_SCALAR_rounding_(name, value) Rounding name = Rounding::value;
 #define OPREG_CXX_SCALAR_pad32_(name, value)
 #define OPREG_CXX_SCALAR_(type, name, value, key) OPREG_CXX_SCALAR_##type##_(name, value)
 #define OPREG_CXX_STRUCT_(Name, c_name, family, FIELDS) \
@@ -98,6 +114,7 @@ OPREG_OPS(OPREG_CXX_OP_)
 #undef OPREG_CXX_SCALAR_f64_
 #undef OPREG_CXX_SCALAR_i64_
 #undef OPREG_CXX_SCALAR_casting_
+#undef OPREG_CXX_SCALAR_rounding_
 #undef OPREG_CXX_SCALAR_pad32_
 #undef OPREG_CXX_SCALAR_
 #undef OPREG_CXX_STRUCT_
@@ -144,10 +161,12 @@ NormOut group_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, st
                    double eps = 1e-5, const ExecContext* ctx = nullptr);
 NormGrads group_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& mean,
                               const Tensor& rstd, std::int64_t num_groups, const ExecContext* ctx = nullptr);
-Tensor geglu(const Tensor& a, const Tensor& b, const ExecContext* ctx = nullptr);
-GluGrads geglu_backward(const Tensor& dc, const Tensor& a, const Tensor& b, const ExecContext* ctx = nullptr);
-Tensor swiglu(const Tensor& a, const Tensor& b, const ExecContext* ctx = nullptr);
-GluGrads swiglu_backward(const Tensor& dc, const Tensor& a, const Tensor& b, const ExecContext* ctx = nullptr);
+Tensor geglu(const Tensor& a, const Tensor& b, Rounding rounding = Rounding::once, const ExecContext* ctx = nullptr);
+GluGrads geglu_backward(const Tensor& dc, const Tensor& a, const Tensor& b, Rounding rounding = Rounding::once,
+                        const ExecContext* ctx = nullptr);
+Tensor swiglu(const Tensor& a, const Tensor& b, Rounding rounding = Rounding::once, const ExecContext* ctx = nullptr);
+GluGrads swiglu_backward(const Tensor& dc, const Tensor& a, const Tensor& b, Rounding rounding = Rounding::once,
+                         const ExecContext* ctx = nullptr);
 
 // ---- Byte model: the bytes an ideal kernel reads and writes (each input once, each output
 // once). `op` is the base name ("rms_norm"); `shape` is x's (a's for the glu ops); `wdtype` the

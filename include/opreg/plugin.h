@@ -39,7 +39,9 @@
 extern "C" {
 #endif
 
-#define OPREG_PLUGIN_API_VERSION 1u
+/* 2: opreg_glu_fwd_args and opreg_glu_bwd_args end with `rounding` (and a reserved int); see
+ * OPREG_C_ARGS_GROWTH below. 1: as released at 542ada0. */
+#define OPREG_PLUGIN_API_VERSION 2u
 #define OPREG_PLUGIN_ENTRY "opreg_plugin_init"
 #if defined(_WIN32)
 #define OPREG_PLUGIN_EXPORT __declspec(dllexport)
@@ -63,6 +65,10 @@ extern "C" {
 #define OPREG_CASTING_LLAMA 0
 #define OPREG_CASTING_GEMMA 1
 #define OPREG_CASTING_NONE 2
+
+/* geglu and swiglu rounding modes (opreg_glu_*_args.rounding, since API version 2; docs/ops.md). */
+#define OPREG_ROUNDING_ONCE 0
+#define OPREG_ROUNDING_TORCH 1
 
 /* A device's properties, as opreg::DeviceProps. */
 typedef struct opreg_device_props {
@@ -184,7 +190,8 @@ typedef int32_t (*opreg_plugin_init_fn)(const opreg_host* host, char* message, s
 /* ---- The ops' arguments: C mirrors of include/opreg/ops.h's structs, expanded from the op
  * manifest (opreg/op_manifest.h), member for member in the same order: every tensor as a
  * `const DLTensor*` (NULL for an absent optional one: a norm without weight or bias), f64 scalars
- * as double, i64 as int64_t, casting as int32_t (OPREG_CASTING_*), pad32 as an int32_t kept 0.
+ * as double, i64 as int64_t, casting as int32_t (OPREG_CASTING_*), rounding as int32_t
+ * (OPREG_ROUNDING_*), pad32 as an int32_t kept 0.
  * Every struct starts with its size and version. For example
  *
  *   typedef struct opreg_rms_norm_fwd_args {
@@ -201,11 +208,23 @@ typedef int32_t (*opreg_plugin_init_fn)(const opreg_host* host, char* message, s
  *   } opreg_rms_norm_fwd_args;
  *
  * and opreg_geglu_fwd_args, opreg_swiglu_fwd_args are names of opreg_glu_fwd_args (likewise bwd).
- * A variant's `op` names which struct its kernel receives ("rms_norm.fwd": the struct above). */
+ * A variant's `op` names which struct its kernel receives ("rms_norm.fwd": the struct above).
+ *
+ * Members added to a struct after API version 1 come at its end, listed here as
+ * G(c_name, first new member, version). A variant registered with an older api_version is handed
+ * the struct as that version had it (struct_size up to the first new member, api_version its own)
+ * and only problems the older struct can say: its supports() never sees, and its run is never
+ * given, a problem whose new members are not their defaults (an old geglu plugin is asked for
+ * rounding = OPREG_ROUNDING_ONCE only; opreg refuses the others for it, with that reason). */
+#define OPREG_C_ARGS_GROWTH(G)       \
+  G(opreg_glu_fwd_args, rounding, 2) \
+  G(opreg_glu_bwd_args, rounding, 2)
+
 #define OPREG_C_TENSOR_(name, role, kind, when, partner) const DLTensor* name;
 #define OPREG_C_SCALAR_f64_(name) double name;
 #define OPREG_C_SCALAR_i64_(name) int64_t name;
 #define OPREG_C_SCALAR_casting_(name) int32_t name;
+#define OPREG_C_SCALAR_rounding_(name) int32_t name;
 #define OPREG_C_SCALAR_pad32_(name) int32_t name;
 #define OPREG_C_SCALAR_(type, name, value, key) OPREG_C_SCALAR_##type##_(name)
 #define OPREG_C_STRUCT_(Name, c_name, family, FIELDS) \
@@ -221,6 +240,7 @@ OPREG_ARG_ALIASES(OPREG_C_ALIAS_)
 #undef OPREG_C_SCALAR_f64_
 #undef OPREG_C_SCALAR_i64_
 #undef OPREG_C_SCALAR_casting_
+#undef OPREG_C_SCALAR_rounding_
 #undef OPREG_C_SCALAR_pad32_
 #undef OPREG_C_SCALAR_
 #undef OPREG_C_STRUCT_

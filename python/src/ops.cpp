@@ -412,6 +412,7 @@ struct TypeList {};
 #define OPREG_PY_S_TYPE_f64 , double
 #define OPREG_PY_S_TYPE_i64 , std::int64_t
 #define OPREG_PY_S_TYPE_casting , nb::handle
+#define OPREG_PY_S_TYPE_rounding , nb::handle
 #define OPREG_PY_S_TYPE_pad32
 #define OPREG_PY_S_TYPE_(type, name, value, key) OPREG_PY_S_TYPE_##type
 
@@ -420,6 +421,8 @@ struct TypeList {};
 #define OPREG_PY_S_SET_f64(name) , [](Args& a, double v, CallState&) { a.name = v; }
 #define OPREG_PY_S_SET_i64(name) , [](Args& a, std::int64_t v, CallState&) { a.name = v; }
 #define OPREG_PY_S_SET_casting(name) , [](Args& a, nb::handle v, CallState& s) { a.name = s.casting(v); }
+#define OPREG_PY_S_SET_rounding(name) \
+  , [](Args& a, nb::handle v, CallState&) { a.name = parse_rounding(text_argument(v, "rounding")); }
 #define OPREG_PY_S_SET_pad32(name)
 #define OPREG_PY_S_SET_(type, name, value, key) OPREG_PY_S_SET_##type(name)
 
@@ -427,6 +430,7 @@ struct TypeList {};
 #define OPREG_PY_S_ARG_f64(name, value) , nb::arg(#name) = double{value}
 #define OPREG_PY_S_ARG_i64(name, value) , nb::arg(#name) = std::int64_t{value}
 #define OPREG_PY_S_ARG_casting(name, value) , nb::arg(#name) = #value
+#define OPREG_PY_S_ARG_rounding(name, value) , nb::arg(#name) = #value
 #define OPREG_PY_S_ARG_pad32(name, value)
 #define OPREG_PY_S_ARG_(type, name, value, key) OPREG_PY_S_ARG_##type(name, value)
 
@@ -434,6 +438,7 @@ struct TypeList {};
 #define OPREG_PY_S_NAME_f64(name, value) , std::tuple{#name, "f64", #value}
 #define OPREG_PY_S_NAME_i64(name, value) , std::tuple{#name, "i64", #value}
 #define OPREG_PY_S_NAME_casting(name, value) , std::tuple{#name, "casting", #value}
+#define OPREG_PY_S_NAME_rounding(name, value) , std::tuple{#name, "rounding", #value}
 #define OPREG_PY_S_NAME_pad32(name, value)
 #define OPREG_PY_S_NAME_(type, name, value, key) OPREG_PY_S_NAME_##type(name, value)
 #define OPREG_PY_NONE_(...)

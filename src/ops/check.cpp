@@ -67,6 +67,11 @@ void bad_casting(const char* op, Casting casting) {
        static_cast<int>(casting));
 }
 
+void bad_rounding(const char* op, Rounding rounding) {
+  fail(ErrorKind::invalid_argument, "{}: rounding mode {} is not accepted; accepted: once, torch", op,
+       static_cast<int>(rounding));
+}
+
 void bad_groups(const char* op, std::int64_t groups, std::int64_t channels) {
   fail(ErrorKind::invalid_argument, "{}: num_groups = {} with {} channels; accepted: num_groups >= 1 dividing the "
        "channel count (x's dim 1)", op, groups, channels);

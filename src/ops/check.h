@@ -21,6 +21,7 @@ namespace opreg::op_check {
 [[noreturn]] void bad_stats(const char* op, const char* name, const Tensor& t, const Shape& want, const Shape* also);
 [[noreturn]] void bad_scalar(const char* op, const char* name, double value, const char* accepted);
 [[noreturn]] void bad_casting(const char* op, Casting casting);
+[[noreturn]] void bad_rounding(const char* op, Rounding rounding);
 [[noreturn]] void bad_groups(const char* op, std::int64_t groups, std::int64_t channels);
 [[noreturn]] void unexpected(const char* op, const char* name, const char* because);
 [[noreturn]] void offset_without_weight(const char* op, double offset);
@@ -139,6 +140,9 @@ inline constexpr double kMaxScalar = 1e300;
 }
 [[gnu::always_inline]] inline void casting(const char* op, Casting c) {
   if (c != Casting::llama && c != Casting::gemma && c != Casting::none) bad_casting(op, c);
+}
+[[gnu::always_inline]] inline void rounding(const char* op, Rounding r) {
+  if (r != Rounding::once && r != Rounding::torch) bad_rounding(op, r);
 }
 [[gnu::always_inline]] inline void groups(const char* op, std::int64_t groups, std::int64_t channels) {
   if (groups < 1 || channels % groups != 0) bad_groups(op, groups, channels);

@@ -128,6 +128,7 @@ template <AffineBwdArgs Args>
   activation(op, "a", a.a);
   like(op, "b", a.b, "a", a.a);
   like(op, "c", a.c, "a", a.a);
+  rounding(op, a.rounding);
 }
 
 [[gnu::always_inline]] inline void args(const char* op, const GluBwdArgs& a) {
@@ -136,6 +137,7 @@ template <AffineBwdArgs Args>
   like(op, "b", a.b, "a", a.a);
   like(op, "da", a.da, "a", a.a);
   like(op, "db", a.db, "a", a.a);
+  rounding(op, a.rounding);
 }
 
 }  // namespace opreg::op_check

@@ -37,6 +37,10 @@ Mode mode_of(Casting casting) {
   return Mode::llama;
 }
 
+GluRounding rounding_of(Rounding rounding, Elem elem) {
+  return rounding == Rounding::torch && elem != Elem::f32 ? GluRounding::torch : GluRounding::once;
+}
+
 namespace {
 
 const void* in(const Tensor& t) { return t.defined() ? t.data() : nullptr; }
@@ -106,11 +110,14 @@ NormBwd describe(const LayerNormBwdArgs& a) { return norm_bwd(a, layer_sets(a.x.
 NormBwd describe(const GroupNormBwdArgs& a) { return norm_bwd(a, group_sets(a.x.shape(), a.num_groups)); }
 
 GluFwd describe(const GluFwdArgs& a) {
-  return {.a = a.a.data(), .b = a.b.data(), .c = a.c.data(), .n = a.a.numel(), .type = elem_of(a.a.dtype())};
+  const Elem type = elem_of(a.a.dtype());
+  return {.a = a.a.data(), .b = a.b.data(), .c = a.c.data(), .n = a.a.numel(), .type = type,
+          .rounding = rounding_of(a.rounding, type)};
 }
 GluBwd describe(const GluBwdArgs& a) {
+  const Elem type = elem_of(a.a.dtype());
   return {.dc = a.dc.data(), .a = a.a.data(), .b = a.b.data(), .da = a.da.data(), .db = a.db.data(),
-          .n = a.a.numel(), .type = elem_of(a.a.dtype())};
+          .n = a.a.numel(), .type = type, .rounding = rounding_of(a.rounding, type)};
 }
 
 }  // namespace opreg::family

@@ -15,6 +15,8 @@ Elem elem_of(DType dtype);
 DType dtype_of(Elem elem);
 const char* elem_name(Elem elem);
 Mode mode_of(Casting casting);
+// What a gated unit of `elem` runs: torch only where it rounds something (a 16-bit dtype).
+GluRounding rounding_of(Rounding rounding, Elem elem);
 
 RowNormFwd describe(const RmsNormFwdArgs& args);
 RowNormFwd describe(const FusedAddRmsNormFwdArgs& args);

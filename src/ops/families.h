@@ -1,5 +1,5 @@
 // The op families as kernels see them: one plain descriptor per family and direction (raw
-// pointers, sizes, the dtype and casting enums), which every backend's kernels take instead of
+// pointers, sizes, the dtype, casting and rounding enums), which every backend's kernels take instead of
 // a copy of their own. Dependency-free on purpose: the cpu's instruction-set units and the CUDA
 // .cu files include it and nothing else of opreg (src/ops/describe.h builds descriptors from the
 // ops' argument structs).
@@ -92,12 +92,23 @@ struct NormBwd {
 };
 
 // ---- Gated units: n elements each.
+
+// Where a gated unit rounds to its dtype (opreg::Rounding, docs/ops.md):
+//   once   act(a) in f32, each result rounded once;
+//   torch  act(a) rounded to the dtype before it multiplies: c = round(round(act(a)) * b), and
+//          geglu's db = round(dc * round(act(a))), da = round(round(dc * b) * act'(a)); swiglu's
+//          backward rounds as under once (Liger-Kernel's).
+// A descriptor of f32 tensors always says once: there the two are the same arithmetic, and so
+// run the same instantiation and give the same bits.
+enum class GluRounding : std::uint8_t { once, torch };
+
 struct GluFwd {
   const void* a = nullptr;
   const void* b = nullptr;
   void* c = nullptr;
   std::int64_t n = 0;
   Elem type = Elem::f32;
+  GluRounding rounding = GluRounding::once;
 };
 struct GluBwd {
   const void* dc = nullptr;
@@ -107,6 +118,7 @@ struct GluBwd {
   void* db = nullptr;  // may be b
   std::int64_t n = 0;
   Elem type = Elem::f32;
+  GluRounding rounding = GluRounding::once;
 };
 
 }  // namespace opreg::family

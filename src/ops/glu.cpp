@@ -1,7 +1,9 @@
 // The allocating wrappers of the gated activations geglu (gelu_tanh(a) * b) and swiglu
-// (silu(a) * b). Their checks, handles and entry points come from the manifest (ops.cpp).
+// (silu(a) * b), and their rounding modes. Their checks, handles and entry points come from the
+// manifest (ops.cpp).
 #include "ops/common.h"
 #include "ops/manifest.h"
+#include "registry/fail.h"
 
 namespace opreg {
 namespace {
@@ -11,35 +13,53 @@ constexpr const char* kGegluBwd = manifest::OpEntry<manifest::OpId::geglu_bwd>::
 constexpr const char* kSwigluFwd = manifest::OpEntry<manifest::OpId::swiglu_fwd>::name;
 constexpr const char* kSwigluBwd = manifest::OpEntry<manifest::OpId::swiglu_bwd>::name;
 
-Tensor glu_fwd(const char* op, const Tensor& a, const Tensor& b, const ExecContext* ctx,
+Tensor glu_fwd(const char* op, const Tensor& a, const Tensor& b, Rounding rounding, const ExecContext* ctx,
                DispatchResult (*entry)(const GluFwdArgs&, const ExecContext*)) {
   ops_detail::input(op, "a", a, 1);
   Tensor out = ops_detail::like(a);
-  entry({a, b, out}, ctx);
+  entry({.a = a, .b = b, .c = out, .rounding = rounding}, ctx);
   return out;
 }
 
-GluGrads glu_bwd(const char* op, const Tensor& dc, const Tensor& a, const Tensor& b, const ExecContext* ctx,
-                 DispatchResult (*entry)(const GluBwdArgs&, const ExecContext*)) {
+GluGrads glu_bwd(const char* op, const Tensor& dc, const Tensor& a, const Tensor& b, Rounding rounding,
+                 const ExecContext* ctx, DispatchResult (*entry)(const GluBwdArgs&, const ExecContext*)) {
   ops_detail::input(op, "a", a, 1);
   GluGrads g{ops_detail::like(a), ops_detail::like(a)};
-  entry({dc, a, b, g.da, g.db}, ctx);
+  entry({.dc = dc, .a = a, .b = b, .da = g.da, .db = g.db, .rounding = rounding}, ctx);
   return g;
 }
 
 }  // namespace
 
-Tensor geglu(const Tensor& a, const Tensor& b, const ExecContext* ctx) {
-  return glu_fwd(kGegluFwd, a, b, ctx, &geglu_fwd);
+std::string_view to_string(Rounding rounding) {
+  switch (rounding) {
+    case Rounding::once: return "once";
+    case Rounding::torch: return "torch";
+  }
+  return "?";
 }
-GluGrads geglu_backward(const Tensor& dc, const Tensor& a, const Tensor& b, const ExecContext* ctx) {
-  return glu_bwd(kGegluBwd, dc, a, b, ctx, &geglu_bwd);
+
+Rounding parse_rounding(std::string_view text, std::string_view op) {
+  for (Rounding r : {Rounding::once, Rounding::torch}) {
+    if (text == to_string(r)) return r;
+  }
+  fail(ErrorKind::invalid_argument, "{}rounding mode '{}' is not accepted; accepted: once, torch",
+       op.empty() ? std::string() : fmt::format("{}: ", op), text);
 }
-Tensor swiglu(const Tensor& a, const Tensor& b, const ExecContext* ctx) {
-  return glu_fwd(kSwigluFwd, a, b, ctx, &swiglu_fwd);
+
+Tensor geglu(const Tensor& a, const Tensor& b, Rounding rounding, const ExecContext* ctx) {
+  return glu_fwd(kGegluFwd, a, b, rounding, ctx, &geglu_fwd);
 }
-GluGrads swiglu_backward(const Tensor& dc, const Tensor& a, const Tensor& b, const ExecContext* ctx) {
-  return glu_bwd(kSwigluBwd, dc, a, b, ctx, &swiglu_bwd);
+GluGrads geglu_backward(const Tensor& dc, const Tensor& a, const Tensor& b, Rounding rounding,
+                        const ExecContext* ctx) {
+  return glu_bwd(kGegluBwd, dc, a, b, rounding, ctx, &geglu_bwd);
+}
+Tensor swiglu(const Tensor& a, const Tensor& b, Rounding rounding, const ExecContext* ctx) {
+  return glu_fwd(kSwigluFwd, a, b, rounding, ctx, &swiglu_fwd);
+}
+GluGrads swiglu_backward(const Tensor& dc, const Tensor& a, const Tensor& b, Rounding rounding,
+                         const ExecContext* ctx) {
+  return glu_bwd(kSwigluBwd, dc, a, b, rounding, ctx, &swiglu_bwd);
 }
 
 }  // namespace opreg

@@ -107,6 +107,7 @@ void set_scalars(Args& a, const ProblemSpec& s) {
   if constexpr (requires { a.eps; }) a.eps = s.eps;
   if constexpr (requires { a.offset; }) a.offset = s.offset;
   if constexpr (requires { a.casting; }) a.casting = s.casting;
+  if constexpr (requires { a.rounding; }) a.rounding = s.rounding;
   if constexpr (requires { a.num_groups; }) a.num_groups = s.groups;
 }
 
@@ -358,6 +359,7 @@ ProblemOptions problem_options(std::string_view op) {
     }
     if constexpr (requires { defaults.offset; }) o.offset = true;
     if constexpr (requires { defaults.casting; }) o.casting = true;
+    if constexpr (requires { defaults.rounding; }) o.rounding = true;
     if constexpr (requires { defaults.num_groups; }) o.groups = true;
   });
   return o;
@@ -381,6 +383,7 @@ std::string ProblemSpec::cli_args(const std::string& device) const {
   if (o.eps) out += fmt::format(" --eps {}", eps);
   if (o.offset) out += fmt::format(" --offset {}", offset);
   if (o.casting) out += fmt::format(" --casting {}", to_string(casting));
+  if (o.rounding && rounding != Rounding::once) out += fmt::format(" --rounding {}", to_string(rounding));
   if (o.in_place && in_place) out += " --inplace";
   if (values != Values::random) out += fmt::format(" --values {}", to_string(values));
   if (tol_scale != 1.0) out += fmt::format(" --tol-scale {}", tol_scale);

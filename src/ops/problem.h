@@ -40,6 +40,7 @@ struct ProblemSpec {
   double eps = 1e-6;                // the norms' forward
   double offset = 0.0;              // rms_norm, fused_add_rms_norm
   Casting casting = Casting::llama; // rms_norm, fused_add_rms_norm
+  Rounding rounding = Rounding::once; // geglu, swiglu
   bool in_place = false;            // bwd: dx is dy (glu: da is a and db is b)
   Values values = Values::random;    // the activation inputs
   double tol_scale = 1.0;           // multiplies the tolerance table (0: equal to the reference)
@@ -141,6 +142,7 @@ struct ProblemOptions {
   bool eps = false;
   bool offset = false;
   bool casting = false;
+  bool rounding = false;
   bool in_place = false;
   double eps_default = 0;  // the op's own default (its argument struct's), for eps-taking ops
 };

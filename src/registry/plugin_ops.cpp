@@ -2,7 +2,10 @@
 // (include/opreg/plugin.h), tensors as non-owning DLTensor views (opreg::dlpack_view).
 #include "registry/plugin_ops.h"
 
+#include <algorithm>
 #include <array>
+#include <cstddef>
+#include <cstring>
 #include <memory>
 #include <optional>
 
@@ -58,6 +61,7 @@ constexpr std::size_t kMessageSize = 512;
 struct CKernel {
   const Registry* registry = nullptr;
   std::string plugin;
+  std::uint32_t api_version = OPREG_PLUGIN_API_VERSION;  // the variant's: the argument structs it knows
   void* user = nullptr;
   std::int32_t (*supports)(void*, const void*, const opreg_device_props*, char*, std::size_t) = nullptr;
   std::int32_t (*run)(void*, const void*, const opreg_kernel_context*, char*, std::size_t) = nullptr;
@@ -95,6 +99,8 @@ std::int32_t casting_of(Casting c) {
   return OPREG_CASTING_LLAMA;
 }
 
+std::int32_t rounding_of(Rounding r) { return r == Rounding::torch ? OPREG_ROUNDING_TORCH : OPREG_ROUNDING_ONCE; }
+
 // ---- One conversion per argument struct, expanded from the manifest member by member, as
 // plugin.h's C mirrors are.
 
@@ -102,6 +108,7 @@ std::int32_t casting_of(Casting c) {
 #define OPREG_CONVERT_f64_(name) c.name = a.name;
 #define OPREG_CONVERT_i64_(name) c.name = a.name;
 #define OPREG_CONVERT_casting_(name) c.name = casting_of(a.name);
+#define OPREG_CONVERT_rounding_(name) c.name = rounding_of(a.name);
 #define OPREG_CONVERT_pad32_(name)
 #define OPREG_CONVERT_SCALAR_(type, name, value, key) OPREG_CONVERT_##type##_(name)
 #define OPREG_CONVERT_(Name, c_name, family, FIELDS)        \
@@ -113,17 +120,63 @@ OPREG_ARG_STRUCTS(OPREG_CONVERT_)
 #undef OPREG_CONVERT_SCALAR_
 #undef OPREG_CONVERT_pad32_
 #undef OPREG_CONVERT_casting_
+#undef OPREG_CONVERT_rounding_
 #undef OPREG_CONVERT_i64_
 #undef OPREG_CONVERT_f64_
 #undef OPREG_CONVERT_TENSOR_
 
+// A struct's members added after API version 1 (plugin.h's OPREG_C_ARGS_GROWTH): from `since`
+// on, the struct ends with them, from byte `old_size` on; before, it ended there.
+template <class CArgs>
+struct Growth {
+  static constexpr std::uint32_t since = 0;  // 0: the struct never grew
+  static constexpr std::size_t old_size = sizeof(CArgs);
+  static constexpr const char* first = "";
+};
+#define OPREG_GROWTH_(c_name, member, version)                          \
+  template <>                                                           \
+  struct Growth<c_name> {                                               \
+    static constexpr std::uint32_t since = version;                     \
+    static constexpr std::size_t old_size = offsetof(c_name, member);   \
+    static constexpr const char* first = #member;                       \
+  };
+OPREG_C_ARGS_GROWTH(OPREG_GROWTH_)
+#undef OPREG_GROWTH_
+
+template <class CArgs>
+constexpr bool older_than_struct(std::uint32_t version) {
+  return Growth<CArgs>::since != 0 && version < Growth<CArgs>::since;
+}
+
+// The C struct of `args` as a variant of plugin API `version` knows it: a struct that grew since
+// is handed at its old size and version (its newer members are filled but outside struct_size).
 template <class CArgs, class Args>
-CArgs c_args(const Args& args, Views& views) {
-  CArgs c{};
-  c.struct_size = sizeof(CArgs);
-  c.api_version = OPREG_PLUGIN_API_VERSION;
+CArgs c_args(const Args& args, Views& views, std::uint32_t version) {
+  CArgs c;
+  std::memset(&c, 0, sizeof c);  // padding included: newer_members_used compares bytes
+  const bool old = older_than_struct<CArgs>(version);
+  c.struct_size = static_cast<std::uint32_t>(old ? Growth<CArgs>::old_size : sizeof(CArgs));
+  c.api_version = std::min(version, OPREG_PLUGIN_API_VERSION);
   convert(args, c, views);
   return c;
+}
+
+// Whether `c` sets a member its variant's version does not have to other than its default (what
+// the C++ struct's default initializers convert to): such a problem is not the variant's to take.
+template <class CArgs, class Args>
+bool newer_members_used(const CArgs& c, Views& views, std::uint32_t version) {
+  if (!older_than_struct<CArgs>(version)) return false;
+  const CArgs defaults = c_args<CArgs>(Args{}, views, OPREG_PLUGIN_API_VERSION);  // no tensor: no view
+  constexpr std::size_t from = Growth<CArgs>::old_size;
+  return std::memcmp(reinterpret_cast<const char*>(&c) + from, reinterpret_cast<const char*>(&defaults) + from,
+                     sizeof(CArgs) - from) != 0;
+}
+
+template <class CArgs>
+std::string older_struct_reason(std::string_view c_name, std::uint32_t version) {
+  return fmt::format("written against plugin API version {}, whose {} has no {} (added in API version {}): it "
+                     "takes problems with that member's default only",
+                     version, c_name, Growth<CArgs>::first, Growth<CArgs>::since);
 }
 
 // The kernel's scratch leases, given back when the call returns.
@@ -148,10 +201,18 @@ void* workspace(const opreg_kernel_context* ctx, std::size_t bytes) {
 
 template <class Args, class CArgs>
 struct Mirror {
+  using Spec = manifest::Spec<Args>;
+
   static void invoke(const void* kernel, const void* args, const KernelContext& kc, const void* /*plan*/) {
     const auto& k = *static_cast<const CKernel*>(kernel);
     Views views(*kc.registry);
-    const CArgs c = c_args<CArgs>(*static_cast<const Args*>(args), views);
+    const CArgs c = c_args<CArgs>(*static_cast<const Args*>(args), views, k.api_version);
+    // supports() refused it (and a plugin's refusal is never forced past): the last line.
+    if (newer_members_used<CArgs, Args>(c, views, k.api_version)) {
+      throw Error(ErrorKind::unsupported, fmt::format("{}: {} (plugin {})", kc.variant->name,
+                                                      older_struct_reason<CArgs>(Spec::c_name, k.api_version),
+                                                      quote(k.plugin)));
+    }
     const opreg_device_props* props = plugin_device_props(*kc.backend, kc.device.index);
     std::optional<CDeviceProps> converted;
     if (props == nullptr) props = converted.emplace(*kc.props).get();
@@ -176,9 +237,14 @@ struct Mirror {
     }
   }
 
+  // Also the supports() of a variant that has none when its struct grew since its version.
   static Verdict supports(const CKernel& k, const void* args, const DeviceProps& props) {
     Views views(*k.registry);
-    const CArgs c = c_args<CArgs>(*static_cast<const Args*>(args), views);
+    const CArgs c = c_args<CArgs>(*static_cast<const Args*>(args), views, k.api_version);
+    if (newer_members_used<CArgs, Args>(c, views, k.api_version)) {
+      return Verdict::reject(older_struct_reason<CArgs>(Spec::c_name, k.api_version));
+    }
+    if (k.supports == nullptr) return Verdict::accept();
     const CDeviceProps c_props(props);
     std::array<char, kMessageSize> reason{};
     if (k.supports(k.user, &c, c_props.get(), reason.data(), reason.size()) != 0) return Verdict::accept();
@@ -191,12 +257,13 @@ struct MirrorEntry {
   const OpDef& (*def)();
   void (*invoke)(const void*, const void*, const KernelContext&, const void*);
   Verdict (*supports)(const CKernel&, const void*, const DeviceProps&);
+  bool (*older_struct)(std::uint32_t version);  // the op's struct grew after `version`
 };
 
 template <class Args, class CArgs, const Op<Args>& (*OpHandle)()>
 constexpr MirrorEntry mirror(const char* name) {
   return {name, [] () -> const OpDef& { return OpHandle().def(); }, &Mirror<Args, CArgs>::invoke,
-          &Mirror<Args, CArgs>::supports};
+          &Mirror<Args, CArgs>::supports, &older_than_struct<CArgs>};
 }
 
 // Every op of the manifest, with its C struct.
@@ -228,6 +295,7 @@ ErasedVariant c_variant(const Registry& registry, const opreg_variant_desc& desc
   auto kernel = std::make_shared<CKernel>();
   kernel->registry = &registry;
   kernel->plugin = plugin;
+  kernel->api_version = desc.api_version;
   kernel->user = desc.user;
   kernel->supports = desc.supports;
   kernel->run = desc.run;
@@ -236,7 +304,8 @@ ErasedVariant c_variant(const Registry& registry, const opreg_variant_desc& desc
   v.backend = desc.backend;
   v.impl = desc.impl;
   v.priority = desc.priority;
-  if (desc.supports != nullptr) {
+  // A variant of an older API version whose struct grew since refuses what it cannot be told.
+  if (desc.supports != nullptr || m->older_struct(desc.api_version)) {
     v.supports = [kernel, check = m->supports](const void* args, const DeviceProps& props) {
       return check(*kernel, args, props);
     };

@@ -7,7 +7,9 @@
 // and bias, in place) on small and medium shapes, the edge shapes among them (1 row, 1 column,
 // prime sizes, empty, group_norm with one channel per group, a single group, and N x groups
 // below the thread count with sets large enough to be split); cpu_edges the numerical edge cases;
-// cpu_long rows longer than any cache level; cpu_stream outputs past 4 MB.
+// cpu_long rows longer than any cache level; cpu_stream outputs past 4 MB. cpu_ref and cpu_fast
+// also run geglu and swiglu with rounding torch (a few shapes), and cpu_rounding tells the two
+// rounding modes apart (harness.h's GluRoundingTest).
 // tests/backends/cpu/CMakeLists.txt runs cpu_long under OPREG_NUM_THREADS=1 and 2 (cpu_stream
 // under 2), a ctest test per variant (thousands of one-case processes would cost more than the
 // cases). An avx2 variant on a CPU without AVX2 (or under OPREG_CPU_ISA=generic) is skipped with
@@ -86,6 +88,26 @@ Grid stream_grid() {
   return g;
 }
 
+// geglu and swiglu with rounding torch (each case against the reference with the same rounding
+// points): the 16-bit dtypes (in f32 the modes are one), a few shapes, in place.
+Grid torch_rounding_grid(std::vector<std::string> variants) {
+  Grid g;
+  std::erase_if(variants, [](const std::string& v) { return v.find("glu.") == std::string::npos; });
+  g.variants = std::move(variants);
+  g.dtypes = {{DType::f16, DType::f16}, {DType::bf16, DType::bf16}};
+  g.shapes = {Shape{3, 5}, Shape{2, 3, 5, 7}, Shape{37, 1031}};
+  g.roundings = {Rounding::torch};
+  g.in_place_too = true;
+  g.seed = 8;
+  return g;
+}
+
+std::vector<Case> with_torch_rounding(const Grid& grid) {
+  std::vector<Case> cases = expand(grid, "cpu");
+  for (auto& c : expand(torch_rounding_grid(grid.variants), "cpu")) cases.push_back(std::move(c));
+  return cases;
+}
+
 // The numerical edge cases (problem.h's Values) for the references: they define what every
 // kernel must give there (NaN propagates, equal rows stay finite, large values do not overflow).
 Grid reference_edge_grid() {
@@ -114,8 +136,11 @@ Grid edge_grid() {
 INSTANTIATE_TEST_SUITE_P(cpu_ref_edges, ConformanceTest, ::testing::ValuesIn(expand(reference_edge_grid(), "cpu")),
                          case_name);
 INSTANTIATE_TEST_SUITE_P(cpu_edges, ConformanceTest, ::testing::ValuesIn(expand(edge_grid(), "cpu")), case_name);
-INSTANTIATE_TEST_SUITE_P(cpu_ref, ConformanceTest, ::testing::ValuesIn(expand(reference_grid(), "cpu")), case_name);
-INSTANTIATE_TEST_SUITE_P(cpu_fast, ConformanceTest, ::testing::ValuesIn(expand(fast_grid(), "cpu")), case_name);
+INSTANTIATE_TEST_SUITE_P(cpu_ref, ConformanceTest, ::testing::ValuesIn(with_torch_rounding(reference_grid())),
+                         case_name);
+INSTANTIATE_TEST_SUITE_P(cpu_fast, ConformanceTest, ::testing::ValuesIn(with_torch_rounding(fast_grid())), case_name);
+INSTANTIATE_TEST_SUITE_P(cpu_rounding, GluRoundingTest, ::testing::ValuesIn(glu_rounding_cases(fast_variants(), "cpu")),
+                         case_name);
 INSTANTIATE_TEST_SUITE_P(cpu_long, ConformanceTest, ::testing::ValuesIn(expand(long_grid(), "cpu")), case_name);
 INSTANTIATE_TEST_SUITE_P(cpu_stream, ConformanceTest, ::testing::ValuesIn(expand(stream_grid(), "cpu")), case_name);
 

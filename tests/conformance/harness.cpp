@@ -4,6 +4,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
+
 #include "registry/fail.h"
 
 namespace opreg::conformance {
@@ -58,6 +61,8 @@ std::vector<Case> expand(const Grid& grid, const std::string& device) {
     }
     std::vector<std::pair<Casting, double>> modes{{Casting::llama, 0.0}};
     if (o.casting) modes = grid.rms_modes;
+    std::vector<Rounding> roundings{Rounding::once};
+    if (o.rounding) roundings = grid.roundings;
     std::vector<bool> in_place{false};
     if (o.in_place && grid.in_place_too) in_place.push_back(true);
     // The parameter combinations this op has, each once.
@@ -70,6 +75,7 @@ std::vector<Case> expand(const Grid& grid, const std::string& device) {
       if (!o.wdtype && wdtype != dtype) continue;
       for (const auto& [shape, groups] : shapes) {
         for (const auto& [casting, offset] : modes) {
+          for (Rounding rounding : roundings) {
           for (const auto& [has_weight, has_bias] : affine) {
           for (Values values : grid.values) {
           for (bool ip : in_place) {
@@ -84,6 +90,7 @@ std::vector<Case> expand(const Grid& grid, const std::string& device) {
             c.spec.shape = shape;
             c.spec.groups = groups;
             c.spec.casting = casting;
+            c.spec.rounding = rounding;
             c.spec.offset = offset;
             c.spec.in_place = ip;
             c.spec.has_weight = has_weight;
@@ -91,6 +98,7 @@ std::vector<Case> expand(const Grid& grid, const std::string& device) {
             c.spec.values = values;
             c.spec.seed = grid.seed;
             cases.push_back(std::move(c));
+          }
           }
           }
           }
@@ -111,6 +119,7 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   name += fmt::format("__{}", c.spec.shape.str());
   if (o.groups) name += fmt::format("_g{}", c.spec.groups);
   if (o.casting) name += fmt::format("__{}_off{}", to_string(c.spec.casting), offset_str(c.spec.offset));
+  if (o.rounding && c.spec.rounding != Rounding::once) name += fmt::format("__{}", to_string(c.spec.rounding));
   if (!c.spec.has_weight) name += "__noweight";
   if (!c.spec.has_bias) name += "__nobias";
   if (c.spec.values != Values::random) name += fmt::format("__{}", to_string(c.spec.values));
@@ -135,6 +144,121 @@ TEST_P(ConformanceTest, MatchesReference) {
   RecordProperty("err", fmt::format("{:.3g}", report.err));
   EXPECT_TRUE(report.pass()) << c.variant << ": " << report.summary() << "\n  reproduce: OPREG_FORCE_VARIANT="
                              << c.variant << " opreg run " << c.spec.cli_args(c.device);
+}
+
+}  // namespace opreg::conformance
+
+namespace opreg::conformance {
+
+std::vector<Case> glu_rounding_cases(const std::vector<std::string>& variants, const std::string& device) {
+  std::vector<Case> out;
+  for (const auto& variant : variants) {
+    const std::string op = op_of(variant);
+    if (!problem_options(op).rounding) continue;
+    for (DType dtype : {DType::f32, DType::f16}) {
+      Case c;
+      c.variant = variant;
+      c.device = device;
+      c.spec.op = op;
+      c.spec.dtype = dtype;
+      c.spec.wdtype = dtype;
+      c.spec.shape = Shape{5, 203};
+      c.spec.seed = 21;
+      out.push_back(std::move(c));
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// f16 inputs that tell the modes apart: a where the gate is an f16 subnormal (gelu_tanh: -5.5 to
+// -4.5, about 1e-8 to 5e-6; silu: -19 to -17, about 1e-7 to 7e-7), b and dc from 250 to 300 (c and
+// db land in f16's normal range; dc * b is past f16's largest finite value, 65504).
+InputFill separating_fill(bool gelu) {
+  return [gelu](std::string_view tensor, std::int64_t i) {
+    const double u = static_cast<double>((static_cast<std::uint64_t>(i) * 2654435761u) % 1000u) / 1000.0;
+    if (tensor == "a") return gelu ? -5.5 + u : -19.0 + 2.0 * u;
+    return 250.0 + 50.0 * u;
+  };
+}
+
+// The outputs of `variant` on `device` for c's problem with `rounding`.
+std::vector<ProblemOutput> run_mode(const Case& c, const std::string& variant, const std::string& device,
+                                    Rounding rounding, const InputFill& fill) {
+  Registry& registry = default_registry();
+  ProblemSpec spec = c.spec;
+  spec.rounding = rounding;
+  Problem problem(registry, spec, registry.parse_device(device), fill);
+  problem.poison();
+  const Verdict verdict = problem.run_variant(variant);
+  if (!verdict.ok) throw Error(ErrorKind::unsupported, verdict.reason);
+  problem.synchronize();
+  return problem.outputs();
+}
+
+bool same_bits(const std::vector<ProblemOutput>& x, const std::vector<ProblemOutput>& y) {
+  if (x.size() != y.size()) return false;
+  for (std::size_t k = 0; k < x.size(); ++k) {
+    const Tensor& a = x[k].value;
+    const Tensor& b = y[k].value;
+    if (a.nbytes() != b.nbytes() || std::memcmp(a.data(), b.data(), a.nbytes()) != 0) return false;
+  }
+  return true;
+}
+
+// Elements of `x` more than `rel` away from `y`'s, relatively (equal values, infinities of one
+// sign included, are 0 apart; anything else against 0 or an infinity is far).
+std::int64_t apart(const std::vector<ProblemOutput>& x, const std::vector<ProblemOutput>& y, double rel) {
+  std::int64_t n = 0;
+  for (std::size_t k = 0; k < x.size() && k < y.size(); ++k) {
+    const Tensor& a = x[k].value;
+    for (std::int64_t i = 0; i < a.numel(); ++i) {
+      const double p = load_as_double(a.data(), a.dtype(), static_cast<std::size_t>(i));
+      const double q = load_as_double(y[k].value.data(), a.dtype(), static_cast<std::size_t>(i));
+      if (p != q && !(std::fabs(p - q) <= rel * std::fabs(q))) ++n;
+    }
+  }
+  return n;
+}
+
+}  // namespace
+
+// The tolerance table's atol would hide these outputs' differences (act(a) * b is small here), so
+// they are compared relatively, with the reference variant's outputs on the same inputs: within 1%
+// of its own mode's (all but a few elements, where f32 and double land on either side of a
+// rounding tie of act(a)), while the two modes' references are more than 5% apart on a quarter of
+// the elements at least.
+// Only the backends' conformance programs instantiate it (the plugin tests link the harness too).
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GluRoundingTest);
+TEST_P(GluRoundingTest, ModesRoundWhereTheySay) {
+  const Case& c = GetParam();
+  const std::string ref = "cpu." + c.spec.op + ".ref";
+  try {
+    if (c.spec.dtype == DType::f32) {
+      const auto once = run_mode(c, c.variant, c.device, Rounding::once, {});
+      const auto torch = run_mode(c, c.variant, c.device, Rounding::torch, {});
+      EXPECT_TRUE(same_bits(once, torch)) << c.variant << ": rounding once and torch differ in f32";
+      return;
+    }
+    const InputFill fill = separating_fill(c.spec.op.starts_with("geglu"));
+    const auto once = run_mode(c, c.variant, c.device, Rounding::once, fill);
+    const auto torch = run_mode(c, c.variant, c.device, Rounding::torch, fill);
+    const auto ref_once = run_mode(c, ref, "cpu", Rounding::once, fill);
+    const auto ref_torch = run_mode(c, ref, "cpu", Rounding::torch, fill);
+    const std::int64_t few = 2 + c.spec.shape.numel() / 100;
+    EXPECT_LE(apart(once, ref_once, 0.01), few) << c.variant << ": rounding once is not the reference's";
+    EXPECT_LE(apart(torch, ref_torch, 0.01), few) << c.variant << ": rounding torch is not the reference's";
+    if (c.spec.op == "swiglu.bwd") {  // Liger's swiglu backward: the same rounding points in both modes
+      EXPECT_TRUE(same_bits(ref_once, ref_torch));
+      EXPECT_TRUE(same_bits(once, torch)) << c.variant << ": the modes have the same rounding points here";
+    } else {
+      // Inputs that did not separate the modes would make the checks above say nothing.
+      EXPECT_GE(apart(ref_torch, ref_once, 0.05), c.spec.shape.numel() / 4) << "the inputs do not separate the modes";
+    }
+  } catch (const Error& e) {
+    GTEST_SKIP() << c.variant << " does not take this problem: " << e.what();
+  }
 }
 
 }  // namespace opreg::conformance

@@ -37,6 +37,8 @@ struct Grid {
   std::vector<GroupShape> group_shapes;               // group_norm
   // rms_norm and fused_add_rms_norm: (casting, offset) pairs.
   std::vector<std::pair<Casting, double>> rms_modes{{Casting::llama, 0.0}};
+  // geglu and swiglu: their rounding modes (a case name says a mode other than once).
+  std::vector<Rounding> roundings{Rounding::once};
   bool in_place_too = false;  // bwd ops: also run with dx = dy (glu: da = a, db = b)
   // (has_weight, has_bias) pairs: the norms' optional parameters. rms_norm and
   // fused_add_rms_norm have no bias and take the pairs' first half; glu ops ignore it.
@@ -64,6 +66,19 @@ std::vector<GroupShape> standard_group_shapes();
 std::vector<std::string> variants_of(const std::string& backend, const std::string& impl = "");
 
 class ConformanceTest : public ::testing::TestWithParam<Case> {};
+
+// The rounding modes of geglu and swiglu (Rounding), per variant: the grids' `torch` cases check
+// each mode against its own reference, but the modes are at most an ulp apart on ordinary inputs,
+// inside the tolerance. These cases tell them apart. f32: once and torch give the same bits. f16:
+// on inputs where act(a) is an f16 subnormal (a few significant bits: rounding it moves c by up to
+// tens of percent) and dc * b overflows f16 (geglu's torch da is then infinite), the two modes'
+// results are far apart and the variant matches each mode's reference (swiglu's backward has the
+// same points in both modes: the same bits). A backend instantiates it with its variants:
+//
+//   INSTANTIATE_TEST_SUITE_P(npu, GluRoundingTest, ::testing::ValuesIn(glu_rounding_cases(variants, "npu:0")),
+//                            case_name);
+std::vector<Case> glu_rounding_cases(const std::vector<std::string>& variants, const std::string& device);
+class GluRoundingTest : public ::testing::TestWithParam<Case> {};
 
 // gtest prints a failing parameter with this: the variant and the reproducer arguments.
 void PrintTo(const Case& c, std::ostream* os);

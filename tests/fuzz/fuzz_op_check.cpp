@@ -57,6 +57,7 @@ void check_op(FuzzedDataProvider& in, const Op<Args>& op, const std::vector<Tens
   if constexpr (requires { args.eps; }) args.eps = in.ConsumeFloatingPoint<double>();
   if constexpr (requires { args.offset; }) args.offset = in.ConsumeBool() ? 0.0 : in.ConsumeFloatingPoint<double>();
   if constexpr (requires { args.casting; }) args.casting = static_cast<Casting>(in.ConsumeIntegralInRange(0, 3));
+  if constexpr (requires { args.rounding; }) args.rounding = static_cast<Rounding>(in.ConsumeIntegralInRange(0, 2));
   if constexpr (requires { args.num_groups; }) args.num_groups = in.ConsumeIntegral<std::int64_t>();
   Registry& reg = default_registry();
   fuzz::expect_only_opreg_errors([&] {

@@ -25,6 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   });
   fuzz::expect_only_opreg_errors([&] { (void)parse_dtype(text); });
   fuzz::expect_only_opreg_errors([&] { (void)parse_casting(text); });
+  fuzz::expect_only_opreg_errors([&] { (void)parse_rounding(text, "geglu.fwd"); });
   fuzz::expect_only_opreg_errors([&] { (void)parse_values(text); });
   fuzz::expect_only_opreg_errors([&] { (void)problem_options(text); });
   return 0;

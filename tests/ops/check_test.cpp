@@ -839,6 +839,15 @@ Table<GluFwdArgs> glu_fwd_table() {
           {"c is b", [](A& a) { a.c = a.b; }, refused({"output c overlaps b"})},
           partial_overlap<A>(valid, {"c", &A::c}, {"b", &A::b}, false),
           partial_overlap<A>(valid, {"c", &A::c}, {"a", &A::a}, false),
+          {"rounding torch", [](A& a) { a.rounding = Rounding::torch; }, runs()},
+          {"rounding torch, bf16",
+           [](A& a) {
+             a = glu_fwd(bf16);
+             a.rounding = Rounding::torch;
+           },
+           runs()},
+          {"rounding 7", [](A& a) { a.rounding = static_cast<Rounding>(7); },
+           refused({"rounding mode 7 is not accepted", "once, torch"})},
       },
   });
 }
@@ -875,8 +884,27 @@ Table<GluBwdArgs> glu_bwd_table() {
              a.db = a.a;
            },
            refused({"output db overlaps a"})},
+          {"rounding torch, in place",
+           [](A& a) {
+             a.da = a.a;
+             a.db = a.b;
+             a.rounding = Rounding::torch;
+           },
+           runs()},
+          {"rounding 2", [](A& a) { a.rounding = static_cast<Rounding>(2); },
+           refused({"rounding mode 2 is not accepted", "once, torch"})},
       },
   });
+}
+
+TEST(OpChecks, RoundingModesParse) {
+  EXPECT_EQ(parse_rounding("once"), Rounding::once);
+  EXPECT_EQ(parse_rounding("torch", "geglu.fwd"), Rounding::torch);
+  EXPECT_EQ(to_string(Rounding::torch), "torch");
+  EXPECT_TRUE(ThrowsError([] { (void)parse_rounding("eager", "swiglu.bwd"); }, ErrorKind::invalid_argument,
+                          {"swiglu.bwd: rounding mode 'eager' is not accepted; accepted: once, torch"}));
+  EXPECT_TRUE(ThrowsError([] { (void)parse_rounding("Torch"); }, ErrorKind::invalid_argument,
+                          {"rounding mode 'Torch'", "once, torch"}));
 }
 
 TEST(OpChecks, GegluFwd) { check_table(geglu_fwd_op(), &glu_fwd, glu_fwd_table(), &geglu_fwd); }

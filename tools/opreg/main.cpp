@@ -117,6 +117,9 @@ options (each takes one value, as `--opt V` or `--opt=V`, and may be given once)
   --offset O        rms_norm, fused_add_rms_norm: y = x * rstd * (O + w), O from -1e300 to 1e300
                     (default 0)
   --casting C       rms_norm, fused_add_rms_norm: llama, gemma, none (default llama)
+  --rounding R      geglu, swiglu: once (act(a) in f32, one rounding of each result) or torch
+                    (act(a) rounded to the dtype before the multiply, as PyTorch and Liger-Kernel
+                    do; geglu's backward also rounds dc * b); the same in f32 (default once)
   --inplace         backward ops: the input gradient overwrites dy (glu: da is a, db is b)
   --values V        the activation inputs: random (default: uniform in [-2, 2], away from 0),
                     large (magnitudes near the top of the dtype), equal (one value per row or

@@ -86,7 +86,7 @@ RunOptions parse_run_args(const std::vector<std::string_view>& args) {
     }
     static constexpr std::string_view kValued[] = {"--device", "--dtype",  "--wdtype",  "--shape", "--groups",
                                                    "--eps",    "--offset", "--casting", "--seed",  "--repeat",
-                                                   "--tol-scale", "--values"};
+                                                   "--tol-scale", "--values", "--rounding"};
     if (std::find(std::begin(kValued), std::end(kValued), name) == std::end(kValued)) {
       throw Usage{fmt::format("run: unknown option '{}'", name)};
     }
@@ -122,6 +122,8 @@ RunOptions parse_run_args(const std::vector<std::string_view>& args) {
       o.casting = pick<opreg::Casting>(
           name, value,
           {{"llama", opreg::Casting::llama}, {"gemma", opreg::Casting::gemma}, {"none", opreg::Casting::none}});
+    } else if (name == "--rounding") {
+      o.rounding = pick<opreg::Rounding>(name, value, {{"once", opreg::Rounding::once}, {"torch", opreg::Rounding::torch}});
     } else if (name == "--values") {
       o.values = pick<opreg::Values>(name, value,
                                      {{"random", opreg::Values::random},
@@ -160,6 +162,7 @@ ProblemSpec to_spec(const RunOptions& o) {
   refuse_unless(o.eps.has_value(), &ProblemOptions::eps, "--eps");
   refuse_unless(o.offset.has_value(), &ProblemOptions::offset, "--offset");
   refuse_unless(o.casting.has_value(), &ProblemOptions::casting, "--casting");
+  refuse_unless(o.rounding.has_value(), &ProblemOptions::rounding, "--rounding");
   refuse_unless(o.groups.has_value(), &ProblemOptions::groups, "--groups");
   refuse_unless(o.inplace, &ProblemOptions::in_place, "--inplace");
   refuse_unless(o.no_weight, &ProblemOptions::weight, "--no-weight");
@@ -185,6 +188,7 @@ ProblemSpec to_spec(const RunOptions& o) {
   spec.eps = o.eps.value_or(uses.eps_default);
   spec.offset = o.offset.value_or(0.0);
   spec.casting = o.casting.value_or(Casting::llama);
+  spec.rounding = o.rounding.value_or(Rounding::once);
   spec.in_place = o.inplace;
   spec.seed = o.seed.value_or(1);
   spec.values = o.values.value_or(Values::random);

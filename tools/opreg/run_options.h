@@ -49,6 +49,7 @@ struct RunOptions {
   std::optional<double> eps;
   std::optional<double> offset;
   std::optional<opreg::Casting> casting;
+  std::optional<opreg::Rounding> rounding;
   bool inplace = false;
   bool no_weight = false;
   bool no_bias = false;

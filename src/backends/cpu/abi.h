@@ -35,6 +35,7 @@ inline constexpr std::int64_t kItemWork = 1 << 16;
 using family::Elem;
 using family::GluBwd;
 using family::GluFwd;
+using family::GluRounding;
 using family::Mode;
 using family::NormBwd;
 using family::NormFwd;

@@ -311,7 +311,13 @@ Activation silu(double a) {
   return {a * sig, sig * (1.0 + a * (1.0 - sig))};
 }
 
+// Rounding::torch rounds act(a) to a's dtype before it multiplies b; not in f32, where the
+// kernels' activation is f32 already, so that the two modes are one there (ops.h).
+bool rounds_to_dtype(Rounding rounding, DType dtype) { return rounding == Rounding::torch && dtype != DType::f32; }
+
 void glu_fwd(const GluFwdArgs& args, Activation (*act)(double)) {
+  const bool torch = rounds_to_dtype(args.rounding, args.a.dtype());
+  const DType dtype = args.a.dtype();
   std::vector<double> a(at(kChunk));
   std::vector<double> b(at(kChunk));
   for_each_chunk(args.a.numel(), [&](std::int64_t begin, std::int64_t count) {
@@ -319,12 +325,19 @@ void glu_fwd(const GluFwdArgs& args, Activation (*act)(double)) {
     const std::span<double> bv(b.data(), at(count));
     load_span(args.a, begin, av);
     load_span(args.b, begin, bv);
-    for (std::size_t i = 0; i < av.size(); ++i) av[i] = act(av[i]).value * bv[i];
+    for (std::size_t i = 0; i < av.size(); ++i) {
+      const double value = act(av[i]).value;
+      av[i] = (torch ? round_to(dtype, value) : value) * bv[i];
+    }
     store_span(args.c, begin, av);
   });
 }
 
-void glu_bwd(const GluBwdArgs& args, Activation (*act)(double)) {
+// `torch_points`: the backward rounds where Liger-Kernel's geglu does (rounding torch): db =
+// dc * round(act(a)), da = round(dc * b) * act'(a), round() being to a's dtype. (Liger's swiglu
+// keeps both products in f32, so swiglu passes false whatever the mode.)
+void glu_bwd(const GluBwdArgs& args, Activation (*act)(double), bool torch_points) {
+  const DType dtype = args.a.dtype();
   std::vector<double> dc(at(kChunk));
   std::vector<double> a(at(kChunk));
   std::vector<double> b(at(kChunk));
@@ -338,8 +351,13 @@ void glu_bwd(const GluBwdArgs& args, Activation (*act)(double)) {
     load_span(args.b, begin, bv);
     for (std::size_t i = 0; i < av.size(); ++i) {
       const Activation f = act(av[i]);
-      av[i] = dcv[i] * bv[i] * f.slope;
-      bv[i] = dcv[i] * f.value;
+      if (torch_points) {
+        av[i] = round_to(dtype, dcv[i] * bv[i]) * f.slope;
+        bv[i] = dcv[i] * round_to(dtype, f.value);
+      } else {
+        av[i] = dcv[i] * bv[i] * f.slope;
+        bv[i] = dcv[i] * f.value;
+      }
     }
     store_span(args.da, begin, av);
     store_span(args.db, begin, bv);
@@ -419,9 +437,9 @@ void group_norm_bwd(const GroupNormBwdArgs& args) {
 }
 
 void geglu_fwd(const GegluFwdArgs& args) { glu_fwd(args, gelu_tanh); }
-void geglu_bwd(const GegluBwdArgs& args) { glu_bwd(args, gelu_tanh); }
+void geglu_bwd(const GegluBwdArgs& args) { glu_bwd(args, gelu_tanh, rounds_to_dtype(args.rounding, args.a.dtype())); }
 void swiglu_fwd(const SwigluFwdArgs& args) { glu_fwd(args, silu); }
-void swiglu_bwd(const SwigluBwdArgs& args) { glu_bwd(args, silu); }
+void swiglu_bwd(const SwigluBwdArgs& args) { glu_bwd(args, silu, false); }
 
 namespace {
 

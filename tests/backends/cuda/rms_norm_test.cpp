@@ -89,7 +89,24 @@ std::vector<conformance::Case> forced_cases() {
   edges.in_place_too = true;
   edges.seed = 13;
   for (auto& c : conformance::expand(edges, "cuda:0")) cases.push_back(std::move(c));
+  // geglu and swiglu with rounding torch, 16-bit: element and 16-byte accesses, a grid-stride
+  // loop, in place.
+  conformance::Grid torch;
+  torch.variants = g.variants;
+  std::erase_if(torch.variants, [](const std::string& v) { return v.find("glu.") == std::string::npos; });
+  torch.dtypes = {{DType::f16, DType::f16}, {DType::bf16, DType::bf16}};
+  torch.shapes = {Shape{3, 5}, Shape{37, 5120}, Shape{2, 200000}};
+  torch.roundings = {Rounding::torch};
+  torch.in_place_too = true;
+  torch.seed = 18;
+  for (auto& c : conformance::expand(torch, "cuda:0")) cases.push_back(std::move(c));
   return cases;
+}
+
+// The rounding modes told apart (harness.h's GluRoundingTest).
+std::vector<conformance::Case> rounding_cases() {
+  if (!have_gpu()) return {};
+  return conformance::glu_rounding_cases(conformance::variants_of("cuda"), "cuda:0");
 }
 
 }  // namespace
@@ -97,6 +114,7 @@ std::vector<conformance::Case> forced_cases() {
 namespace conformance {
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ConformanceTest);
 INSTANTIATE_TEST_SUITE_P(cuda, ConformanceTest, ::testing::ValuesIn(forced_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(cuda, GluRoundingTest, ::testing::ValuesIn(rounding_cases()), case_name);
 }  // namespace conformance
 
 namespace {

@@ -123,6 +123,20 @@ std::vector<Grid> edge_grids(const std::vector<std::string>& variants) {
   return {fwd, bwd, bwd_large, bwd_large_f32};
 }
 
+// geglu and swiglu with rounding torch, 16-bit: short rows, a row past the UB (flat and sub_block
+// tiles), in place.
+Grid torch_rounding_grid(std::vector<std::string> variants) {
+  Grid g;
+  std::erase_if(variants, [](const std::string& v) { return v.find("glu.") == std::string::npos; });
+  g.variants = std::move(variants);
+  g.dtypes = {{DType::f16, DType::f16}, {DType::bf16, DType::bf16}};
+  g.shapes = {Shape{3, 7}, Shape{64, 123}, Shape{2, 200003}};
+  g.roundings = {Rounding::torch};
+  g.in_place_too = true;
+  g.seed = 4;
+  return g;
+}
+
 // A small UB (OPREG_NPU_UB_BYTES=16384) splits rows of a few thousand columns and shrinks tiles.
 Grid small_ub_grid(const std::vector<std::string>& variants) {
   Grid g;
@@ -146,6 +160,7 @@ std::vector<Case> cases(bool chosen) {
   if (kGrid == 1) {  // the default profile, Ascend910B4
     add(api_grid(v));
     for (const Grid& g : edge_grids(v)) add(g);
+    add(torch_rounding_grid(v));
   } else if (kGrid == 4) {  // Ascend910B4's long shapes (ctest label slow)
     add(boundary_grid(v, true));
     add(boundary_grid(v, false));
@@ -158,6 +173,11 @@ std::vector<Case> cases(bool chosen) {
 }
 
 INSTANTIATE_TEST_SUITE_P(npu, ConformanceTest, ::testing::ValuesIn(cases(false)), case_name);
+// The rounding modes told apart (harness.h), on the default profile's program.
+INSTANTIATE_TEST_SUITE_P(npu, GluRoundingTest,
+                         ::testing::ValuesIn(kGrid == 1 ? glu_rounding_cases(npu_variants(), "npu:0")
+                                                        : std::vector<Case>{}),
+                         case_name);
 
 // The registry's choice of npu variant for the problem (no fallback).
 class NpuChosen : public ::testing::TestWithParam<Case> {};

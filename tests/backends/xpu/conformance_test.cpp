@@ -92,6 +92,21 @@ Grid edge_grid() {
   return g;
 }
 
+// geglu and swiglu with rounding torch, 16-bit, a few shapes (in place too); and the two modes
+// told apart (harness.h's GluRoundingTest).
+Grid torch_rounding_grid() {
+  Grid g = grid(kOnePerX, {Shape{3, 5}, Shape{2, 3, 5, 7}, Shape{37, 1031}}, kLlama, true);
+  std::erase_if(g.variants, [](const std::string& v) { return v.find("glu.") == std::string::npos; });
+  g.dtypes = {{DType::f16, DType::f16}, {DType::bf16, DType::bf16}};
+  g.roundings = {Rounding::torch};
+  return g;
+}
+
+INSTANTIATE_TEST_SUITE_P(xpu_torch, ConformanceTest,
+                         ::testing::ValuesIn(expand(torch_rounding_grid(), xpu_test::cpu_device())), case_name);
+INSTANTIATE_TEST_SUITE_P(xpu, GluRoundingTest,
+                         ::testing::ValuesIn(glu_rounding_cases(variants_of("xpu"), xpu_test::cpu_device())),
+                         case_name);
 INSTANTIATE_TEST_SUITE_P(xpu_edges, ConformanceTest,
                          ::testing::ValuesIn(expand(edge_grid(), xpu_test::cpu_device())), case_name);
 INSTANTIATE_TEST_SUITE_P(xpu, ConformanceTest,

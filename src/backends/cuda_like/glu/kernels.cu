@@ -8,6 +8,9 @@
 //   geglu  slope = s + 2 a s (1 - s) k (1 + 3 c a^2)
 //   swiglu slope = s (1 + a (1 - s))
 //   backward  da = dc * b * slope(a),  db = dc * act(a)   (da may be a, db may be b)
+// kTorch (GluRounding::torch, 16-bit types only) adds Liger-Kernel's roundings to the dtype:
+//   c = round(act(a)) * b;  geglu: da = round(dc * b) * slope(a), db = dc * round(act(a))
+// (Liger's swiglu backward keeps its products in f32: the same as without kTorch).
 #include "backends/cuda_like/elem.cuh"
 #include "backends/cuda_like/glu/launch.h"
 
@@ -58,8 +61,18 @@ OPREG_DEV void grid_stride(std::int64_t n, Body&& body, Tail&& tail) {
   if (first < n - packs * N) tail(packs * N + first);
 }
 
+// c = act(a) * b in f32 (kTorch: act(a) rounded to E first).
+template <class E, class Act, bool kTorch>
+OPREG_DEV float glu_out(float a, float b) {
+  if constexpr (kTorch) {
+    return round_to<E>(Act::value(a)) * b;
+  } else {
+    return Act::value(a) * b;
+  }
+}
+
 // c does not overlap a or b (the op's check): a and b are read once through the read-only path.
-template <class E, class Act, int N>
+template <class E, class Act, bool kTorch, int N>
 __global__ void __launch_bounds__(kGluThreads) glu_fwd_kernel(const typename E::T* a, const typename E::T* b,
                                                               typename E::T* c, std::int64_t n) {
   grid_stride<N>(
@@ -69,14 +82,14 @@ __global__ void __launch_bounds__(kGluThreads) glu_fwd_kernel(const typename E::
         const Pack<E, N> bv = load_pack_once<E, N>(b + at);
         Pack<E, N> cv;
 #pragma unroll
-        for (int e = 0; e < N; ++e) cv.v[e] = E::store(Act::value(E::load(av.v[e])) * E::load(bv.v[e]));
+        for (int e = 0; e < N; ++e) cv.v[e] = E::store(glu_out<E, Act, kTorch>(E::load(av.v[e]), E::load(bv.v[e])));
         store_pack<E, N>(c + at, cv);
       },
-      [&](std::int64_t at) { c[at] = E::store(Act::value(E::load(a[at])) * E::load(b[at])); });
+      [&](std::int64_t at) { c[at] = E::store(glu_out<E, Act, kTorch>(E::load(a[at]), E::load(b[at]))); });
 }
 
 // da may be a and db may be b: each element is read before it is written, by the same thread.
-template <class E, class Act, int N>
+template <class E, class Act, bool kTorch, int N>
 __global__ void __launch_bounds__(kGluThreads) glu_bwd_kernel(const typename E::T* dc, const typename E::T* a,
                                                               const typename E::T* b, typename E::T* da,
                                                               typename E::T* db, std::int64_t n) {
@@ -84,8 +97,13 @@ __global__ void __launch_bounds__(kGluThreads) glu_bwd_kernel(const typename E::
     float value = 0.0f;
     float slope = 0.0f;
     Act::both(x, value, slope);
-    dx = g * y * slope;
-    dy = g * value;
+    if constexpr (kTorch && std::is_same_v<Act, Gelu>) {
+      dx = round_to<E>(g * y) * slope;
+      dy = g * round_to<E>(value);
+    } else {
+      dx = g * y * slope;
+      dy = g * value;
+    }
   };
   grid_stride<N>(
       n,
@@ -133,6 +151,16 @@ gpuError_t with_act(GluAct act, F&& f) {
   return act == GluAct::gelu_tanh ? f(Gelu{}) : f(Silu{});
 }
 
+// f(std::bool_constant<torch>) for the descriptor's rounding; f32 descriptors say once, and f32
+// has no torch instantiation.
+template <class E, class F>
+gpuError_t with_rounding(family::GluRounding r, F&& f) {
+  if constexpr (!std::is_same_v<E, F32>) {
+    if (r == family::GluRounding::torch) return f(std::true_type{});
+  }
+  return f(std::false_type{});
+}
+
 }  // namespace
 }  // namespace dev
 
@@ -143,15 +171,18 @@ gpuError_t launch_glu_fwd(const family::GluFwd& d, GluAct act, const GluLaunch& 
     using T = typename E::T;
     return dev::with_act(act, [&](auto a) {
       using A = decltype(a);
-      constexpr int kVec = static_cast<int>(16 / sizeof(T));
-      if (l.vec16) {
-        dev::glu_fwd_kernel<E, A, kVec><<<l.blocks, kGluThreads, 0, stream>>>(
-            static_cast<const T*>(d.a), static_cast<const T*>(d.b), static_cast<T*>(d.c), d.n);
-      } else {
-        dev::glu_fwd_kernel<E, A, 1><<<l.blocks, kGluThreads, 0, stream>>>(
-            static_cast<const T*>(d.a), static_cast<const T*>(d.b), static_cast<T*>(d.c), d.n);
-      }
-      return gpuGetLastError();
+      return dev::with_rounding<E>(d.rounding, [&](auto torch) {
+        constexpr bool kTorch = decltype(torch)::value;
+        constexpr int kVec = static_cast<int>(16 / sizeof(T));
+        if (l.vec16) {
+          dev::glu_fwd_kernel<E, A, kTorch, kVec><<<l.blocks, kGluThreads, 0, stream>>>(
+              static_cast<const T*>(d.a), static_cast<const T*>(d.b), static_cast<T*>(d.c), d.n);
+        } else {
+          dev::glu_fwd_kernel<E, A, kTorch, 1><<<l.blocks, kGluThreads, 0, stream>>>(
+              static_cast<const T*>(d.a), static_cast<const T*>(d.b), static_cast<T*>(d.c), d.n);
+        }
+        return gpuGetLastError();
+      });
     });
   });
 }
@@ -163,18 +194,21 @@ gpuError_t launch_glu_bwd(const family::GluBwd& d, GluAct act, const GluLaunch& 
     using T = typename E::T;
     return dev::with_act(act, [&](auto a) {
       using A = decltype(a);
-      constexpr int kVec = static_cast<int>(16 / sizeof(T));
-      auto* dc = static_cast<const T*>(d.dc);
-      auto* av = static_cast<const T*>(d.a);
-      auto* bv = static_cast<const T*>(d.b);
-      auto* da = static_cast<T*>(d.da);
-      auto* db = static_cast<T*>(d.db);
-      if (l.vec16) {
-        dev::glu_bwd_kernel<E, A, kVec><<<l.blocks, kGluThreads, 0, stream>>>(dc, av, bv, da, db, d.n);
-      } else {
-        dev::glu_bwd_kernel<E, A, 1><<<l.blocks, kGluThreads, 0, stream>>>(dc, av, bv, da, db, d.n);
-      }
-      return gpuGetLastError();
+      return dev::with_rounding<E>(d.rounding, [&](auto torch) {
+        constexpr bool kTorch = decltype(torch)::value;
+        constexpr int kVec = static_cast<int>(16 / sizeof(T));
+        auto* dc = static_cast<const T*>(d.dc);
+        auto* av = static_cast<const T*>(d.a);
+        auto* bv = static_cast<const T*>(d.b);
+        auto* da = static_cast<T*>(d.da);
+        auto* db = static_cast<T*>(d.db);
+        if (l.vec16) {
+          dev::glu_bwd_kernel<E, A, kTorch, kVec><<<l.blocks, kGluThreads, 0, stream>>>(dc, av, bv, da, db, d.n);
+        } else {
+          dev::glu_bwd_kernel<E, A, kTorch, 1><<<l.blocks, kGluThreads, 0, stream>>>(dc, av, bv, da, db, d.n);
+        }
+        return gpuGetLastError();
+      });
     });
   });
 }

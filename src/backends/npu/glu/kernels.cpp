@@ -2,7 +2,9 @@
 // db = dc * act(a), with act gelu_tanh (geglu) or silu (swiglu).
 //
 // One body for every variant: a tile of a, b (and dc) comes in with DataCopyPad through depth-1
-// or depth-2 queues, is computed in float and rounded once on its way out. The variants differ
+// or depth-2 queues, is computed in float and rounded once on its way out; with rounding torch (a
+// 16-bit X only), where Liger-Kernel rounds to X too: act(a) before it multiplies (c, geglu's db),
+// and geglu's dc * b before it meets act'(a) (swiglu's backward keeps Liger's f32 products). The variants differ
 // only in which GM span each tile is (plan.h): flat tiles grid-strided over the cores,
 // BLOCK_SIZE_SUB chunks of a core's rows, or one whole row per block (gpu_port).
 //
@@ -206,7 +208,8 @@ class KernelGluFwd : KernelGluBase<X> {
   using Base::pipe_;
 
  public:
-  explicit KernelGluFwd(const GluPlan& p) : Base(p) {}
+  // torch: act(a) rounded to X before it multiplies b.
+  KernelGluFwd(const GluPlan& p, bool torch) : Base(p), torch_(torch) {}
 
   void Init(GM_ADDR a, GM_ADDR b, GM_ADDR c) {
     this->Bind(aGm_, a);
@@ -249,6 +252,7 @@ class KernelGluFwd : KernelGluBase<X> {
     // act(a) = a * s lands in c's tile (float) or over a's float copy (16-bit), then times b.
     const LocalTensor<float> out = FloatTile(c, af);
     Mul(out, xa, t, n);
+    if (torch_) kernel::RoundTo(out, c, n);  // through c's tile, written only after
     Mul(out, out, AsFloat(b, t, n), n);
     StoreFloat(c, out, n);
     outC_.EnQue(c);
@@ -262,6 +266,7 @@ class KernelGluFwd : KernelGluBase<X> {
     outC_.FreeTensor(c);
   }
 
+  bool torch_;
   TQue<TPosition::VECIN, 2> inA_, inB_;
   TQue<TPosition::VECOUT, 2> outC_;
   TBuf<TPosition::VECCALC> afBuf_, tBuf_;
@@ -277,7 +282,8 @@ class KernelGluBwd : KernelGluBase<X> {
   using Base::pipe_;
 
  public:
-  explicit KernelGluBwd(const GluPlan& p) : Base(p) {}
+  // torch: geglu's db = dc * X(act(a)) and da = X(dc * b) * act'(a) (swiglu: unchanged).
+  KernelGluBwd(const GluPlan& p, bool torch) : Base(p), torch_(torch && A == Act::gelu) {}
 
   // da may be a and db may be b: a tile's inputs are all in UB before its outputs go out, and
   // no two tiles overlap.
@@ -337,11 +343,20 @@ class KernelGluBwd : KernelGluBase<X> {
     Slope<A>(slope, xa, s, value, n);
     Mul(value, xa, s, n);
     // db = dc * act(a); da = dc * act'(a) * b (b as float over a's float copy, now unused).
+    // torch: act(a) rounded through db's tile and dc * b through da's, each written only after.
+    if (torch_) kernel::RoundTo(value, db, n);
     const LocalTensor<float> g = AsFloat(dc, s, n);
     Mul(value, value, g, n);
     StoreFloat(db, value, n);
-    Mul(slope, slope, g, n);
-    Mul(slope, slope, AsFloat(b, af, n), n);
+    if (torch_) {
+      const LocalTensor<float> gb = AsFloat(b, af, n);
+      Mul(gb, g, gb, n);
+      kernel::RoundTo(gb, da, n);
+      Mul(slope, slope, gb, n);
+    } else {
+      Mul(slope, slope, g, n);
+      Mul(slope, slope, AsFloat(b, af, n), n);
+    }
     StoreFloat(da, slope, n);
     outDa_.EnQue(da);
     outDb_.EnQue(db);
@@ -359,6 +374,7 @@ class KernelGluBwd : KernelGluBase<X> {
     outDb_.FreeTensor(db);
   }
 
+  bool torch_;
   TQue<TPosition::VECIN, 2> inDc_, inA_, inB_;
   TQue<TPosition::VECOUT, 2> outDa_, outDb_;
   TBuf<TPosition::VECCALC> afBuf_, sBuf_, slopeBuf_, valueBuf_;
@@ -406,6 +422,12 @@ void launch_port(const GluPlan& plan, const std::string& name, Emulator& emulato
 
 auto gm(const Tensor& t) { return static_cast<GM_ADDR>(const_cast<void*>(t.data())); }
 
+// Whether the call rounds as Liger-Kernel does (never for f32, where it is the same arithmetic).
+template <class Args>
+bool torch(const Args& a) {
+  return family::rounding_of(a.rounding, family::elem_of(a.a.dtype())) == family::GluRounding::torch;
+}
+
 }  // namespace
 
 std::int64_t hidden_of(const Tensor& a) {
@@ -421,7 +443,7 @@ void run_fwd(const GluFwdArgs& a, Act act, const GluPlan& plan, Emulator& emulat
   launch_port(plan, name, emulator, args);
   emulator.launch(name, plan.block_dim, args, [&] {
     with_kernel(a.a.dtype(), act, [&](auto xt, auto at) {
-      KernelGluFwd<typename decltype(xt)::type, decltype(at)::value> op(plan);
+      KernelGluFwd<typename decltype(xt)::type, decltype(at)::value> op(plan, torch(a));
       op.Init(gm(a.a), gm(a.b), gm(a.c));
       op.Process();
     });
@@ -439,7 +461,7 @@ void run_bwd(const GluBwdArgs& a, Act act, const GluPlan& plan, Emulator& emulat
   launch_port(plan, name, emulator, args);
   emulator.launch(name, plan.block_dim, args, [&] {
     with_kernel(a.a.dtype(), act, [&](auto xt, auto at) {
-      KernelGluBwd<typename decltype(xt)::type, decltype(at)::value> op(plan);
+      KernelGluBwd<typename decltype(xt)::type, decltype(at)::value> op(plan, torch(a));
       op.Init(gm(a.dc), gm(a.a), gm(a.b), gm(a.da), gm(a.db));
       op.Process();
     });

@@ -9,6 +9,10 @@
 // through the sigmoid, whose complement 1 - s comes from whichever side does not cancel
 // (gelu_tanh(a) = a * sigmoid(2u), so 1 + tanh(u) is never formed), each output rounded once on
 // store. Infinities and NaN land where the reference's double formulas put them.
+//
+// `torch` (rounding torch; the host passes 0 for f32): Liger-Kernel's roundings to the format as
+// well, act(a) before it multiplies (c, geglu's db) and geglu's dc * b before it meets act'(a);
+// swiglu's backward keeps Liger's f32 products. A branch every work-item takes the same way.
 
 #define ACT_GELU 0
 #define ACT_SILU 1
@@ -43,18 +47,21 @@
 GLU_ACTIVATION(activation, float)
 GLU_ACTIVATION(activation8, float8)
 
-inline void glu_fwd(global const uchar* a, global const uchar* b, global uchar* c, ulong n, int act, int fmt) {
+inline void glu_fwd(global const uchar* a, global const uchar* b, global uchar* c, ulong n, int act, int torch,
+                    int fmt) {
   const ulong stride = get_global_size(0);
   for (ulong i = get_global_id(0); i < n; i += stride) {
     float slope;
-    const float value = activation(load_elem(a, i, fmt), act, &slope);
+    float value = activation(load_elem(a, i, fmt), act, &slope);
+    if (torch) value = round_to(value, fmt);
     store_elem(c, i, value * load_elem(b, i, fmt), fmt);
   }
 }
 
 // da may be a and db may be b: an element's inputs are read before its outputs are written.
 inline void glu_bwd(global const uchar* dc, global const uchar* a, global const uchar* b, global uchar* da,
-                    global uchar* db, ulong n, int act, int fmt) {
+                    global uchar* db, ulong n, int act, int torch, int fmt) {
+  const int torch_bwd = torch && act == ACT_GELU;
   const ulong stride = get_global_size(0);
   for (ulong i = get_global_id(0); i < n; i += stride) {
     const float g = load_elem(dc, i, fmt);
@@ -62,8 +69,13 @@ inline void glu_bwd(global const uchar* dc, global const uchar* a, global const 
     const float bv = load_elem(b, i, fmt);
     float slope;
     const float value = activation(av, act, &slope);
-    store_elem(da, i, g * bv * slope, fmt);
-    store_elem(db, i, g * value, fmt);
+    if (torch_bwd) {
+      store_elem(da, i, round_to(g * bv, fmt) * slope, fmt);
+      store_elem(db, i, g * round_to(value, fmt), fmt);
+    } else {
+      store_elem(da, i, g * bv * slope, fmt);
+      store_elem(db, i, g * value, fmt);
+    }
   }
 }
 
@@ -71,19 +83,21 @@ inline void glu_bwd(global const uchar* dc, global const uchar* a, global const 
 // elements at a time (PoCL runs a work-item's loop as host code, which the strided loops above
 // leave scalar). The same arithmetic and rounding points, lane by lane.
 inline void glu_fwd_chunk(global const uchar* a, global const uchar* b, global uchar* c, ulong n, ulong chunk,
-                          int act, int fmt) {
+                          int act, int torch, int fmt) {
   const ulong first = get_global_id(0) * chunk;
   const ulong end = min(n, first + chunk);
   for (ulong i = first; i < end; i += 8) {
     const uint count = (uint)min((ulong)8, end - i);
     float8 slope;
-    const float8 value = activation8(load8(a, i, count, fmt), act, &slope);
+    float8 value = activation8(load8(a, i, count, fmt), act, &slope);
+    if (torch) value = round8(value, fmt);
     store8(c, i, count, value * load8(b, i, count, fmt), fmt);
   }
 }
 
 inline void glu_bwd_chunk(global const uchar* dc, global const uchar* a, global const uchar* b, global uchar* da,
-                          global uchar* db, ulong n, ulong chunk, int act, int fmt) {
+                          global uchar* db, ulong n, ulong chunk, int act, int torch, int fmt) {
+  const int torch_bwd = torch && act == ACT_GELU;
   const ulong first = get_global_id(0) * chunk;
   const ulong end = min(n, first + chunk);
   for (ulong i = first; i < end; i += 8) {
@@ -93,26 +107,31 @@ inline void glu_bwd_chunk(global const uchar* dc, global const uchar* a, global 
     const float8 bv = load8(b, i, count, fmt);
     float8 slope;
     const float8 value = activation8(av, act, &slope);
-    store8(da, i, count, g * bv * slope, fmt);
-    store8(db, i, count, g * value, fmt);
+    if (torch_bwd) {
+      store8(da, i, count, round8(g * bv, fmt) * slope, fmt);
+      store8(db, i, count, g * round8(value, fmt), fmt);
+    } else {
+      store8(da, i, count, g * bv * slope, fmt);
+      store8(db, i, count, g * value, fmt);
+    }
   }
 }
 
 // ---- Kernels: one per format and shape (`_chunk`: CPU-shaped, contiguous runs); the activation
-// is an argument: a branch every work-item takes the same way.
+// and the rounding are arguments: branches every work-item takes the same way.
 
 #define GLU_KERNELS(name, fmt, suffix, chunk_param, ...)                                              \
   kernel void glu_fwd_##name##suffix(global const uchar* a, ulong a_off, global const uchar* b,           \
                                      ulong b_off, global uchar* c, ulong c_off, ulong n chunk_param,     \
-                                     int act) {                                                         \
-    glu_fwd##suffix(a + a_off, b + b_off, c + c_off, n, __VA_ARGS__ act, fmt);                   \
+                                     int act, int torch) {                                              \
+    glu_fwd##suffix(a + a_off, b + b_off, c + c_off, n, __VA_ARGS__ act, torch, fmt);            \
   }                                                                                                     \
   kernel void glu_bwd_##name##suffix(global const uchar* dc, ulong dc_off, global const uchar* a,         \
                                      ulong a_off, global const uchar* b, ulong b_off, global uchar* da,   \
                                      ulong da_off, global uchar* db, ulong db_off, ulong n chunk_param,  \
-                                     int act) {                                                         \
+                                     int act, int torch) {                                              \
     glu_bwd##suffix(dc + dc_off, a + a_off, b + b_off, da + da_off, db + db_off, n, __VA_ARGS__ act, \
-                    fmt);                                                                               \
+                    torch, fmt);                                                                        \
   }
 
 #define GLU_STREAM(name, fmt) GLU_KERNELS(name, fmt, , , )

@@ -13,6 +13,7 @@
 #include "backends/xpu/launch.h"
 #include "opreg/ops.h"
 #include "opreg/variants.h"
+#include "ops/describe.h"
 
 namespace opreg::xpu {
 namespace {
@@ -27,6 +28,12 @@ constexpr std::uint64_t kElementsPerItem = 16;
 // chunk: each work-item's contiguous run is a multiple of this many elements (whole vectors,
 // the loop's overhead amortised).
 constexpr std::uint64_t kChunkElements = 256;
+
+// kernels.cl's `torch` argument: 1 where rounding torch changes anything (a 16-bit dtype).
+template <class Args>
+cl_int torch_of(const Args& a) {
+  return family::rounding_of(a.rounding, family::elem_of(a.a.dtype())) == family::GluRounding::torch ? 1 : 0;
+}
 
 // The kernel of a shape, its grid, and for chunk the run each work-item takes.
 struct Plan {
@@ -54,10 +61,10 @@ void fwd_run(const GluFwdArgs& args, const KernelContext& ctx) {
   if (S == Shape::chunk) {
     l.rt.launch(l.queue, l.kernel(p.kernel), p.global, l.group, SvmArg{a.base}, a.offset, SvmArg{b.base}, b.offset,
                 SvmArg{c.base}, c.offset, static_cast<cl_ulong>(n), static_cast<cl_ulong>(p.chunk),
-                static_cast<cl_int>(A));
+                static_cast<cl_int>(A), torch_of(args));
   } else {
     l.rt.launch(l.queue, l.kernel(p.kernel), p.global, l.group, SvmArg{a.base}, a.offset, SvmArg{b.base}, b.offset,
-                SvmArg{c.base}, c.offset, static_cast<cl_ulong>(n), static_cast<cl_int>(A));
+                SvmArg{c.base}, c.offset, static_cast<cl_ulong>(n), static_cast<cl_int>(A), torch_of(args));
   }
 }
 
@@ -75,11 +82,11 @@ void bwd_run(const GluBwdArgs& args, const KernelContext& ctx) {
   if (S == Shape::chunk) {
     l.rt.launch(l.queue, l.kernel(p.kernel), p.global, l.group, SvmArg{dc.base}, dc.offset, SvmArg{a.base}, a.offset,
                 SvmArg{b.base}, b.offset, SvmArg{da.base}, da.offset, SvmArg{db.base}, db.offset,
-                static_cast<cl_ulong>(n), static_cast<cl_ulong>(p.chunk), static_cast<cl_int>(A));
+                static_cast<cl_ulong>(n), static_cast<cl_ulong>(p.chunk), static_cast<cl_int>(A), torch_of(args));
   } else {
     l.rt.launch(l.queue, l.kernel(p.kernel), p.global, l.group, SvmArg{dc.base}, dc.offset, SvmArg{a.base}, a.offset,
                 SvmArg{b.base}, b.offset, SvmArg{da.base}, da.offset, SvmArg{db.base}, db.offset,
-                static_cast<cl_ulong>(n), static_cast<cl_int>(A));
+                static_cast<cl_ulong>(n), static_cast<cl_int>(A), torch_of(args));
   }
 }
 
