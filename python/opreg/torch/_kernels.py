@@ -145,11 +145,14 @@ def group_norm_bwd(dy: Tensor, x: Tensor, w: Optional[Tensor], b: Optional[Tenso
     return dx, dw, db
 
 
+# The Liger-named geglu/swiglu round where Liger-Kernel's kernels do (rounding="torch": act(a) to
+# the dtype before the multiply, docs/ops.md), so a swapped model reproduces Hugging Face's numbers
+# where Liger does.
 def _glu_fwd(fn):
     def fwd(a: Tensor, b: Tensor) -> Tensor:
         a, b = a.contiguous(), b.contiguous()
         c = torch.empty_like(a)
-        _run(fn, a, b, c, stream=_stream(a))
+        _run(fn, a, b, c, rounding="torch", stream=_stream(a))
         return c
     return fwd
 
@@ -158,7 +161,7 @@ def _glu_bwd(fn):
     def bwd(dc: Tensor, a: Tensor, b: Tensor) -> Tuple[Tensor, Tensor]:
         dc = dc.contiguous()
         da, db = torch.empty_like(a), torch.empty_like(b)
-        _run(fn, dc, a, b, da, db, stream=_stream(a))
+        _run(fn, dc, a, b, da, db, rounding="torch", stream=_stream(a))
         return da, db
     return bwd
 
