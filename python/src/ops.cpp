@@ -199,6 +199,7 @@ class CallState {
 
   template <class Args>
   CallResult run(const Op<Args>& op, const Args& args, std::uintptr_t stream) {
+    if (stream > 2) check_stream(op, args, stream);
     ExecContext ctx{reinterpret_cast<void*>(stream)};
     // torch's CUDA tensors, run where they are: scratch from torch's allocator (copied_: the
     // call runs elsewhere, on copies opreg made).
@@ -380,6 +381,66 @@ class CallState {
     }
     PyCapsule_SetName(capsule, "used_dltensor");  // ours now: the capsule must not delete it
     return t;
+  }
+
+  // A caller's stream on a cuda device goes to the CUDA driver, which reads through it: a made-up,
+  // destroyed or garbage handle kills the process (seen on an H200: cudaStreamQuery, a launch or
+  // cudaStreamGetFlags on 3, 0x1234, a destroyed stream or heap bytes: SIGSEGV). No CUDA call
+  // checks a handle without that read, so one is taken only where it can be checked otherwise:
+  // 0 (the default stream), 1 (cudaStreamLegacy), 2 (cudaStreamPerThread), or the current stream
+  // on that device of the framework the tensors come from (torch, CuPy): what opreg.torch passes,
+  // and what `with torch.cuda.stream(s):` makes current. Other devices' backends check their own
+  // handles (xpu: only queues it made) or have none (cpu, npu).
+  template <class Args>
+  void check_stream(const Op<Args>& op, const Args& args, std::uintptr_t stream) {
+    Device device = target_.value_or(Device{});
+    for (int i = 0; i < op.def().field_count; ++i) {
+      if (const Tensor& t = op.def().tensor(&args, i); t.defined()) {
+        device = t.device();
+        break;
+      }
+    }
+    if (registry_.backend(device.backend).name() != "cuda") return;
+    for (const char* framework : {"torch", "cupy"}) {
+      if (current_stream_of(framework, device.index) == stream) return;
+    }
+    throw Error(ErrorKind::invalid_argument,
+                fmt::format("{}: stream {:#x} on {} cannot be checked without the CUDA driver reading through it (a "
+                            "stale or made-up handle would crash the process); accepted: 0 (the default stream), 1 "
+                            "(cudaStreamLegacy), 2 (cudaStreamPerThread), or the current stream of the tensors' "
+                            "framework on that device (torch.cuda.current_stream().cuda_stream; `with "
+                            "torch.cuda.stream(s):` makes s current)",
+                            op_, stream, registry_.device_name(device)));
+  }
+
+  // The framework's current raw stream on CUDA device `index`; 0 when it is not imported or does
+  // not say.
+  static std::uintptr_t current_stream_of(const char* framework, int index) {
+    PyObject* module = PyImport_GetModule(nb::str(framework).ptr());  // no import
+    if (module == nullptr) {
+      PyErr_Clear();
+      return 0;
+    }
+    nb::object m = nb::steal(module);
+    try {
+      nb::object raw;
+      if (std::string_view(framework) == "torch") {
+        raw = m.attr("_C").attr("_cuda_getCurrentRawStream")(index);
+      } else {
+        nb::object device = m.attr("cuda").attr("Device")(index);
+        device.attr("__enter__")();
+        raw = m.attr("cuda").attr("get_current_stream")().attr("ptr");
+        device.attr("__exit__")(nb::none(), nb::none(), nb::none());
+      }
+      const unsigned long long value = PyLong_AsUnsignedLongLong(raw.ptr());
+      if (PyErr_Occurred() != nullptr) {
+        PyErr_Clear();
+        return 0;
+      }
+      return static_cast<std::uintptr_t>(value);
+    } catch (const nb::python_error&) {
+      return 0;  // a torch without CUDA, an older CuPy: not verified by it
+    }
   }
 
   static std::string strides_text(const Tensor& t) {

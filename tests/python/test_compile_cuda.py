@@ -72,8 +72,12 @@ def test_cuda_runs_on_the_callers_stream():
     torch.cuda.synchronize()
     assert torch.equal(got, want)
     y, rstd = torch.empty_like(x), torch.empty(256, device="cuda")
-    r = opreg.rms_norm_fwd(x, w, y, rstd, stream=side.cuda_stream)
+    with torch.cuda.stream(side):
+        r = opreg.rms_norm_fwd(x, w, y, rstd, stream=side.cuda_stream)
     assert r.device == "cuda:0" and r.variant.startswith("cuda.") and not r.copied
+    # A stream that is not current cannot be checked without the driver reading through it.
+    with pytest.raises(opreg.InvalidArgumentError, match="cannot be checked without the CUDA driver"):
+        opreg.rms_norm_fwd(x, w, y, rstd, stream=side.cuda_stream)
 
 
 @CUDA_SKIP

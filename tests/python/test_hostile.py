@@ -157,3 +157,34 @@ def test_opreg_imports_before_torch_and_numpy(first):
     code = f"import {first}\nimport torch, numpy, opreg.torch\nprint(opreg.__version__)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, f"`import {first}` then torch: exit {done.returncode}: {done.stderr[-2000:]}"
+
+
+_HAS_CUDA = torch.cuda.is_available() and _available("cuda")
+
+
+@pytest.mark.skipif(not _HAS_CUDA, reason="needs a CUDA GPU and opreg's cuda backend")
+def test_cuda_streams_that_cannot_be_checked_are_refused_not_dereferenced():
+    # In a child: before the fix a made-up handle crashed the process in the CUDA driver.
+    code = """
+import torch, opreg
+x = torch.randn(4, 64, device='cuda'); w = torch.randn(64, device='cuda')
+y = torch.empty(4, 64, device='cuda'); r = torch.empty(4, device='cuda')
+dead = torch.cuda.Stream(); dead_handle = dead.cuda_stream; del dead
+other = torch.cuda.Stream()
+for bogus in (3, 0x1234, dead_handle, other.cuda_stream):
+    try:
+        opreg.rms_norm_fwd(x, w, y, r, stream=bogus)
+        print('accepted', hex(bogus))
+    except opreg.InvalidArgumentError as e:
+        assert 'cannot be checked without the CUDA driver' in str(e), e
+        print('refused', hex(bogus))
+for good in (0, 1, 2, torch.cuda.current_stream().cuda_stream):
+    opreg.rms_norm_fwd(x, w, y, r, stream=good)
+with torch.cuda.stream(other):
+    opreg.rms_norm_fwd(x, w, y, r, stream=other.cuda_stream)
+torch.cuda.synchronize()
+print('done')
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"exit {done.returncode}: {done.stdout}{done.stderr[-2000:]}"
+    assert done.stdout.count("refused") == 4 and "done" in done.stdout, done.stdout
