@@ -28,6 +28,14 @@ stage() {  # stage NAME LIMIT CMD...: output to OUT/NAME.log, one summary line
   return $rc
 }
 site=/tmp/opreg-site
+# fmt and DLPack headers: from the system, else from carried Debian packages (as gpu-check.sh).
+if [[ ! -f /usr/include/fmt/format.h || ! -f /usr/include/dlpack/dlpack.h ]]; then
+  deps=${GPU_CHECK_DEPS:-deps}
+  mkdir -p /tmp/deps
+  for f in "$deps"/*.deb; do [[ -f $f ]] && dpkg -x "$f" /tmp/deps; done
+  export CMAKE_PREFIX_PATH=/tmp/deps/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}
+  export CXXFLAGS="-I/tmp/deps/usr/include ${CXXFLAGS:-}"
+fi
 {
   nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
   python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__, "gpus", torch.cuda.device_count())'
@@ -38,7 +46,7 @@ if [[ ! -f $site/opreg/__init__.py ]]; then
 fi
 export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
 if has imports; then
-  imports() {
+  imports() {  # (run through `bash -c`: exported below)
     local order rc=0
     for order in "opreg, torch, numpy, transformers" "opreg.torch, transformers" "numpy, opreg, torch" \
                  "torch, opreg" "transformers, opreg.torch"; do
@@ -53,7 +61,8 @@ print('import $order: ok,', opreg.__file__)" || { echo "import $order: exit $?";
     done
     return $rc
   }
-  stage imports 300 imports
+  export -f imports
+  stage imports 300 bash -c imports
 fi
 if has selfcheck; then
   stage selfcheck 60 bash -c "python3 tests/python/self_contained.py --wheel $site/opreg/*.so*"

@@ -48,7 +48,9 @@ print(f"liger-tests: liger_kernel = opreg's stand-in ({sys.argv[1]}); opreg {opr
       f"{os.path.dirname(opreg.__file__)}; torch {torch.__version__}, cuda available: {torch.cuda.is_available()}")
 EOF
 
-deselect=(--deselect test/transformers/test_swiglu.py::test_swiglu_blackwell_tiled_matches_original)
+# By -k rather than --deselect: without an ini file pytest's rootdir (and so the node ids that
+# --deselect matches) is the common folder of the files, which a GPU run showed is not DIR.
+deselect=(-k "not test_swiglu_blackwell_tiled_matches_original")
 echo "liger-tests: deselected test_swiglu.py::test_swiglu_blackwell_tiled_matches_original (Liger's Triton tiling internals)"
 xml=$(mktemp --suffix=.xml)
 trap 'rm -f "$xml"' EXIT

@@ -387,6 +387,10 @@ for var in OPREG_DEVICE OPREG_BACKEND_ORDER OPREG_DISABLE OPREG_FORCE_VARIANT OP
   fi
   env_bad $var $'\n' 2
   env_bad $var "a'b\\c" 2
+  # Bytes that are not UTF-8, DEL, and a character outside ASCII: refused like any other value.
+  env_bad $var $'\xff\xfe' 2 $'\xff\xfe'
+  env_bad $var $'x\x7fy' 2 "'x\\x7fy'"
+  env_bad $var 'cpü' 2 "'cpü"
 done
 # OPREG_DEVICE
 for v in cpu ' cpu ' cpu:0 $'\tcpu'; do env_ok OPREG_DEVICE "$v"; done
