@@ -188,6 +188,10 @@ class CallState {
     to_move_.clear();
   }
 
+  Rounding rounding(nb::handle value) {
+    return parse_rounding(text_argument(value, fmt::format("{}: rounding", op_)), op_);
+  }
+
   Casting casting(nb::handle value) {
     const std::string text = text_argument(value, fmt::format("{}: casting", op_));
     try {
@@ -483,7 +487,7 @@ struct TypeList {};
 #define OPREG_PY_S_SET_i64(name) , [](Args& a, std::int64_t v, CallState&) { a.name = v; }
 #define OPREG_PY_S_SET_casting(name) , [](Args& a, nb::handle v, CallState& s) { a.name = s.casting(v); }
 #define OPREG_PY_S_SET_rounding(name) \
-  , [](Args& a, nb::handle v, CallState&) { a.name = parse_rounding(text_argument(v, "rounding")); }
+  , [](Args& a, nb::handle v, CallState& s) { a.name = s.rounding(v); }
 #define OPREG_PY_S_SET_pad32(name)
 #define OPREG_PY_S_SET_(type, name, value, key) OPREG_PY_S_SET_##type(name)
 

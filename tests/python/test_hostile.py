@@ -188,3 +188,13 @@ print('done')
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, f"exit {done.returncode}: {done.stdout}{done.stderr[-2000:]}"
     assert done.stdout.count("refused") == 4 and "done" in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize("value, message", [
+    ("sometimes", r"geglu\.fwd: rounding mode 'sometimes' is not accepted; accepted: once, torch"),
+    ("torch\x00x", r"geglu\.fwd: rounding='torch\\x00x': contains a NUL"),
+    (3, r"geglu\.fwd: rounding: expected a string, got int")])
+def test_bad_rounding_names_the_op_and_the_value(value, message):
+    a = torch.randn(2, 8)
+    with pytest.raises(opreg.InvalidArgumentError, match=message):
+        opreg.geglu_fwd(a, a, torch.empty_like(a), rounding=value)
