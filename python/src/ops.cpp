@@ -210,15 +210,7 @@ class CallState {
     if (torch_cuda_ && !copied_) ctx.scratch = TorchScratch::get();
     const DispatchResult r = registry_.call(op, args, stream != 0 || ctx.scratch != nullptr ? &ctx : nullptr);
     for (auto& [slot, host] : written_back_) host.copy_from(*slot, registry_);
-    Device device = Device{};
-    if (target_) device = *target_;
-    for (int i = 0; i < op.def().field_count; ++i) {
-      const Tensor& t = op.def().tensor(&args, i);
-      if (t.defined()) {
-        device = t.device();
-        break;
-      }
-    }
+    const Device device = call_device(op, args);
     return {r.variant, r.fell_back, copied_, device};
   }
 
@@ -226,14 +218,7 @@ class CallState {
   nb::dict explain(const Op<Args>& op, const Args& args) {
     std::string why;
     const VariantInfo* chosen = registry_.choose(op, args, &why);
-    Device device = target_.value_or(Device{});
-    for (int i = 0; i < op.def().field_count; ++i) {
-      const Tensor& t = op.def().tensor(&args, i);
-      if (t.defined()) {
-        device = t.device();
-        break;
-      }
-    }
+    const Device device = call_device(op, args);
     // choose() says "<how>; rejected <variant>: <reason>; ..." (the OPREG_VERBOSE=2 lines).
     std::vector<std::string> parts;
     for (std::size_t at = 0;;) {
@@ -397,13 +382,7 @@ class CallState {
   // handles (xpu: only queues it made) or have none (cpu, npu).
   template <class Args>
   void check_stream(const Op<Args>& op, const Args& args, std::uintptr_t stream) {
-    Device device = target_.value_or(Device{});
-    for (int i = 0; i < op.def().field_count; ++i) {
-      if (const Tensor& t = op.def().tensor(&args, i); t.defined()) {
-        device = t.device();
-        break;
-      }
-    }
+    const Device device = call_device(op, args);
     if (registry_.backend(device.backend).name() != "cuda") return;
     for (const char* framework : {"torch", "cupy"}) {
       if (current_stream_of(framework, device.index) == stream) return;
@@ -445,6 +424,15 @@ class CallState {
     } catch (const nb::python_error&) {
       return 0;  // a torch without CUDA, an older CuPy: not verified by it
     }
+  }
+
+  // The device the call ran (or would run) on: its first defined tensor's, else device='s.
+  template <class Args>
+  Device call_device(const Op<Args>& op, const Args& args) const {
+    for (int i = 0; i < op.def().field_count; ++i) {
+      if (const Tensor& t = op.def().tensor(&args, i); t.defined()) return t.device();
+    }
+    return target_.value_or(Device{});
   }
 
   static std::string strides_text(const Tensor& t) {
