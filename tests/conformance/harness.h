@@ -69,11 +69,10 @@ class ConformanceTest : public ::testing::TestWithParam<Case> {};
 
 // The rounding modes of geglu and swiglu (Rounding), per variant: the grids' `torch` cases check
 // each mode against its own reference, but the modes are at most an ulp apart on ordinary inputs,
-// inside the tolerance. These cases tell them apart. f32: once and torch give the same bits. f16:
-// on inputs where act(a) is an f16 subnormal (a few significant bits: rounding it moves c by up to
-// tens of percent) and dc * b overflows f16 (geglu's torch da is then infinite), the two modes'
-// results are far apart and the variant matches each mode's reference (swiglu's backward has the
-// same points in both modes: the same bits). A backend instantiates it with its variants:
+// inside the tolerance. These cases tell them apart bit for bit. f32: once and torch give the same
+// bits. f16: the variant's outputs in each mode equal that mode's reference's but for a few
+// elements, on inputs where the references of the two modes differ on many (swiglu's backward has
+// the same points in both modes: the same bits). A backend instantiates it with its variants:
 //
 //   INSTANTIATE_TEST_SUITE_P(npu, GluRoundingTest, ::testing::ValuesIn(glu_rounding_cases(variants, "npu:0")),
 //                            case_name);

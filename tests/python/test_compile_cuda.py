@@ -150,3 +150,24 @@ def test_cuda_outputs_come_from_torchs_allocator():
     # x, w and y (allocated by opreg.torch with torch) all show in torch's statistics.
     assert torch.cuda.memory_allocated() - before >= (x.numel() + w.numel() + y.numel()) * 4
     assert y.device.type == "cuda"
+
+
+@CUDA_SKIP
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_liger_geglu_is_eager_bit_for_bit(dtype):
+    """The Liger face's geglu (rounding="torch") gives eager's bits on CUDA: gelu(a, 'tanh') rounded
+    to the dtype, times b; its backward as eager's autograd of that expression. Liger's own geglu
+    test compares an MLP with unscaled randn weights at 1e-2, where one bf16 ulp of the activation
+    shows (docs/python.md)."""
+    g = torch.Generator(device="cuda").manual_seed(7)
+    a = (torch.randn(4096, 1031, device="cuda", generator=g) * 6).to(dtype).requires_grad_()
+    b = torch.randn(4096, 1031, device="cuda", generator=g).to(dtype).requires_grad_()
+    dc = torch.randn(4096, 1031, device="cuda", generator=g).to(dtype)
+    a2, b2 = a.detach().clone().requires_grad_(), b.detach().clone().requires_grad_()
+    c = otorch.LigerGELUMulFunction.apply(a, b)
+    c.backward(dc)
+    c2 = torch.nn.functional.gelu(a2, approximate="tanh") * b2
+    c2.backward(dc)
+    for name, got, want in (("c", c, c2), ("da", a.grad, a2.grad), ("db", b.grad, b2.grad)):
+        differ = (got != want).sum().item()
+        assert differ == 0, f"{name}: {differ} of {got.numel()} elements differ from eager"

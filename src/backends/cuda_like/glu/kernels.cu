@@ -10,6 +10,7 @@
 //   backward  da = dc * b * slope(a),  db = dc * act(a)   (da may be a, db may be b)
 // kTorch (GluRounding::torch, 16-bit types only) adds Liger-Kernel's roundings to the dtype:
 //   c = round(act(a)) * b;  geglu: da = round(dc * b) * slope(a), db = dc * round(act(a))
+// and geglu's activation is then eager PyTorch's tanh expression (GeluEager), bit for bit.
 // (Liger's swiglu backward keeps its products in f32: the same as without kTorch).
 #include "backends/cuda_like/elem.cuh"
 #include "backends/cuda_like/glu/launch.h"
@@ -42,6 +43,33 @@ struct Gelu {
   }
 };
 
+// gelu_tanh in the torch rounding mode: PyTorch's eager CUDA kernel's own expression and order
+// of operations (0.5 a (1 + tanhf(u)), f32), so that round(act(a)) is eager's bits and a swapped
+// model reproduces HF's bf16 numbers. The sigmoid form above differs from eager by an f32 ulp now
+// and then, which the rounding to bf16 turns into a bf16 ulp; Liger-Kernel's geglu test compares
+// the gradients of an MLP with unscaled randn weights at 1e-2 and fails on those. As in eager, a
+// large negative a loses relative accuracy to the cancellation in 1 + tanh(u); a^2 is capped in
+// the slope as in Gelu (eager's slope is NaN past |a| = 2^64, the reference's 1).
+struct GeluEager {
+  static OPREG_DEV float value(float a) {
+    const float u = Gelu::kK * (a + Gelu::kC * (a * a * a));
+    return 0.5f * a * (1.0f + tanhf(u));
+  }
+  static OPREG_DEV void both(float a, float& value, float& slope) {
+    const float a2 = a * a;
+    const float t = tanhf(Gelu::kK * (a + Gelu::kC * (a2 * a)));
+    const float half_a = 0.5f * a;
+    const float one_plus_t = 1.0f + t;
+    const float u_slope = Gelu::kK * (1.0f + 3.0f * Gelu::kC * (a2 > 1e30f ? 1e30f : a2));
+    value = half_a * one_plus_t;
+    slope = 0.5f * one_plus_t + half_a * (1.0f - t * t) * u_slope;
+  }
+};
+
+// The activation a kernel evaluates: eager's gelu expression in the torch mode (GeluEager).
+template <class Act, bool kTorch>
+using ActIn = std::conditional_t<kTorch && std::is_same_v<Act, Gelu>, GeluEager, Act>;
+
 struct Silu {
   static OPREG_DEV float value(float a) { return a * sigmoid(a).s; }
   static OPREG_DEV void both(float a, float& value, float& slope) {
@@ -65,7 +93,7 @@ OPREG_DEV void grid_stride(std::int64_t n, Body&& body, Tail&& tail) {
 template <class E, class Act, bool kTorch>
 OPREG_DEV float glu_out(float a, float b) {
   if constexpr (kTorch) {
-    return round_to<E>(Act::value(a)) * b;
+    return round_to<E>(ActIn<Act, kTorch>::value(a)) * b;
   } else {
     return Act::value(a) * b;
   }
@@ -96,7 +124,7 @@ __global__ void __launch_bounds__(kGluThreads) glu_bwd_kernel(const typename E::
   auto one = [](float g, float x, float y, float& dx, float& dy) {
     float value = 0.0f;
     float slope = 0.0f;
-    Act::both(x, value, slope);
+    ActIn<Act, kTorch>::both(x, value, slope);
     if constexpr (kTorch && std::is_same_v<Act, Gelu>) {
       dx = round_to<E>(g * y) * slope;
       dy = g * round_to<E>(value);
