@@ -3,9 +3,13 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 
 #include "registry/fail.h"
 
@@ -25,6 +29,24 @@ std::string offset_str(double offset) {
     if (c == '.' || c == '-') c = 'p';
   }
   return s;
+}
+
+// CONFORMANCE_DIGESTS=DIR: each case appends "<test> <FNV-1a of each output's bytes>" to
+// DIR/<pid>.txt, so that two builds' outputs can be compared bit for bit (a refactor that must not
+// change a kernel: sort and diff the two folders' lines).
+void record_digest(Problem& problem) {
+  static const char* dir = std::getenv("CONFORMANCE_DIGESTS");
+  if (dir == nullptr || *dir == '\0') return;
+  const std::vector<ProblemOutput> outputs = problem.outputs();
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string line = fmt::format("{}.{}", info->test_suite_name(), info->name());
+  for (const ProblemOutput& out : outputs) {
+    std::uint64_t h = 1469598103934665603ull;
+    const auto* bytes = static_cast<const unsigned char*>(out.value.data());
+    for (std::size_t i = 0; i < out.value.nbytes(); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+    line += fmt::format(" {:016x}", h);
+  }
+  std::ofstream(fmt::format("{}/{}.txt", dir, ::getpid()), std::ios::app) << line << '\n';
 }
 
 }  // namespace
@@ -141,6 +163,7 @@ TEST_P(ConformanceTest, MatchesReference) {
   const Verdict verdict = problem.run_variant(c.variant);
   if (!verdict.ok) GTEST_SKIP() << c.variant << " does not take this problem: " << verdict.reason;
   const CheckReport report = problem.check();
+  record_digest(problem);
   RecordProperty("err", fmt::format("{:.3g}", report.err));
   EXPECT_TRUE(report.pass()) << c.variant << ": " << report.summary() << "\n  reproduce: OPREG_FORCE_VARIANT="
                              << c.variant << " opreg run " << c.spec.cli_args(c.device);

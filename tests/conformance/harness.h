@@ -65,6 +65,8 @@ std::vector<GroupShape> standard_group_shapes();
 // The variant names of `backend` for every op (active ones, as Registry::variants lists them).
 std::vector<std::string> variants_of(const std::string& backend, const std::string& impl = "");
 
+// With CONFORMANCE_DIGESTS=DIR each case also records a digest of its outputs
+// (tests/conformance/digests.sh compares two builds bit for bit).
 class ConformanceTest : public ::testing::TestWithParam<Case> {};
 
 // The rounding modes of geglu and swiglu (Rounding), per variant: the grids' `torch` cases check
