@@ -45,6 +45,8 @@ namespace {
 
 const void* in(const Tensor& t) { return t.defined() ? t.data() : nullptr; }
 void* out(const Tensor& t) { return t.defined() ? t.data() : nullptr; }
+// A row's length: the last dimension (1 for a scalar).
+std::int64_t last_dim(const Tensor& t) { return t.shape().ndim() == 0 ? 1 : t.shape()[t.shape().ndim() - 1]; }
 // The parameters' dtype: the first defined of `params`, f32 when none is.
 Elem param_type(std::initializer_list<const Tensor*> params) {
   for (const Tensor* p : params) {
@@ -111,13 +113,13 @@ NormBwd describe(const GroupNormBwdArgs& a) { return norm_bwd(a, group_sets(a.x.
 
 GluFwd describe(const GluFwdArgs& a) {
   const Elem type = elem_of(a.a.dtype());
-  return {.a = a.a.data(), .b = a.b.data(), .c = a.c.data(), .n = a.a.numel(), .type = type,
+  return {.a = a.a.data(), .b = a.b.data(), .c = a.c.data(), .n = a.a.numel(), .hidden = last_dim(a.a), .type = type,
           .rounding = rounding_of(a.rounding, type)};
 }
 GluBwd describe(const GluBwdArgs& a) {
   const Elem type = elem_of(a.a.dtype());
   return {.dc = a.dc.data(), .a = a.a.data(), .b = a.b.data(), .da = a.da.data(), .db = a.db.data(),
-          .n = a.a.numel(), .type = type, .rounding = rounding_of(a.rounding, type)};
+          .n = a.a.numel(), .hidden = last_dim(a.a), .type = type, .rounding = rounding_of(a.rounding, type)};
 }
 
 }  // namespace opreg::family

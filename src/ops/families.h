@@ -91,7 +91,8 @@ struct NormBwd {
   Elem p_type = Elem::f32;  // weight's, dweight's and dbias's dtype (f32 when there is none)
 };
 
-// ---- Gated units: n elements each.
+// ---- Gated units: n elements each, rows of `hidden` (the last dimension; 1 for a scalar), which
+// only a kernel that tiles by rows needs.
 
 // Where a gated unit rounds to its dtype (opreg::Rounding, docs/ops.md):
 //   once   act(a) in f32, each result rounded once;
@@ -107,6 +108,7 @@ struct GluFwd {
   const void* b = nullptr;
   void* c = nullptr;
   std::int64_t n = 0;
+  std::int64_t hidden = 1;
   Elem type = Elem::f32;
   GluRounding rounding = GluRounding::once;
 };
@@ -117,6 +119,7 @@ struct GluBwd {
   void* da = nullptr;  // may be a
   void* db = nullptr;  // may be b
   std::int64_t n = 0;
+  std::int64_t hidden = 1;
   Elem type = Elem::f32;
   GluRounding rounding = GluRounding::once;
 };

@@ -10,8 +10,7 @@
 
 #include "backends/cpu/abi.h"
 #include "backends/cpu/isa.h"
-#include "opreg/variants.h"
-#include "ops/describe.h"
+#include "backends/family_entry.h"
 
 namespace opreg::cpu {
 
@@ -47,10 +46,9 @@ class Call {
   bool taken_ = false;
 };
 
-// A variant's run: the op's descriptor, its call, the kernel of one instruction set.
-template <class Args, auto Kernel>
-void run(const Args& args, const KernelContext& ctx) {
-  const auto d = family::describe(args);
+// A variant's run: the family's descriptor, its call, the kernel of one instruction set.
+template <class Desc, auto Kernel>
+void run(const Desc& d, const KernelContext& ctx) {
   Call call(ctx, work(d));
   Kernel(d, call.exec());
 }
@@ -62,14 +60,14 @@ struct Capped {
   bool cpu_lacks = false;  // else OPREG_CPU_ISA capped it
 };
 std::string capped_reason(bool cpu_lacks);
-template <class Args>
-Verdict capped_supports(const Args&, const Facts& facts, Capped& plan) {
+template <class Desc>
+Verdict capped_supports(const Desc&, const Facts& facts, Capped& plan) {
   plan.cpu_lacks = facts.host < Isa::avx2;
   return Verdict::reject(capped_reason(plan.cpu_lacks));
 }
 [[noreturn]] void capped_refuses(const KernelContext& ctx, const Capped& plan);
-template <class Args>
-void capped_run(const Args&, const Capped& plan, const KernelContext& ctx) {
+template <class Desc>
+void capped_run(const Desc&, const Capped& plan, const KernelContext& ctx) {
   capped_refuses(ctx, plan);
 }
 
@@ -79,10 +77,12 @@ std::vector<Tunable> tunables(Isa isa);
 // can run has no supports(): the registry then resolves the choice once, not per problem.
 template <class Args, auto Kernel>
 ListedVariant<Args> isa_entry(Isa isa, Isa level, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+  using Desc = family::Descriptor<Args>;
   if (static_cast<int>(isa) <= static_cast<int>(level)) {
-    return {std::string(isa_name(isa)), &run<Args, Kernel>, tunables(isa), file, line};
+    return family_entry<Args, &run<Desc, Kernel>>(std::string(isa_name(isa)), tunables(isa), file, line);
   }
-  return {std::string(isa_name(isa)), &capped_supports<Args>, &capped_run<Args>, tunables(isa), file, line};
+  return family_entry<Args, &capped_supports<Desc>, &capped_run<Desc>>(std::string(isa_name(isa)), tunables(isa), file,
+                                                                      line);
 }
 
 // A list's avx2 entry, where the avx2 kernels are compiled (x86-64: OPREG_HAVE_CPU_AVX2, set by

@@ -20,11 +20,11 @@ void register_rms_norm(Registry& r, Isa level) {
                      isa_entry<FusedAddRmsNormBwdArgs, &generic::rms_norm_bwd>(Isa::generic, level)});
 }
 
-void rms_norm_fwd_generic(const RmsNormFwdArgs& a, const KernelContext& c) { run<RmsNormFwdArgs, &generic::rms_norm_fwd>(a, c); }
-void rms_norm_bwd_generic(const RmsNormBwdArgs& a, const KernelContext& c) { run<RmsNormBwdArgs, &generic::rms_norm_bwd>(a, c); }
+void rms_norm_fwd_generic(const RmsNormFwdArgs& a, const KernelContext& c) { run<RowNormFwd, &generic::rms_norm_fwd>(family::describe(a), c); }
+void rms_norm_bwd_generic(const RmsNormBwdArgs& a, const KernelContext& c) { run<RowNormBwd, &generic::rms_norm_bwd>(family::describe(a), c); }
 #if defined(OPREG_HAVE_CPU_AVX2)
-void rms_norm_fwd_avx2(const RmsNormFwdArgs& a, const KernelContext& c) { run<RmsNormFwdArgs, &avx2::rms_norm_fwd>(a, c); }
-void rms_norm_bwd_avx2(const RmsNormBwdArgs& a, const KernelContext& c) { run<RmsNormBwdArgs, &avx2::rms_norm_bwd>(a, c); }
+void rms_norm_fwd_avx2(const RmsNormFwdArgs& a, const KernelContext& c) { run<RowNormFwd, &avx2::rms_norm_fwd>(family::describe(a), c); }
+void rms_norm_bwd_avx2(const RmsNormBwdArgs& a, const KernelContext& c) { run<RowNormBwd, &avx2::rms_norm_bwd>(family::describe(a), c); }
 #endif
 
 }  // namespace opreg::cpu
