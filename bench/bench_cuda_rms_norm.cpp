@@ -31,6 +31,7 @@
 
 #include "backends/cuda_like/gpu_vendor.h"
 #include "backends/cuda_like/rms_norm/rms_norm.h"
+#include "ops/describe.h"
 #include "bench_cuda_common.h"
 #include "opreg/ops.h"
 
@@ -131,17 +132,15 @@ void run_sweep(benchmark::State& state, Shape shape, DType dtype, Sweep sw) {
   timed(state, bytes, [&]() -> std::string {
     Launch l;
     if (!sw.backward) {
-      const RowProblem rp = row_problem(d.fwd, gpu_facts);
       const RowNormFwd p = family::describe(d.fwd);
-      gpuError_t err = plan_fwd_rows(p, sw.shape, rp.gpu, l);
+      gpuError_t err = plan_fwd_rows(p, sw.shape, gpu_facts, l);
       if (err == gpuSuccess) {
         err = launch_fwd_rows(p, sw.shape, l, nullptr);
       }
       return err == gpuSuccess ? std::string() : gpuGetErrorString(err);
     }
-    const RowProblem rp = row_problem(d.bwd, gpu_facts);
     const RowNormBwd p = family::describe(d.bwd);
-    gpuError_t err = plan_bwd_rows(p, sw.shape, rp.gpu, l);
+    gpuError_t err = plan_bwd_rows(p, sw.shape, gpu_facts, l);
     if (err != gpuSuccess) return gpuGetErrorString(err);
     if (l.workspace > partial_size) {
       if (partial != nullptr) gpuFree(partial);

@@ -4,7 +4,7 @@
 //   Verdict supports(const Desc&, const Facts&, Plan&);      decides and plans (may refuse)
 //   void run(const Desc&, const Plan&, const KernelContext&); runs what supports() planned
 //
-// or, for a variant that takes every problem the op's check accepts, run(const Desc&, const
+// (a void supports() plans without refusing), or, for a variant that takes every problem the op's check accepts, run(const Desc&, const
 // KernelContext&) alone. The entry builds the descriptor from the op's argument struct (describe.h)
 // once for the planning and once per call; nothing in a backend reads an argument struct.
 //
@@ -28,8 +28,9 @@ namespace family_detail {
 
 template <class F>
 struct Signature;
-template <class D, class Facts_, class Plan_>
-struct Signature<Verdict (*)(const D&, const Facts_&, Plan_&)> {
+template <class R, class D, class Facts_, class Plan_>
+struct Signature<R (*)(const D&, const Facts_&, Plan_&)> {
+  using Result = R;  // Verdict, or void for a planner that takes every problem
   using Desc = D;
   using Facts = Facts_;
   using Plan = Plan_;
@@ -40,7 +41,7 @@ struct Planned {
   using S = Signature<decltype(Supports)>;
   static_assert(std::is_same_v<typename S::Desc, family::Descriptor<Args>>,
                 "supports() takes the descriptor of the op's arguments (describe.h)");
-  static Verdict supports(const Args& args, const typename S::Facts& facts, typename S::Plan& plan) {
+  static typename S::Result supports(const Args& args, const typename S::Facts& facts, typename S::Plan& plan) {
     return Supports(family::describe(args), facts, plan);
   }
   static void run(const Args& args, const typename S::Plan& plan, const KernelContext& ctx) {
@@ -55,7 +56,8 @@ struct Unplanned {
 
 }  // namespace family_detail
 
-// A variant that plans: supports(desc, facts, plan) and run(desc, plan, ctx).
+// A variant that plans: supports(desc, facts, plan) and run(desc, plan, ctx). A supports() that
+// returns void is a planner: the variant takes every problem (`opreg ops` shows it accepting all).
 template <class Args, auto Supports, auto Run>
 ListedVariant<Args> family_entry(std::string impl, std::vector<Tunable> tunables = {},
                                  const char* file = __builtin_FILE(), int line = __builtin_LINE()) {

@@ -9,7 +9,7 @@
 #include "backends/cuda_like/device_guard.h"
 #include "backends/cuda_like/gpu_vendor.h"
 #include "backends/cuda_like/facts.h"
-#include "backends/cuda_like/glu/glu.h"
+#include "backends/cuda_like/glu/plan.h"
 #include "backends/cuda_like/norm/norm.h"
 #include "backends/cuda_like/rms_norm/rms_norm.h"
 #include "opreg/registry.h"

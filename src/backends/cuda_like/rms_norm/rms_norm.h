@@ -1,15 +1,14 @@
 // The cuda rms_norm variants: cuda.rms_norm.{fwd,bwd}.{cluster,rows,split}, and
-// cuda.fused_add_rms_norm.{fwd.{rows,split},bwd.{cluster,rows,split}}. Internal to the cuda
-// backend; declared here so its tests and benchmarks can see the plans the variants make.
+// cuda.fused_add_rms_norm.{fwd.{rows,split},bwd.{cluster,rows,split}}, over the row-norm family's
+// descriptors (plan.cpp; the lists are list.cpp). Internal to the cuda backend; declared here so
+// its tests and benchmarks can see the plans the variants make.
 #pragma once
 
 #include <optional>
 #include <string>
 
 #include "backends/cuda_like/rms_norm/launch.h"
-#include "opreg/ops.h"
 #include "opreg/registry.h"
-#include "ops/describe.h"
 
 namespace opreg::cuda_like {
 
@@ -17,20 +16,17 @@ namespace opreg::cuda_like {
 // lifetime).
 void register_rms_norm(Registry& registry);
 
-// What a variant's choice looks at, read off the arguments and the device's facts.
+// What a variant's choice looks at, read off the descriptor and the device's facts.
 struct RowProblem {
   std::int64_t rows = 0;
   std::int64_t hidden = 0;
   Elem x_type = Elem::f32;
   Elem w_type = Elem::f32;  // x's when there is no weight
   bool aligned = false;  // every row of every tensor starts on 16 bytes: 16-byte accesses
-  bool fused = false;    // fused_add_rms_norm (a residual in, s out; ds_out in)
   GpuInfo gpu;
 };
-RowProblem row_problem(const RmsNormFwdArgs& args, const GpuInfo& gpu);
-RowProblem row_problem(const RmsNormBwdArgs& args, const GpuInfo& gpu);
-RowProblem row_problem(const FusedAddRmsNormFwdArgs& args, const GpuInfo& gpu);
-RowProblem row_problem(const FusedAddRmsNormBwdArgs& args, const GpuInfo& gpu);
+RowProblem row_problem(const RowNormFwd& d, const GpuInfo& gpu);
+RowProblem row_problem(const RowNormBwd& d, const GpuInfo& gpu);
 
 // The shapes the variants use, or why they cannot take the problem.
 struct ShapeOrWhy {
@@ -55,5 +51,20 @@ struct SplitPlan {
   int vec = 1;
   Launch launch;
 };
+
+// The variants' functions (Desc: RowNormFwd or RowNormBwd; Fused: the fused op's, for the names
+// a failed planning gives). split plans every problem (it holds any row).
+template <class Desc, bool Fused>
+Verdict rows_supports(const Desc& d, const GpuInfo& gpu, ResidentPlan& plan);
+template <class Desc, bool Fused>
+Verdict cluster_supports(const Desc& d, const GpuInfo& gpu, ResidentPlan& plan);
+template <class Desc>
+void rows_run(const Desc& d, const ResidentPlan& plan, const KernelContext& ctx);
+template <class Desc>
+void cluster_run(const Desc& d, const ResidentPlan& plan, const KernelContext& ctx);
+template <class Desc, bool Fused>
+void split_plan(const Desc& d, const GpuInfo& gpu, SplitPlan& plan);
+template <class Desc>
+void split_run(const Desc& d, const SplitPlan& plan, const KernelContext& ctx);
 
 }  // namespace opreg::cuda_like
