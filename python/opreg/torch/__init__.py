@@ -14,34 +14,12 @@ import opreg as _opreg
 from . import functional
 from ._kernels import CUSTOM_OP_SKIP_REASON, HAS_CUSTOM_OP, REGISTERED as CUSTOM_OPS
 from .apply import apply_to
-from .functions import (
-    LigerFusedAddRMSNormFunction,
-    LigerGELUMulFunction,
-    LigerGroupNormFunction,
-    LigerLayerNormFunction,
-    LigerRMSNormFunction,
-    LigerSiLUMulFunction,
-)
-from .modules import (
-    LigerBlockSparseTop2MLP,
-    LigerExperts,
-    LigerFalconH1SwiGLUMLP,
-    LigerFusedAddRMSNorm,
-    LigerGEGLUMLP,
-    LigerGEGLUMLPForGemma4,
-    LigerGroupNorm,
-    LigerLayerNorm,
-    LigerPhi3SwiGLUMLP,
-    LigerRMSNorm,
-    LigerSwiGLUMLP,
-)
+from .functions import *  # noqa: F401,F403 (functions.__all__)
+from .modules import *  # noqa: F401,F403 (modules.__all__)
 
 _opreg.follow_torch_threads()
 
-__all__ = [
-    "LigerRMSNormFunction", "LigerFusedAddRMSNormFunction", "LigerLayerNormFunction", "LigerGroupNormFunction",
-    "LigerGELUMulFunction", "LigerSiLUMulFunction", "LigerRMSNorm", "LigerFusedAddRMSNorm", "LigerLayerNorm",
-    "LigerGroupNorm", "LigerSwiGLUMLP", "LigerGEGLUMLP", "LigerGEGLUMLPForGemma4", "LigerPhi3SwiGLUMLP",
-    "LigerBlockSparseTop2MLP", "LigerExperts", "LigerFalconH1SwiGLUMLP", "functional", "apply_to", "HAS_CUSTOM_OP",
-    "CUSTOM_OP_SKIP_REASON", "CUSTOM_OPS",
-]
+from . import functions as _functions, modules as _modules  # noqa: E402
+
+__all__ = _functions.__all__ + _modules.__all__ + [
+    "functional", "apply_to", "HAS_CUSTOM_OP", "CUSTOM_OP_SKIP_REASON", "CUSTOM_OPS"]

@@ -1,12 +1,5 @@
 """The functional forms of liger_kernel.transformers.functional, on opreg's kernels."""
-from .functions import (
-    LigerFusedAddRMSNormFunction,
-    LigerGELUMulFunction,
-    LigerGroupNormFunction,
-    LigerLayerNormFunction,
-    LigerRMSNormFunction,
-    LigerSiLUMulFunction,
-)
+from .functions import *  # noqa: F401,F403 (functions.__all__: the six autograd functions)
 
 
 def liger_rms_norm(X, W, eps, offset: float = 0.0, casting_mode: str = "llama", in_place: bool = True):

@@ -11,6 +11,10 @@ from . import _dtensor as D
 from . import _kernels as K
 
 
+__all__ = ["LigerRMSNormFunction", "LigerFusedAddRMSNormFunction", "LigerLayerNormFunction", "LigerGroupNormFunction",
+           "LigerGELUMulFunction", "LigerSiLUMulFunction"]
+
+
 def _casting(mode):
     # Liger also accepts its internal integer codes (0 llama, 1 gemma, -1 none).
     if isinstance(mode, int) and not isinstance(mode, bool):

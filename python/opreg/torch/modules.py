@@ -4,14 +4,12 @@
 import torch
 import torch.nn as nn
 
-from .functions import (
-    LigerFusedAddRMSNormFunction,
-    LigerGELUMulFunction,
-    LigerGroupNormFunction,
-    LigerLayerNormFunction,
-    LigerRMSNormFunction,
-    LigerSiLUMulFunction,
-)
+from .functions import *  # noqa: F401,F403 (functions.__all__: the six autograd functions)
+
+
+__all__ = ["LigerRMSNorm", "LigerFusedAddRMSNorm", "LigerLayerNorm", "LigerGroupNorm", "LigerSwiGLUMLP", "LigerGEGLUMLP",
+           "LigerGEGLUMLPForGemma4", "LigerPhi3SwiGLUMLP", "LigerBlockSparseTop2MLP", "LigerExperts",
+           "LigerFalconH1SwiGLUMLP"]
 
 
 def _init(size, init_fn, owner):

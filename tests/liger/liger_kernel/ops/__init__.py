@@ -1,9 +1,2 @@
 """liger_kernel.ops: the autograd functions, on opreg's kernels."""
-from opreg.torch import (  # noqa: F401
-    LigerFusedAddRMSNormFunction,
-    LigerGELUMulFunction,
-    LigerGroupNormFunction,
-    LigerLayerNormFunction,
-    LigerRMSNormFunction,
-    LigerSiLUMulFunction,
-)
+from opreg.torch.functions import *  # noqa: F401,F403 (the six autograd functions)

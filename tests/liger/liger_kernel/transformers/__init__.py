@@ -1,14 +1,2 @@
 """liger_kernel.transformers: the nn.Modules, on opreg's kernels."""
-from opreg.torch import (  # noqa: F401
-    LigerBlockSparseTop2MLP,
-    LigerExperts,
-    LigerFalconH1SwiGLUMLP,
-    LigerFusedAddRMSNorm,
-    LigerGEGLUMLP,
-    LigerGEGLUMLPForGemma4,
-    LigerGroupNorm,
-    LigerLayerNorm,
-    LigerPhi3SwiGLUMLP,
-    LigerRMSNorm,
-    LigerSwiGLUMLP,
-)
+from opreg.torch.modules import *  # noqa: F401,F403 (the nn.Modules)
