@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The cpu kernels' performance table of docs/perf.md (issue 24), from one command in one run.
+"""The cpu kernels' performance table (docs/perf/cpu.md; its misses in docs/perf.md), from one command in one run.
 
 It builds the benchmark programs (unless --no-build), then runs, one after the other at the same
 thread count:
