@@ -7,34 +7,12 @@
 set -u
 opreg=$1
 mode=${2:-}
-failures=0
-passes=0
+. "$(dirname "$0")/expect.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 unset OPREG_DEVICE OPREG_BACKEND_ORDER OPREG_DISABLE OPREG_FORCE_VARIANT OPREG_FALLBACK OPREG_VERBOSE \
   OPREG_NPU_PROFILE OPREG_NPU_UB_BYTES
 
-fail() {
-  echo "FAIL: $*"
-  failures=$((failures + 1))
-}
-
-# expect CODE PATTERN -- command...: the exit code, and stdout+stderr matching PATTERN.
-expect() {
-  local code=$1 pattern=$2
-  shift 3
-  local out rc
-  out=$("$@" 2>&1)
-  rc=$?
-  if [[ $rc -ne $code ]] || ! grep -Eq -- "$pattern" <<<"$out"; then
-    fail "$* -> exit $rc (want $code), output must match /$pattern/:"
-    sed 's/^/    /' <<<"$out" | head -20
-  else
-    passes=$((passes + 1))
-  fi
-}
-
-# A usage error: exit 2 and exactly one line on stderr, nothing on stdout.
 expect_usage() {
   local pattern=$1
   shift

@@ -3,24 +3,7 @@
 # usage: cli_test.sh path/to/opreg
 set -u
 opreg=$1
-failures=0
-passes=0
-
-# expect CODE PATTERN -- command...: runs it, checks the exit code and that stdout+stderr match.
-expect() {
-  local code=$1 pattern=$2
-  shift 3
-  local out rc
-  out=$("$@" 2>&1)
-  rc=$?
-  if [[ $rc -ne $code ]] || ! grep -Eq -- "$pattern" <<<"$out"; then
-    echo "FAIL: $* -> exit $rc (want $code), output must match /$pattern/:"
-    sed 's/^/    /' <<<"$out" | head -20
-    failures=$((failures + 1))
-  else
-    passes=$((passes + 1))
-  fi
-}
+. "$(dirname "$0")/expect.sh"
 
 unset OPREG_DEVICE OPREG_BACKEND_ORDER OPREG_DISABLE OPREG_FORCE_VARIANT OPREG_FALLBACK OPREG_VERBOSE \
   OPREG_NUM_THREADS OPREG_NPU_PROFILE OPREG_NPU_UB_BYTES
