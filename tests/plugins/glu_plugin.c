@@ -9,13 +9,7 @@
 #include <string.h>
 
 #include "opreg/plugin.h"
-
-static int32_t report(char* message, size_t size, int32_t status, const char* text) {
-  if (message != NULL && size > 0) snprintf(message, size, "%s", text);
-  return status;
-}
-
-static int is_f32(const DLTensor* t) { return t->dtype.code == kDLFloat && t->dtype.bits == 32 && t->dtype.lanes == 1; }
+#include "test_plugin.h"
 
 static const char* refusal(const opreg_glu_fwd_args* a) {
   /* The struct as this build's header has it: what opreg hands a plugin of that version. */
@@ -55,15 +49,5 @@ static int32_t glu_run(void* user, const void* args, const opreg_kernel_context*
 }
 
 OPREG_PLUGIN_EXPORT int32_t opreg_plugin_init(const opreg_host* host, char* message, size_t size) {
-  opreg_variant_desc variant;
-  memset(&variant, 0, sizeof variant);
-  variant.struct_size = sizeof variant;
-  variant.api_version = OPREG_PLUGIN_API_VERSION;
-  variant.backend = "cpu";
-  variant.op = "geglu.fwd";
-  variant.impl = "cglu";
-  variant.priority = -2000;
-  variant.supports = glu_supports;
-  variant.run = glu_run;
-  return host->register_variant(host->host, &variant, message, size);
+  return register_cpu_variant(host, "geglu.fwd", "cglu", glu_supports, glu_run, message, size);
 }

@@ -8,15 +8,7 @@
 #include <string.h>
 
 #include "opreg/plugin.h"
-
-static int32_t report(char* message, size_t size, int32_t status, const char* text) {
-  if (message != NULL && size > 0) snprintf(message, size, "%s", text);
-  return status;
-}
-
-static int is_f32(const DLTensor* t) {
-  return t == NULL || (t->dtype.code == kDLFloat && t->dtype.bits == 32 && t->dtype.lanes == 1);
-}
+#include "test_plugin.h"
 
 static const char* refusal(const opreg_group_norm_bwd_args* a) {
   if (a->struct_size != sizeof *a) return "unexpected argument struct";
@@ -102,15 +94,5 @@ static int32_t wide_run(void* user, const void* args, const opreg_kernel_context
 }
 
 OPREG_PLUGIN_EXPORT int32_t opreg_plugin_init(const opreg_host* host, char* message, size_t size) {
-  opreg_variant_desc variant;
-  memset(&variant, 0, sizeof variant);
-  variant.struct_size = sizeof variant;
-  variant.api_version = OPREG_PLUGIN_API_VERSION;
-  variant.backend = "cpu";
-  variant.op = "group_norm.bwd";
-  variant.impl = "cwide";
-  variant.priority = -2000;
-  variant.supports = wide_supports;
-  variant.run = wide_run;
-  return host->register_variant(host->host, &variant, message, size);
+  return register_cpu_variant(host, "group_norm.bwd", "cwide", wide_supports, wide_run, message, size);
 }
