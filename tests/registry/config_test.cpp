@@ -53,10 +53,7 @@ void expect_default(const opreg::Config& c) {
 // registry reads is unset for the duration of a test (and restored after).
 class ConfigFixture : public ::testing::Test {
  protected:
-  ot::ScopedEnv clean_env_{{"OPREG_DEVICE", nullptr},        {"OPREG_BACKEND_ORDER", nullptr},
-                           {"OPREG_DISABLE", nullptr},       {"OPREG_FORCE_VARIANT", nullptr},
-                           {"OPREG_FALLBACK", nullptr},      {"OPREG_VERBOSE", nullptr},
-                           {"OPREG_NUM_THREADS", nullptr}};
+  ot::CleanRegistryEnv clean_env_;
   opreg::Registry reg;
   ::testing::NiceMock<ot::MockKernel> fast_mock;
   ::testing::NiceMock<ot::MockKernel> slow_mock;

@@ -37,10 +37,7 @@ std::shared_ptr<ot::HostBackend> host(ot::HostBackendSpec spec) {
 // Every variable the registry reads, unset for the duration of a test (restored after).
 class RegistryTest : public ::testing::Test {
  protected:
-  ot::ScopedEnv clean_env_{{"OPREG_DEVICE", nullptr},        {"OPREG_BACKEND_ORDER", nullptr},
-                           {"OPREG_DISABLE", nullptr},       {"OPREG_FORCE_VARIANT", nullptr},
-                           {"OPREG_FALLBACK", nullptr},      {"OPREG_VERBOSE", nullptr},
-                           {"OPREG_NUM_THREADS", nullptr}};
+  ot::CleanRegistryEnv clean_env_;
   opreg::Registry reg;
 
   opreg::BackendId id_of(const std::string& name) const {

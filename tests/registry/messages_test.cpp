@@ -23,9 +23,7 @@ using ::testing::HasSubstr;
 // (a build without them); every variable the registry reads unset.
 class Messages : public ::testing::Test {
  protected:
-  ScopedEnv clean_env_{{"OPREG_DEVICE", nullptr},  {"OPREG_BACKEND_ORDER", nullptr}, {"OPREG_DISABLE", nullptr},
-                       {"OPREG_FORCE_VARIANT", nullptr}, {"OPREG_FALLBACK", nullptr}, {"OPREG_VERBOSE", nullptr},
-                       {"OPREG_NUM_THREADS", nullptr}};
+  CleanRegistryEnv clean_env_;
   Registry reg;
   Registration cpu = reg.add_backend(std::make_shared<HostBackend>(HostBackendSpec{.name = "cpu", .priority = 0}));
   Registration gpu = reg.add_backend(std::make_shared<HostBackend>(HostBackendSpec{.name = "gpu", .priority = 50}));

@@ -103,4 +103,13 @@ class ScopedEnv {
   std::vector<Saved> saved_;
 };
 
+// Every variable the registry reads, unset for one scope (restored after).
+class CleanRegistryEnv : public ScopedEnv {
+ public:
+  CleanRegistryEnv()
+      : ScopedEnv{{"OPREG_DEVICE", nullptr},   {"OPREG_BACKEND_ORDER", nullptr}, {"OPREG_DISABLE", nullptr},
+                  {"OPREG_FORCE_VARIANT", nullptr}, {"OPREG_FALLBACK", nullptr},   {"OPREG_VERBOSE", nullptr},
+                  {"OPREG_NUM_THREADS", nullptr}} {}
+};
+
 }  // namespace opreg::testing
