@@ -198,9 +198,5 @@ void register_all() {
 
 int main(int argc, char** argv) {
   opreg::bench::register_all();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return opreg::bench::run_benchmarks(argc, argv);
 }

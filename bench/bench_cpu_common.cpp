@@ -2,6 +2,8 @@
 // cpu, with x and the parameters in one dtype and group_norm's kGroups groups.
 #include "bench_cpu_common.h"
 
+#include <benchmark/benchmark.h>
+
 #include "ops/problem.h"
 
 namespace opreg::bench {
@@ -27,5 +29,13 @@ std::string OpProblem::run() {
 }
 bool OpProblem::run_variant(const std::string& variant) { return impl_->problem->run_variant(variant).ok; }
 std::uint64_t OpProblem::bytes() const { return impl_->problem->bytes(); }
+
+int run_benchmarks(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
 
 }  // namespace opreg::bench

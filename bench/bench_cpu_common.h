@@ -50,4 +50,8 @@ class OpProblem {
   std::unique_ptr<Impl> impl_;
 };
 
+// Google Benchmark's main after the program registered its cases: initialise, refuse unknown
+// arguments (exit 1), run, shut down.
+int run_benchmarks(int argc, char** argv);
+
 }  // namespace opreg::bench
