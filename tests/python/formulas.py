@@ -39,3 +39,20 @@ def geglu(a, b):
 
 def swiglu(a, b):
     return F.silu(a.float() if a.dtype != torch.float64 else a).to(a.dtype) * b
+
+
+class LlamaRMSNorm(torch.nn.Module):
+    """Hugging Face's LlamaRMSNorm formula and attribute names, the module apply_to swaps; the
+    weight starts at 1, or at 1 + noise * randn."""
+
+    def __init__(self, hidden, eps=1e-6, noise=0.0):
+        super().__init__()
+        weight = torch.ones(hidden) if noise == 0.0 else 1.0 + noise * torch.randn(hidden)
+        self.weight = torch.nn.Parameter(weight)
+        self.variance_epsilon = eps
+
+    def forward(self, x):
+        dtype = x.dtype
+        x = x.float()
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
+        return self.weight * x.to(dtype)

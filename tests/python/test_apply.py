@@ -11,21 +11,11 @@ import torch.nn as nn
 
 import opreg.torch as otorch
 from conftest import DEVICES, assert_close
+from formulas import LlamaRMSNorm
 
 
-class ToyRMSNorm(nn.Module):
-    """Hugging Face's LlamaRMSNorm formula and attribute names."""
-
-    def __init__(self, hidden, eps=1e-6):
-        super().__init__()
-        self.weight = nn.Parameter(1.0 + 0.1 * torch.randn(hidden))
-        self.variance_epsilon = eps
-
-    def forward(self, x):
-        dtype = x.dtype
-        x = x.float()
-        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
-        return self.weight * x.to(dtype)
+def ToyRMSNorm(hidden):
+    return LlamaRMSNorm(hidden, noise=0.1)
 
 
 class PostNormBlock(nn.Module):
@@ -103,7 +93,7 @@ def test_apply_to_keeps_gradients(block, device):
     assert counts["rms_norm"] == EXPECTED_NORMS[block], counts
     assert list(swapped.state_dict()) == list(plain.state_dict())
     norms = [m for m in swapped.modules() if isinstance(m, otorch.LigerRMSNorm)]
-    assert norms and not any(type(m).__name__ == "ToyRMSNorm" for m in swapped.modules())
+    assert norms and not any(type(m).__name__ == "LlamaRMSNorm" for m in swapped.modules())
     if block == "shared_norm":
         assert all(layer.norm is layer.norm_again for layer in swapped.layers)
 

@@ -16,19 +16,7 @@ import torch.nn as nn
 
 import opreg.torch as otorch
 from conftest import CUDA_SKIP, DEVICES, assert_close
-
-
-class RMSNorm(nn.Module):
-    def __init__(self, hidden, eps=1e-6):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(hidden))
-        self.variance_epsilon = eps
-
-    def forward(self, x):
-        dtype = x.dtype
-        x = x.float()
-        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
-        return self.weight * x.to(dtype)
+from formulas import LlamaRMSNorm
 
 
 class MLP(nn.Module):
@@ -62,7 +50,7 @@ class Attention(nn.Module):
 class DecoderLayer(nn.Module):
     def __init__(self, hidden, heads, intermediate):
         super().__init__()
-        self.input_layernorm, self.post_attention_layernorm = RMSNorm(hidden), RMSNorm(hidden)
+        self.input_layernorm, self.post_attention_layernorm = LlamaRMSNorm(hidden), LlamaRMSNorm(hidden)
         self.self_attn, self.mlp = Attention(hidden, heads), MLP(hidden, intermediate)
 
     def forward(self, x):
@@ -75,7 +63,7 @@ class TinyLlama(nn.Module):
         super().__init__()
         self.embed_tokens = nn.Embedding(vocab, hidden)
         self.layers = nn.ModuleList(DecoderLayer(hidden, heads, intermediate) for _ in range(layers))
-        self.norm, self.lm_head = RMSNorm(hidden), nn.Linear(hidden, vocab, bias=False)
+        self.norm, self.lm_head = LlamaRMSNorm(hidden), nn.Linear(hidden, vocab, bias=False)
 
     def forward(self, ids):
         x = self.embed_tokens(ids)
