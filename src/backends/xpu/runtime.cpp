@@ -462,7 +462,8 @@ void DeviceRuntime::free(void* pointer) noexcept {
   clSVMFree(context_.get(), pointer);
 }
 
-DevicePointer DeviceRuntime::locate(const void* pointer, std::size_t bytes, std::string_view what) const {
+DevicePointer DeviceRuntime::locate(const void* pointer, std::size_t bytes, std::string_view what,
+                                    std::string_view owner) const {
   // An empty tensor may have no memory at all; kernels never touch it, but every pointer
   // argument must be SVM.
   if (bytes == 0 && pointer == nullptr) return {placeholder_, 0};
@@ -479,7 +480,7 @@ DevicePointer DeviceRuntime::locate(const void* pointer, std::size_t bytes, std:
   fail(ErrorKind::invalid_argument,
        "{}: {} ({} bytes at {}) is not memory of this device; xpu kernels read only tensors made on the device "
        "(Tensor::empty, Tensor::to): wrapped host memory is not shared virtual memory",
-       label_, what, bytes, pointer);
+       label_, owner.empty() ? std::string(what) : fmt::format("{}: {}", owner, what), bytes, pointer);
 }
 
 void DeviceRuntime::copy(cl_command_queue queue, void* dst, const void* src, std::size_t bytes) {

@@ -173,22 +173,33 @@ class DeviceRuntime {
   void* allocate(std::size_t bytes);
   void free(void* pointer) noexcept;
   // The allocation holding [pointer, pointer + bytes); an opreg::Error (invalid_argument) naming
-  // `what` when it is not memory of this device.
-  DevicePointer locate(const void* pointer, std::size_t bytes, std::string_view what) const;
+  // `what` (and `owner`, the variant, when given) when it is not memory of this device. The
+  // message is made only then: a call locates every tensor.
+  DevicePointer locate(const void* pointer, std::size_t bytes, std::string_view what,
+                       std::string_view owner = {}) const;
   void copy(cl_command_queue queue, void* dst, const void* src, std::size_t bytes);
   void fill(cl_command_queue queue, void* dst, std::size_t bytes, const void* pattern, std::size_t pattern_bytes);
   void finish(cl_command_queue queue);
 
-  // Sets the arguments and enqueues `global` work-items in groups of `local`.
+  // Sets the arguments and enqueues `global` work-items in groups of `local`. A DevicePointer is
+  // two arguments, the allocation and the byte offset (every kernel takes its buffers so).
   template <class... Args>
   void launch(cl_command_queue queue, Kernel& kernel, std::size_t global, std::size_t local, const Args&... args) {
     std::lock_guard<std::mutex> lock(kernel.mutex);
     cl_uint index = 0;
-    (set_arg(kernel, index++, args), ...);
+    (add_arg(kernel, index, args), ...);
     enqueue(queue, kernel, global, local);
   }
 
  private:
+  void add_arg(Kernel& kernel, cl_uint& index, const DevicePointer& pointer) {
+    set_arg(kernel, index++, SvmArg{pointer.base});
+    set_arg(kernel, index++, pointer.offset);
+  }
+  template <class T>
+  void add_arg(Kernel& kernel, cl_uint& index, const T& value) {
+    set_arg(kernel, index++, value);
+  }
   void set_arg(Kernel& kernel, cl_uint index, const SvmArg& arg);
   void set_arg(Kernel& kernel, cl_uint index, const LocalArg& arg);
   template <class T>

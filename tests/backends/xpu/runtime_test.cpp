@@ -127,7 +127,7 @@ TEST_F(XpuRuntime, CallerQueueOfThisContextIsUsed) {
   spec.op = "rms_norm.bwd";
   spec.dtype = DType::bf16;
   spec.shape = Shape{33, 300};
-  const CheckReport report = run_on(registry, device, spec, "xpu.rms_norm.bwd.row", &ctx);
+  const CheckReport report = run_on(registry, device, spec, "xpu.rms_norm.bwd.group", &ctx);
   EXPECT_TRUE(report.pass()) << report.summary();
 }
 
@@ -159,7 +159,7 @@ TEST_F(XpuRuntime, MadeUpQueueHandleIsRefusedWithoutCrashing) {
 
 // dweight comes from per-slot partials summed in a fixed order: the same bits on every run.
 TEST_F(XpuRuntime, DweightIsTheSameOnEveryRun) {
-  for (const char* variant : {"xpu.rms_norm.bwd.row", "xpu.rms_norm.bwd.packed", "xpu.rms_norm.bwd.split"}) {
+  for (const char* variant : {"xpu.rms_norm.bwd.group", "xpu.rms_norm.bwd.packed", "xpu.rms_norm.bwd.split"}) {
     const Shape shape = std::string(variant).ends_with("packed") ? Shape{3000, 100} : Shape{3000, 1000};
     std::vector<float> first;
     for (int run = 0; run < 3; ++run) {
@@ -273,13 +273,13 @@ TEST_F(XpuRuntime, SupportsRulesFollowTheDeviceGeometry) {
   no_rows.disable.push_back("xpu.rms_norm.bwd.rows");
   registry.set_config(no_rows);
   EXPECT_EQ(registry.choose(rms_norm_bwd_op(), bwd(longest_packed, true))->name, "xpu.rms_norm.bwd.packed");
-  EXPECT_EQ(registry.choose(rms_norm_bwd_op(), bwd(longest_packed + 1, true))->name, "xpu.rms_norm.bwd.row");
-  EXPECT_EQ(registry.choose(rms_norm_bwd_op(), bwd(longest_fused, true))->name, "xpu.rms_norm.bwd.row");
+  EXPECT_EQ(registry.choose(rms_norm_bwd_op(), bwd(longest_packed + 1, true))->name, "xpu.rms_norm.bwd.group");
+  EXPECT_EQ(registry.choose(rms_norm_bwd_op(), bwd(longest_fused, true))->name, "xpu.rms_norm.bwd.group");
   EXPECT_EQ(registry.choose(rms_norm_bwd_op(), bwd(longest_fused + 1, true), &why)->name, "xpu.rms_norm.bwd.split");
   EXPECT_NE(why.find("dweight would need more than"), std::string::npos) << why;
-  // Forced beyond its rule, the fused row variant says what it needs instead of guessing.
+  // Forced beyond its rule, the fused group variant says what it needs instead of guessing.
   Config forced = no_rows;
-  forced.force_variants = {"xpu.rms_norm.bwd.row"};
+  forced.force_variants = {"xpu.rms_norm.bwd.group"};
   registry.set_config(forced);
   std::string message;
   const bool refused = ThrowsError([&] { registry.call(rms_norm_bwd_op(), bwd(longest_fused + 1, true)); },
@@ -287,8 +287,8 @@ TEST_F(XpuRuntime, SupportsRulesFollowTheDeviceGeometry) {
                                    &message);
   registry.set_config(no_rows);
   EXPECT_TRUE(refused) << message;
-  // Without a weight there is no dweight to fuse: the row variant takes any length.
-  EXPECT_EQ(registry.choose(rms_norm_bwd_op(), bwd(longest_fused + 1, false))->name, "xpu.rms_norm.bwd.row");
+  // Without a weight there is no dweight to fuse: the group variant takes any length.
+  EXPECT_EQ(registry.choose(rms_norm_bwd_op(), bwd(longest_fused + 1, false))->name, "xpu.rms_norm.bwd.group");
   registry.set_config(saved);
 }
 

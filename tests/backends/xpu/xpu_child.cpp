@@ -55,7 +55,7 @@ int first_call(Registry& registry, Device device) {
                                            {DType::f16, DType::f32},
                                            {DType::bf16, DType::bf16},
                                            {DType::bf16, DType::f32}};
-  // Short rows (packed), rows a group takes alone (row), and rows too long for the fused dweight
+  // Short rows (packed), rows a group takes alone (group), and rows too long for the fused dweight
   // (split), whose column kernels launch grids over 65536 work-items.
   const Shape shapes[] = {Shape{3, 5}, Shape{20, 1000}, Shape{3, 100003}};
   int failures = 0;
@@ -89,7 +89,7 @@ int first_call(Registry& registry, Device device) {
 int libraries(Registry& registry, Device device) {
   ProblemSpec spec;
   Problem p(registry, spec, device);
-  if (!p.run_variant("xpu.rms_norm.fwd.row").ok) return 1;
+  if (!p.run_variant("xpu.rms_norm.fwd.group").ok) return 1;
   p.synchronize();
   std::ifstream maps("/proc/self/maps");
   std::string line;
