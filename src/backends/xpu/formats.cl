@@ -184,6 +184,14 @@ inline float team_sum(local float* scratch, uint lid, uint t, uint team, float v
 // 2^e for e in [-126, 127].
 inline float pow2(int e) { return as_float((uint)(e + 127) << 23); }
 
+// rstd from a sum of squares scaled by 2^2m (square_scale) over n elements: 2^-m / sqrt(sum / n +
+// eps 2^-2m); with m = 0, 1 / sqrt(mean + eps). rms_norm's sum is of x, the norms' of deviations.
+inline float scaled_rstd(float sum, int m, uint n, float eps) {
+  const float mean = n == 0 ? 0.0f : sum / (float)n;
+  const float down = pow2(-m);
+  return down / sqrt(mean + eps * down * down);
+}
+
 // The scale exponent of v: its binary exponent, at least 0 and at most 126 (infinities and NaN
 // get 126 and stay what they are).
 inline int square_scale(float v) { return clamp((int)((as_uint(v) >> 23) & 0xFFu) - 127, 0, 126); }
@@ -301,6 +309,18 @@ inline void partials_reduce(global const float* partial, global uchar* dw, uint 
     barrier(CLK_LOCAL_MEM_FENCE);
   }
 }
+
+// A family's parameter-gradient reductions, one kernel per gradient format:
+// <family>_dw_reduce_<f32|f16|bf16>(partial, dw, slots, h, cols, scratch) over partials_reduce.
+#define DW_REDUCE_KERNEL(family, name, wf)                                                                    \
+  kernel void family##_dw_reduce_##name(global const uchar* partial, ulong partial_off, global uchar* dw,      \
+                                        ulong dw_off, uint slots, uint h, uint cols, local float* scratch) {  \
+    partials_reduce((global const float*)(partial + partial_off), dw + dw_off, slots, h, cols, scratch, wf);    \
+  }
+#define DW_REDUCE_KERNELS(family)           \
+  DW_REDUCE_KERNEL(family, f32, FMT_F32)    \
+  DW_REDUCE_KERNEL(family, f16, FMT_F16)    \
+  DW_REDUCE_KERNEL(family, bf16, FMT_BF16)
 
 // ---- Eight elements at a time, for the CPU-shaped kernels (a work-item walking a contiguous
 // run): the same bits as load_elem / store_elem per element, written with vector operations so

@@ -1,4 +1,4 @@
-// geglu and swiglu forward and backward (src/backends/xpu/glu/list.cpp launches them;
+// geglu and swiglu forward and backward (src/backends/xpu/glu/launch.cpp launches them;
 // semantics: docs/ops.md, src/ops/reference).
 //
 // Element-wise and streaming: the work-items stride over the elements by the grid's size

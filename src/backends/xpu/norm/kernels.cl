@@ -1,4 +1,4 @@
-// layer_norm and group_norm forward and backward (src/backends/xpu/norm/list.cpp launches them;
+// layer_norm and group_norm forward and backward (src/backends/xpu/norm/launch.cpp launches them;
 // semantics: docs/ops.md, src/ops/reference).
 //
 // Both ops are one normalisation over `sets` contiguous sets of channels x spread elements
@@ -123,13 +123,6 @@ OPREG_INLINE void range_dx(global const uchar* dy, global const uchar* x, global
   }
 }
 
-// rstd from the scaled sum of squared deviations (the sum times 2^2m) of `size` elements.
-inline float norm_rstd(float deviation, int m, uint size, float eps) {
-  const float variance = size == 0 ? 0.0f : deviation / (float)size;
-  const float down = pow2(-m);
-  return down / sqrt(variance + eps * down * down);
-}
-
 inline void norm_fwd(global const uchar* x, global const uchar* w, global const uchar* b, global uchar* y,
                      global float* mean_out, global float* rstd_out, ulong sets, uint groups, uint channels,
                      uint spread, uint team, float eps, int has_weight, int has_bias, local float* scratch, int xf,
@@ -146,7 +139,7 @@ inline void norm_fwd(global const uchar* x, global const uchar* w, global const 
     const float mean = size == 0 ? 0.0f : total / (float)size;
     int m;
     const float deviation = range_squares(x, first, 0, end, mean, t, team, g.steps, g.lid, scratch, &m, xf);
-    const float r = norm_rstd(deviation, m, size, eps);
+    const float r = scaled_rstd(deviation, m, size, eps);
     if (valid && t == 0) {
       mean_out[set] = mean;
       rstd_out[set] = r;
@@ -413,7 +406,7 @@ inline void norm_fwd_split(global const uchar* x, global const uchar* w, global 
         }
       }
       mean_out[set] = mean;
-      rstd_out[set] = norm_rstd(deviation, m, size, eps);
+      rstd_out[set] = scaled_rstd(deviation, m, size, eps);
     }
     return;
   }
@@ -575,12 +568,4 @@ NORM_DW_COLUMNS_KERNEL(f32, FMT_F32)
 NORM_DW_COLUMNS_KERNEL(f16, FMT_F16)
 NORM_DW_COLUMNS_KERNEL(bf16, FMT_BF16)
 
-#define NORM_DW_REDUCE_KERNEL(name, pf)                                                                      \
-  kernel void norm_dw_reduce_##name(global const uchar* partial, ulong partial_off, global uchar* dw,        \
-                                    ulong dw_off, uint slots, uint h, uint cols, local float* scratch) {     \
-    partials_reduce((global const float*)(partial + partial_off), dw + dw_off, slots, h, cols, scratch, pf);  \
-  }
-
-NORM_DW_REDUCE_KERNEL(f32, FMT_F32)
-NORM_DW_REDUCE_KERNEL(f16, FMT_F16)
-NORM_DW_REDUCE_KERNEL(bf16, FMT_BF16)
+DW_REDUCE_KERNELS(norm)

@@ -1,5 +1,5 @@
 // layer_norm and group_norm's CPU-shaped kernels (the `rows` variants, OpenCL CPU devices only;
-// src/backends/xpu/norm/list.cpp launches them). The runtime builds this file after
+// src/backends/xpu/norm/launch.cpp launches them). The runtime builds this file after
 // norm/kernels.cl in the same program (src/backends/xpu/CMakeLists.txt), so that file's helpers
 // (norm_param_value) are in scope.
 
@@ -58,9 +58,7 @@ inline void norm_fwd_rows(global const uchar* x, global const uchar* w, global c
       })
       total = sum8(squares);
     }
-    const float variance = size == 0 ? 0.0f : total / (float)size;
-    const float down = pow2(-m);
-    const float r = down / sqrt(variance + eps * down * down);
+    const float r = scaled_rstd(total, m, size, eps);
     mean_out[set] = mean;
     rstd_out[set] = r;
     const uint pbase = (uint)(set % groups) * channels;

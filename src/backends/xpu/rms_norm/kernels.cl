@@ -1,4 +1,4 @@
-// rms_norm and fused_add_rms_norm forward and backward (src/backends/xpu/rms_norm/list.cpp
+// rms_norm and fused_add_rms_norm forward and backward (src/backends/xpu/rms_norm/launch.cpp
 // launches them; semantics: docs/ops.md, src/ops/reference). The fused op is the same kernels
 // with `fused` set: the forward normalises s = round_x(x + residual) and stores s on the way, the
 // backward adds ds_out to dx.
@@ -79,10 +79,7 @@ inline void rms_fwd(global const uchar* x, global const uchar* res, global const
       }
     }
     const float total = team_square_sum(scratch, g.lid, t, team, squares, m, &m);
-    // rstd = 2^-m / sqrt(total / h + eps 2^-2m): with m = 0, 1 / sqrt(mean + eps).
-    const float mean = h == 0 ? 0.0f : total / (float)h;
-    const float down = pow2(-m);
-    const float r = down / sqrt(mean + eps * down * down);
+    const float r = scaled_rstd(total, m, h, eps);
     if (valid && t == 0) rstd[row] = r;
     for (uint k = 0; k < g.steps; ++k) {
       const uint j = t + k * team;
@@ -257,9 +254,7 @@ inline void rms_fwd_rows(global const uchar* x, global const uchar* res, global 
       }
       total = sum8(squares);
     }
-    const float mean = h == 0 ? 0.0f : total / (float)h;
-    const float down = pow2(-m);
-    const float r = down / sqrt(mean + eps * down * down);
+    const float r = scaled_rstd(total, m, h, eps);
     rstd[row] = r;
     FOR_STEPS8(j, count, h, {
       const float8 xhat = load8(normed, first + j, count, xf) * r;
@@ -449,12 +444,4 @@ RMS_DW_COLUMNS_KERNEL(f32, FMT_F32)
 RMS_DW_COLUMNS_KERNEL(f16, FMT_F16)
 RMS_DW_COLUMNS_KERNEL(bf16, FMT_BF16)
 
-#define RMS_DW_REDUCE_KERNEL(name, wf)                                                                        \
-  kernel void rms_norm_dw_reduce_##name(global const uchar* partial, ulong partial_off, global uchar* dw,     \
-                                        ulong dw_off, uint slots, uint h, uint cols, local float* scratch) {  \
-    partials_reduce((global const float*)(partial + partial_off), dw + dw_off, slots, h, cols, scratch, wf);    \
-  }
-
-RMS_DW_REDUCE_KERNEL(f32, FMT_F32)
-RMS_DW_REDUCE_KERNEL(f16, FMT_F16)
-RMS_DW_REDUCE_KERNEL(bf16, FMT_BF16)
+DW_REDUCE_KERNELS(rms_norm)
