@@ -63,8 +63,8 @@ Row run(Registry& reg, Device npu, Direction dir, std::int64_t rows, std::int64_
     a.y = Tensor::empty(shape, x, npu, reg);
     a.rstd = Tensor::empty(Shape{rows}, DType::f32, npu, reg);
     chosen = reg.choose(rms_norm_fwd_op(), a);
-    r.plan = npu::rms::plan_fwd(chosen->impl == "chunked" ? npu::rms::Impl::chunked : npu::rms::Impl::single_pass,
-                                npu::rms::problem_of(family::describe(a)), em.model())
+    r.plan = npu::rms_norm::plan_fwd(chosen->impl == "chunked" ? npu::rms_norm::Impl::chunked : npu::rms_norm::Impl::single_pass,
+                                npu::rms_norm::sizes_of(family::describe(a)), em.model())
                  .tiles;
     reg.call(rms_norm_fwd_op(), a);
   } else {
@@ -76,8 +76,8 @@ Row run(Registry& reg, Device npu, Direction dir, std::int64_t rows, std::int64_
     a.dx = Tensor::empty(shape, x, npu, reg);
     a.dweight = Tensor::empty(Shape{hidden}, x, npu, reg);
     chosen = reg.choose(rms_norm_bwd_op(), a);
-    r.plan = npu::rms::plan_bwd(chosen->impl == "chunked" ? npu::rms::Impl::chunked : npu::rms::Impl::single_pass,
-                                npu::rms::problem_of(family::describe(a)), em.model())
+    r.plan = npu::rms_norm::plan_bwd(chosen->impl == "chunked" ? npu::rms_norm::Impl::chunked : npu::rms_norm::Impl::single_pass,
+                                npu::rms_norm::sizes_of(family::describe(a)), em.model())
                  .tiles;
     reg.call(rms_norm_bwd_op(), a);
   }

@@ -15,30 +15,30 @@
 // still gives an infinite (not NaN) result.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 
 #include "backends/npu/ascend/kernel_operator.h"
 
 namespace opreg::npu::kernel {
 
+// ascend-c: begin
 using namespace AscendC;
 
 // Columns one step of the exact path takes, and the float temporaries it needs: the scratch is
 // kExactTemps x kExactCols floats (a fixed UB item of kExactBytes).
-inline constexpr std::int64_t kExactCols = 256;
-inline constexpr std::uint32_t kExactTemps = 6;
-inline constexpr std::uint32_t kExactBytes = kExactTemps * kExactCols * 4;
+inline constexpr int64_t kExactCols = 256;
+inline constexpr uint32_t kExactTemps = 6;
+inline constexpr uint32_t kExactBytes = kExactTemps * kExactCols * 4;
 // layer_norm's dW also carries xhat's own rounding: three more temporaries.
-inline constexpr std::uint32_t kExactNormTemps = kExactTemps + 3;
-inline constexpr std::uint32_t kExactNormBytes = kExactNormTemps * kExactCols * 4;
+inline constexpr uint32_t kExactNormTemps = kExactTemps + 3;
+inline constexpr uint32_t kExactNormBytes = kExactNormTemps * kExactCols * 4;
 
 inline constexpr float kSplitter = 4097.0f;   // 2^12 + 1: splits a 24-bit significand in two halves
 inline constexpr float kExactBound = 0x1p63f;  // operands clamped here: products stay below 2^126
 
 // hi = a's upper 12 significant bits, lo = a - hi, both exact; `tmp` is scratch. lo may be a.
 inline void Split(const LocalTensor<float>& hi, const LocalTensor<float>& lo, const LocalTensor<float>& a,
-                  const LocalTensor<float>& tmp, std::uint32_t n) {
+                  const LocalTensor<float>& tmp, uint32_t n) {
   Muls(hi, a, kSplitter, n);  // c = a * (2^12 + 1)
   Sub(tmp, hi, a, n);         // c - a
   Sub(hi, hi, tmp, n);        // c - (c - a)
@@ -48,7 +48,7 @@ inline void Split(const LocalTensor<float>& hi, const LocalTensor<float>& lo, co
 // e = a * b - fl(a * b), exactly (Dekker's TwoProduct without FMA) for |a|, |b| <= 2^63;
 // s[0..4] are scratch.
 inline void ProductError(const LocalTensor<float>& e, const LocalTensor<float>& a, const LocalTensor<float>& b,
-                         const LocalTensor<float>* s, std::uint32_t n) {
+                         const LocalTensor<float>* s, uint32_t n) {
   const LocalTensor<float>& ah = s[0];
   const LocalTensor<float>& al = s[1];
   const LocalTensor<float>& bh = s[2];
@@ -75,9 +75,9 @@ inline void ProductError(const LocalTensor<float>& e, const LocalTensor<float>& 
 // error is formed from hi and v clamped to +-2^126, where it is exact and cannot overflow: an
 // infinite hi or v then leaves a finite lo (hi + lo stays infinite, not NaN).
 inline constexpr float kSumBound = 0x1p126f;
-inline constexpr std::uint32_t kSumTemps = 5;
+inline constexpr uint32_t kSumTemps = 5;
 inline void AddCompensated(const LocalTensor<float>& hi, const LocalTensor<float>& lo, const LocalTensor<float>& v,
-                           const LocalTensor<float>* s, std::uint32_t n) {
+                           const LocalTensor<float>* s, uint32_t n) {
   const LocalTensor<float>& sum = s[0];
   const LocalTensor<float>& z = s[1];
   const LocalTensor<float>& err = s[2];
@@ -101,8 +101,8 @@ inline void AddCompensated(const LocalTensor<float>& hi, const LocalTensor<float
 // kExactNormTemps).
 struct ExactScratch {
   LocalTensor<float> t[kExactNormTemps];
-  explicit ExactScratch(const LocalTensor<float>& buf, std::uint32_t temps = kExactTemps) {
-    for (std::uint32_t i = 0; i < temps; ++i) t[i] = buf[static_cast<std::uint32_t>(i * kExactCols)];
+  explicit ExactScratch(const LocalTensor<float>& buf, uint32_t temps = kExactTemps) {
+    for (uint32_t i = 0; i < temps; ++i) t[i] = buf[static_cast<uint32_t>(i * kExactCols)];
   }
 };
 
@@ -110,11 +110,11 @@ struct ExactScratch {
 // and the addition's both go into lo. In steps of kExactCols through the scratch.
 inline void AddProductExact(const LocalTensor<float>& hi, const LocalTensor<float>& lo, const LocalTensor<float>& a,
                             const LocalTensor<float>& b, const LocalTensor<float>& p, const ExactScratch& s,
-                            std::int64_t n) {
+                            int64_t n) {
   const LocalTensor<float>& e = s.t[kExactTemps - 1];
-  for (std::int64_t c = 0; c < n; c += kExactCols) {
-    const auto at = static_cast<std::uint32_t>(c);
-    const auto w = static_cast<std::uint32_t>(std::min(kExactCols, n - c));
+  for (int64_t c = 0; c < n; c += kExactCols) {
+    const auto at = static_cast<uint32_t>(c);
+    const auto w = static_cast<uint32_t>(Std::min(kExactCols, n - c));
     ProductError(e, a[at], b[at], s.t, w);
     AddCompensated(hi[at], lo[at], p[at], s.t, w);
     Add(lo[at], lo[at], e, w);
@@ -123,10 +123,10 @@ inline void AddProductExact(const LocalTensor<float>& hi, const LocalTensor<floa
 
 // (hi, lo) += v over n elements, in steps of kExactCols through the scratch.
 inline void AddExact(const LocalTensor<float>& hi, const LocalTensor<float>& lo, const LocalTensor<float>& v,
-                     const ExactScratch& s, std::int64_t n) {
-  for (std::int64_t c = 0; c < n; c += kExactCols) {
-    const auto at = static_cast<std::uint32_t>(c);
-    AddCompensated(hi[at], lo[at], v[at], s.t, static_cast<std::uint32_t>(std::min(kExactCols, n - c)));
+                     const ExactScratch& s, int64_t n) {
+  for (int64_t c = 0; c < n; c += kExactCols) {
+    const auto at = static_cast<uint32_t>(c);
+    AddCompensated(hi[at], lo[at], v[at], s.t, static_cast<uint32_t>(Std::min(kExactCols, n - c)));
   }
 }
 
@@ -138,7 +138,7 @@ inline void AddExact(const LocalTensor<float>& hi, const LocalTensor<float>& lo,
 // at most 2^63 (the caller adds the plain products otherwise).
 inline void AddNormProductExact(const LocalTensor<float>& hi, const LocalTensor<float>& lo,
                                 const LocalTensor<float>& dy, const LocalTensor<float>& x, float mean, float rstd,
-                                const ExactScratch& s, std::int64_t n) {
+                                const ExactScratch& s, int64_t n) {
   const float c = rstd * kSplitter;  // rstd = rh + rl on the scalar unit
   const float rh = c - (c - rstd);
   const float rl = rstd - rh;
@@ -146,9 +146,9 @@ inline void AddNormProductExact(const LocalTensor<float>& hi, const LocalTensor<
   const LocalTensor<float>& xl = s.t[7];
   const LocalTensor<float>& p = s.t[8];
   const LocalTensor<float>* t = s.t;
-  for (std::int64_t c0 = 0; c0 < n; c0 += kExactCols) {
-    const auto at = static_cast<std::uint32_t>(c0);
-    const auto w = static_cast<std::uint32_t>(std::min(kExactCols, n - c0));
+  for (int64_t c0 = 0; c0 < n; c0 += kExactCols) {
+    const auto at = static_cast<uint32_t>(c0);
+    const auto w = static_cast<uint32_t>(Std::min(kExactCols, n - c0));
     Adds(xh, x[at], -mean, w);  // d = fl(x - mean)
     Sub(t[0], xh, x[at], w);    // TwoSum(x, -mean)'s error into xl
     Sub(t[1], xh, t[0], w);
@@ -179,4 +179,5 @@ inline void AddNormProductExact(const LocalTensor<float>& hi, const LocalTensor<
   }
 }
 
+// ascend-c: end
 }  // namespace opreg::npu::kernel

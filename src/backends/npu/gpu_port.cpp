@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "backends/npu/ascend/kernel_operator.h"
+#include "backends/npu/ascend/runtime.h"
 
 namespace opreg::npu::gpu_port {
 
@@ -33,14 +34,25 @@ Verdict refuse(const Port& port, std::string_view op_dir) {
       port.programs > 65535 ? ", a grid past 65535" : "", op_dir));
 }
 
-void launch(Emulator& emulator, const std::string& kernel, const Port& port, const std::vector<GmArg>& args) {
-  const std::int64_t live_bytes = (port.live_bits + 7) / 8;
-  emulator.launch(kernel, port.programs, args, [&] {
-    // The compiler plans every live tile of the program at once: one reservation of the set.
-    AscendC::TPipe pipe;
-    AscendC::TBuf<AscendC::TPosition::VECCALC> live;
-    pipe.InitBuffer(live, static_cast<std::uint32_t>(std::min<std::int64_t>(live_bytes, 0xFFFFFFFF)));
-  });
+namespace {
+
+// ascend-c: begin
+// The port's program as far as the device gets with it: the compiler plans every live tile of
+// the program at once, one reservation of the set.
+using namespace AscendC;
+__global__ __aicore__ void gpu_port_program(uint32_t live_bytes) {
+  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+  AscendC::TPipe pipe;
+  AscendC::TBuf<AscendC::TPosition::VECCALC> live;
+  pipe.InitBuffer(live, live_bytes);
+}
+// ascend-c: end
+
+}  // namespace
+
+void launch(Emulator& emulator, const std::string& kernel, const Port& port, std::span<const GmArg> args) {
+  const auto live_bytes = static_cast<std::uint32_t>(std::min<std::int64_t>((port.live_bits + 7) / 8, 0xFFFFFFFF));
+  emulator.launch(kernel, port.programs, args, [&] { gpu_port_program(live_bytes); });
 }
 
 }  // namespace opreg::npu::gpu_port

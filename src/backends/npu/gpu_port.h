@@ -12,14 +12,17 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <initializer_list>
+#include <span>
 #include <string>
 #include <string_view>
-#include <vector>
 
-#include "backends/npu/ascend/runtime.h"
-#include "opreg/registry.h"
+#include "opreg/variants.h"
+
+namespace opreg::npu {
+class Emulator;
+struct GmArg;
+}
 
 namespace opreg::npu::gpu_port {
 
@@ -46,7 +49,8 @@ Verdict refuse(const Port& port, std::string_view op_dir);
 
 // Launches the port's grid on `emulator`; each program first reserves the live set in UB (the
 // compiler's check). Returns normally when the device would take the launch: the caller then
-// computes the result with an npu kernel.
-void launch(Emulator& emulator, const std::string& kernel, const Port& port, const std::vector<GmArg>& args);
+// computes the result with an npu kernel. `args`: the GM tensors the kernel would take (the cost
+// model's working set).
+void launch(Emulator& emulator, const std::string& kernel, const Port& port, std::span<const GmArg> args = {});
 
 }  // namespace opreg::npu::gpu_port

@@ -4,19 +4,30 @@
 // these rather than repeating the copy parameters.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <string>
-#include <type_traits>
 
 #include "backends/npu/ascend/kernel_operator.h"
 #include "backends/npu/compensated.h"
 #include "backends/npu/tiling.h"
-#include "opreg/dtype.h"
+#include "ops/families.h"
 
 namespace opreg::npu::kernel {
 
+// A value for a narrow DMA parameter field: refusing rather than wrapping, because a wrapped
+// field (70000 rows in a uint16) would copy something else without any error. The emulator's
+// check (host code): on the device this is the static_cast alone.
+template <class Field>
+Field field(const char* name, std::int64_t value) {
+  if (value < 0 || static_cast<std::uint64_t>(value) > std::numeric_limits<Field>::max()) [[unlikely]] {
+    npu::detail::kernel_fail(npu::detail::current(), std::string("DataCopyExtParams.") + name + " = " +
+                                                         std::to_string(value) + " does not fit its field");
+  }
+  return static_cast<Field>(value);
+}
+
+// ascend-c: begin
 using namespace AscendC;
 
 // The synchronisation a kernel writes where data crosses pipes outside a queue: the target pipe
@@ -32,31 +43,20 @@ void PipeSync() {
 
 // Elements of T a tile row is padded to: rows of a tile start 32 bytes apart.
 template <class T>
-constexpr std::int64_t kRowAlign = 32 / static_cast<std::int64_t>(sizeof(T));
+constexpr int64_t kRowAlign = 32 / static_cast<int64_t>(sizeof(T));
 
-inline std::int64_t row_pitch(std::int64_t width, std::int64_t align) { return (width + align - 1) / align * align; }
-
-// A value for a narrow DMA parameter field: refusing rather than wrapping, because a wrapped
-// field (70000 rows in a uint16) would copy something else without any error.
-template <class Field>
-Field field(const char* name, std::int64_t value) {
-  if (value < 0 || static_cast<std::uint64_t>(value) > std::numeric_limits<Field>::max()) [[unlikely]] {
-    npu::detail::kernel_fail(npu::detail::current(), std::string("DataCopyExtParams.") + name + " = " +
-                                                         std::to_string(value) + " does not fit its field");
-  }
-  return static_cast<Field>(value);
-}
+inline int64_t row_pitch(int64_t width, int64_t align) { return (width + align - 1) / align * align; }
 
 // `rows` rows of `width` elements, row r at src[r * gm_pitch], into a tile of 32-byte padded rows
 // (`gm_pitch` matters only for several rows).
 template <class T>
-void CopyRowsIn(const LocalTensor<T>& dst, const GlobalTensor<T>& src, std::int64_t rows, std::int64_t width,
-                std::int64_t gm_pitch) {
+void CopyRowsIn(const LocalTensor<T>& dst, const GlobalTensor<T>& src, int64_t rows, int64_t width,
+                int64_t gm_pitch) {
   if (rows == 0 || width == 0) return;
   const DataCopyExtParams p{
-      field<std::uint16_t>("blockCount", rows),
-      field<std::uint32_t>("blockLen", width * static_cast<std::int64_t>(sizeof(T))),
-      field<std::uint32_t>("srcStride", rows > 1 ? (gm_pitch - width) * static_cast<std::int64_t>(sizeof(T)) : 0), 0,
+      field<uint16_t>("blockCount", rows),
+      field<uint32_t>("blockLen", width * static_cast<int64_t>(sizeof(T))),
+      field<uint32_t>("srcStride", rows > 1 ? (gm_pitch - width) * static_cast<int64_t>(sizeof(T)) : 0), 0,
       0};
   DataCopyPad(dst, src, p, DataCopyPadExtParams<T>{});
 }
@@ -64,25 +64,25 @@ void CopyRowsIn(const LocalTensor<T>& dst, const GlobalTensor<T>& src, std::int6
 // The inverse: a tile of 32-byte padded rows out to rows `gm_pitch` elements apart (`gm_pitch`
 // matters only for several rows).
 template <class T>
-void CopyRowsOut(const GlobalTensor<T>& dst, const LocalTensor<T>& src, std::int64_t rows, std::int64_t width,
-                 std::int64_t gm_pitch) {
+void CopyRowsOut(const GlobalTensor<T>& dst, const LocalTensor<T>& src, int64_t rows, int64_t width,
+                 int64_t gm_pitch) {
   if (rows == 0 || width == 0) return;
   const DataCopyExtParams p{
-      field<std::uint16_t>("blockCount", rows),
-      field<std::uint32_t>("blockLen", width * static_cast<std::int64_t>(sizeof(T))), 0,
-      field<std::uint32_t>("dstStride", rows > 1 ? (gm_pitch - width) * static_cast<std::int64_t>(sizeof(T)) : 0), 0};
+      field<uint16_t>("blockCount", rows),
+      field<uint32_t>("blockLen", width * static_cast<int64_t>(sizeof(T))), 0,
+      field<uint32_t>("dstStride", rows > 1 ? (gm_pitch - width) * static_cast<int64_t>(sizeof(T)) : 0), 0};
   DataCopyPad(dst, src, p);
 }
 
 // A float view of `n` elements of `src`: src itself when T is float, else src cast into `scratch`.
 template <class T>
-LocalTensor<float> AsFloat(const LocalTensor<T>& src, const LocalTensor<float>& scratch, std::int64_t n) {
-  if constexpr (std::is_same_v<T, float>) {
+LocalTensor<float> AsFloat(const LocalTensor<T>& src, const LocalTensor<float>& scratch, int64_t n) {
+  if constexpr (IsSameType<T, float>::value) {
     static_cast<void>(scratch);
     static_cast<void>(n);
     return src;
   } else {
-    Cast(scratch, src, RoundMode::CAST_NONE, static_cast<std::uint32_t>(n));
+    Cast(scratch, src, RoundMode::CAST_NONE, static_cast<uint32_t>(n));
     return scratch;
   }
 }
@@ -91,7 +91,7 @@ LocalTensor<float> AsFloat(const LocalTensor<T>& src, const LocalTensor<float>& 
 // float (which computes in its own tiles).
 template <class T, TPosition pos>
 LocalTensor<float> FloatScratch(TBuf<pos>& buf) {
-  if constexpr (std::is_same_v<T, float>) {
+  if constexpr (IsSameType<T, float>::value) {
     static_cast<void>(buf);
     return {};
   } else {
@@ -102,7 +102,7 @@ LocalTensor<float> FloatScratch(TBuf<pos>& buf) {
 // The float tile a result of T is computed in: the output tile itself for float, else `scratch`.
 template <class T>
 LocalTensor<float> FloatTile(const LocalTensor<T>& out, const LocalTensor<float>& scratch) {
-  if constexpr (std::is_same_v<T, float>) {
+  if constexpr (IsSameType<T, float>::value) {
     static_cast<void>(scratch);
     return out;
   } else {
@@ -113,24 +113,25 @@ LocalTensor<float> FloatTile(const LocalTensor<T>& out, const LocalTensor<float>
 
 // v = T(v): rounds n floats to T and back through `tmp` (nothing for float).
 template <class T>
-void RoundTo(const LocalTensor<float>& v, const LocalTensor<T>& tmp, std::int64_t n) {
-  if constexpr (!std::is_same_v<T, float>) {
-    Cast(tmp, v, RoundMode::CAST_RINT, static_cast<std::uint32_t>(n));
-    Cast(v, tmp, RoundMode::CAST_NONE, static_cast<std::uint32_t>(n));
+void RoundTo(const LocalTensor<float>& v, const LocalTensor<T>& tmp, int64_t n) {
+  if constexpr (!IsSameType<T, float>::value) {
+    Cast(tmp, v, RoundMode::CAST_RINT, static_cast<uint32_t>(n));
+    Cast(v, tmp, RoundMode::CAST_NONE, static_cast<uint32_t>(n));
   }
 }
 
-// v = dtype(v) for a dtype chosen at run time (f32: nothing), through `scratch` of n 16-bit values.
-inline void RoundToDType(const LocalTensor<float>& v, const LocalTensor<float>& scratch, DType dtype, std::int64_t n) {
-  if (dtype == DType::f16) RoundTo(v, scratch.ReinterpretCast<half>(), n);
-  if (dtype == DType::bf16) RoundTo(v, scratch.ReinterpretCast<bfloat16_t>(), n);
+// v = elem(v) for an element type chosen at run time (f32: nothing), through `scratch` of n
+// 16-bit values.
+inline void RoundToElem(const LocalTensor<float>& v, const LocalTensor<float>& scratch, family::Elem elem, int64_t n) {
+  if (elem == family::Elem::f16) RoundTo(v, scratch.ReinterpretCast<half>(), n);
+  if (elem == family::Elem::bf16) RoundTo(v, scratch.ReinterpretCast<bfloat16_t>(), n);
 }
 
 // dst = T(src): casts into dst (for float, src must already be dst: the kernel computed in place).
 template <class T>
-void StoreFloat(const LocalTensor<T>& dst, const LocalTensor<float>& src, std::int64_t n) {
-  if constexpr (!std::is_same_v<T, float>) {
-    Cast(dst, src, RoundMode::CAST_RINT, static_cast<std::uint32_t>(n));
+void StoreFloat(const LocalTensor<T>& dst, const LocalTensor<float>& src, int64_t n) {
+  if constexpr (!IsSameType<T, float>::value) {
+    Cast(dst, src, RoundMode::CAST_RINT, static_cast<uint32_t>(n));
   } else {
     static_cast<void>(dst);
     static_cast<void>(src);
@@ -142,58 +143,97 @@ void StoreFloat(const LocalTensor<T>& dst, const LocalTensor<float>& src, std::i
 // least width elements of T when T is not float. Both are TBuf scratch the vector unit uses: the
 // copy waits for its earlier work (V_MTE2) and the vector unit for the copy (MTE2_V).
 template <class T>
-void LoadRowAsFloat(const LocalTensor<float>& dst, const GlobalTensor<T>& src, std::int64_t col0, std::int64_t width,
+void LoadRowAsFloat(const LocalTensor<float>& dst, const GlobalTensor<T>& src, int64_t col0, int64_t width,
                     const LocalTensor<float>& raw) {
   PipeSync<HardEvent::V_MTE2>();
-  if constexpr (std::is_same_v<T, float>) {
+  if constexpr (IsSameType<T, float>::value) {
     static_cast<void>(raw);
-    CopyRowsIn(dst, src[static_cast<std::uint64_t>(col0)], 1, width, width);
+    CopyRowsIn(dst, src[static_cast<uint64_t>(col0)], 1, width, width);
     PipeSync<HardEvent::MTE2_V>();
   } else {
     const LocalTensor<T> narrow = raw.ReinterpretCast<T>();
-    CopyRowsIn(narrow, src[static_cast<std::uint64_t>(col0)], 1, width, width);
+    CopyRowsIn(narrow, src[static_cast<uint64_t>(col0)], 1, width, width);
     PipeSync<HardEvent::MTE2_V>();
-    Cast(dst, narrow, RoundMode::CAST_NONE, static_cast<std::uint32_t>(width));
+    Cast(dst, narrow, RoundMode::CAST_NONE, static_cast<uint32_t>(width));
   }
 }
 
 // `count` zeros into GM from element 0 of dst, in DataCopyPad blocks, through `scratch` (a float
 // tensor of at least 8 elements; zeroed here).
-inline void ZeroGm(const GlobalTensor<float>& dst, std::int64_t count, const LocalTensor<float>& scratch) {
-  const std::int64_t piece = std::min<std::int64_t>(scratch.GetSize(), 16383) / 8 * 8;
-  Duplicate(scratch, 0.0f, static_cast<std::uint32_t>(std::min(piece, count)));
+inline void ZeroGm(const GlobalTensor<float>& dst, int64_t count, const LocalTensor<float>& scratch) {
+  const int64_t piece = Std::min<int64_t>(scratch.GetSize(), 16383) / 8 * 8;
+  Duplicate(scratch, 0.0f, static_cast<uint32_t>(Std::min(piece, count)));
   PipeSync<HardEvent::V_MTE3>();
-  for (std::int64_t at = 0; at < count; at += piece) {
-    CopyRowsOut(dst[static_cast<std::uint64_t>(at)], scratch, 1, std::min(piece, count - at), piece);
+  for (int64_t at = 0; at < count; at += piece) {
+    CopyRowsOut(dst[static_cast<uint64_t>(at)], scratch, 1, Std::min(piece, count - at), piece);
   }
   PipeSync<HardEvent::MTE3_V>();  // scratch is the vector unit's again
 }
 
 template <class T>
-constexpr DType dtype_of() {
-  if constexpr (std::is_same_v<T, float>) {
-    return DType::f32;
-  } else if constexpr (std::is_same_v<T, half>) {
-    return DType::f16;
+constexpr family::Elem elem_of() {
+  if constexpr (IsSameType<T, float>::value) {
+    return family::Elem::f32;
+  } else if constexpr (IsSameType<T, half>::value) {
+    return family::Elem::f16;
   } else {
-    static_assert(std::is_same_v<T, bfloat16_t>, "npu kernels compute on float, half and bfloat16_t");
-    return DType::bf16;
+    static_assert(IsSameType<T, bfloat16_t>::value, "npu kernels compute on float, half and bfloat16_t");
+    return family::Elem::bf16;
   }
 }
+
+// wf = offset + w over columns [col0, col0 + width), as float, rounded to `round` (rms_norm's
+// casting none); `scratch` holds the raw weight of a 16-bit dtype on the way.
+template <class W>
+void PrepareScale(const LocalTensor<float>& wf, const GlobalTensor<W>& w, const LocalTensor<float>& scratch,
+                  int64_t col0, int64_t width, float offset, family::Elem round) {
+  if (width == 0) return;
+  LoadRowAsFloat(wf, w, col0, width, scratch);
+  if (offset != 0.0f) Adds(wf, wf, offset, static_cast<uint32_t>(width));
+  RoundToElem(wf, scratch, round, width);
+}
+
+// ---- scalar float arithmetic on the scalar unit, from the bits (no <cmath> on the device)
+inline uint32_t FloatBits(float v) { return __builtin_bit_cast(uint32_t, v); }
+inline float BitsFloat(uint32_t b) { return __builtin_bit_cast(float, b); }
+inline bool IsNan(float v) { return v != v; }
+inline bool IsFinite(float v) { return (FloatBits(v) & 0x7F800000U) != 0x7F800000U; }
+inline bool IsInf(float v) { return (FloatBits(v) & 0x7FFFFFFFU) == 0x7F800000U; }
+inline float Fabs(float v) { return BitsFloat(FloatBits(v) & 0x7FFFFFFFU); }
+inline constexpr uint32_t kInfBits = 0x7F800000U;
+// e with |v| = m * 2^e, m in [0.5, 1) (0 for 0): frexp's exponent, subnormals included.
+inline int32_t ExponentOf(float v) {
+  const uint32_t b = FloatBits(v) & 0x7FFFFFFFU;
+  if (b == 0) return 0;
+  const auto biased = static_cast<int32_t>(b >> 23);
+  if (biased != 0) return biased - 126;
+  int32_t top = 22;  // the highest set bit of a subnormal's mantissa: |v| = 2^top * 1.f * 2^-149
+  while (((b >> top) & 1U) == 0) --top;
+  return top - 148;
+}
+// 2^e exactly as float (ldexp(1.0f, e)): infinite above 127, subnormal below -126, 0 below -149.
+inline float Pow2(int32_t e) {
+  if (e > 127) return BitsFloat(kInfBits);
+  if (e >= -126) return BitsFloat(static_cast<uint32_t>(e + 127) << 23);
+  if (e >= -149) return BitsFloat(1U << (e + 149));
+  return 0.0f;
+}
+// 2^-e for largest = m * 2^e, m in [0.5, 1): exact, and it brings largest below 1.
+inline float ScaleFor(float largest) { return Pow2(-ExponentOf(largest)); }
 
 // Columns [first, first + count) of `cols` that part `part` of `parts` takes, in units of `unit`
 // columns (512-byte pieces keep the parts on L2 lines): the split of a column reduction.
 struct ColumnRange {
-  std::int64_t first = 0;
-  std::int64_t count = 0;
+  int64_t first = 0;
+  int64_t count = 0;
 };
-inline ColumnRange columns_of(std::int64_t cols, std::int64_t parts, std::int64_t part, std::int64_t unit) {
-  const std::int64_t units = (cols + unit - 1) / unit;
-  const std::int64_t q = units / parts;
-  const std::int64_t extra = units % parts;
-  const std::int64_t first = (part * q + std::min(part, extra)) * unit;
-  const std::int64_t end = std::min(cols, first + (q + (part < extra ? 1 : 0)) * unit);
-  return {std::min(first, cols), std::max<std::int64_t>(0, end - first)};
+inline ColumnRange columns_of(int64_t cols, int64_t parts, int64_t part, int64_t unit) {
+  const int64_t units = (cols + unit - 1) / unit;
+  const int64_t q = units / parts;
+  const int64_t extra = units % parts;
+  const int64_t first = (part * q + Std::min(part, extra)) * unit;
+  const int64_t end = Std::min(cols, first + (q + (part < extra ? 1 : 0)) * unit);
+  return {Std::min(first, cols), Std::max<int64_t>(0, end - first)};
 }
 
 // The parameter-gradient reduction after SyncAll (rms_norm's dW, layer/group norm's dW and dB):
@@ -208,22 +248,22 @@ class ParamReduce {
  public:
   struct Partials {
     GlobalTensor<float> ws;     // the workspace
-    std::int64_t first = 0;     // part 0's column 0
-    std::int64_t parts = 1;     // summed in order 0, 1, ...
-    std::int64_t stride = 0;    // floats from one part to the next
-    std::int64_t lo_offset = -1;  // compensated: floats from a hi part to its lo part; -1: plain
+    int64_t first = 0;     // part 0's column 0
+    int64_t parts = 1;     // summed in order 0, 1, ...
+    int64_t stride = 0;    // floats from one part to the next
+    int64_t lo_offset = -1;  // compensated: floats from a hi part to its lo part; -1: plain
   };
 
-  ParamReduce(TPipe& pipe, bool compensated, std::int64_t width, int depth) : width_(width) {
-    const ReduceLayout l = reduce_layout(dtype_of<P>(), compensated);
+  ParamReduce(TPipe& pipe, bool compensated, int64_t width, int depth) : width_(width) {
+    const ReduceLayout l = reduce_layout(elem_of<P>(), compensated);
     const TileShape s{1, width, 1, 1};
-    const auto d = static_cast<std::uint8_t>(depth);
-    pipe.InitBuffer(sumBuf_, static_cast<std::uint32_t>(item_bytes(l.acc, s)));
-    pipe.InitBuffer(inPart_, d, static_cast<std::uint32_t>(item_bytes(l.in, s)));
-    if (l.out.size != 0) pipe.InitBuffer(outP_, d, static_cast<std::uint32_t>(item_bytes(l.out, s)));
+    const auto d = static_cast<uint8_t>(depth);
+    pipe.InitBuffer(sumBuf_, static_cast<uint32_t>(item_bytes(l.acc, s)));
+    pipe.InitBuffer(inPart_, d, static_cast<uint32_t>(item_bytes(l.in, s)));
+    if (l.out.size != 0) pipe.InitBuffer(outP_, d, static_cast<uint32_t>(item_bytes(l.out, s)));
     if (compensated) {
-      pipe.InitBuffer(loBuf_, static_cast<std::uint32_t>(item_bytes(l.lo, s)));
-      pipe.InitBuffer(tmpBuf_, static_cast<std::uint32_t>(item_bytes(l.tmp, s)));
+      pipe.InitBuffer(loBuf_, static_cast<uint32_t>(item_bytes(l.lo, s)));
+      pipe.InitBuffer(tmpBuf_, static_cast<uint32_t>(item_bytes(l.tmp, s)));
     }
   }
 
@@ -231,27 +271,27 @@ class ParamReduce {
   void Run(const GlobalTensor<P>& dst, const Partials& in, ColumnRange mine) {
     const bool comp = in.lo_offset >= 0;
     const LocalTensor<float> sum = sumBuf_.Get<float>();
-    const std::uint32_t pitch = static_cast<std::uint32_t>(row_pitch(width_, kRowAlign<float>));
+    const uint32_t pitch = static_cast<uint32_t>(row_pitch(width_, kRowAlign<float>));
     LocalTensor<float> lo, tmp[kSumTemps];
     if (comp) {
       lo = loBuf_.Get<float>();
-      for (std::uint32_t i = 0; i < kSumTemps; ++i) tmp[i] = tmpBuf_.Get<float>()[i * pitch];
+      for (uint32_t i = 0; i < kSumTemps; ++i) tmp[i] = tmpBuf_.Get<float>()[i * pitch];
     }
-    auto at = [&](std::int64_t k, std::int64_t c) { return static_cast<std::uint64_t>(in.first + k * in.stride + c); };
-    for (std::int64_t c0 = mine.first; c0 < mine.first + mine.count; c0 += width_) {
-      const std::int64_t width = std::min(width_, mine.first + mine.count - c0);
-      const auto n = static_cast<std::uint32_t>(width);
+    auto at = [&](int64_t k, int64_t c) { return static_cast<uint64_t>(in.first + k * in.stride + c); };
+    for (int64_t c0 = mine.first; c0 < mine.first + mine.count; c0 += width_) {
+      const int64_t width = Std::min(width_, mine.first + mine.count - c0);
+      const auto n = static_cast<uint32_t>(width);
       PipeSync<HardEvent::V_MTE2>();     // the last step's sum was the vector unit's (Add, Cast)
       PipeSync<HardEvent::MTE3_MTE2>();  // or copied out
       CopyRowsIn(sum, in.ws[at(0, c0)], 1, width, width);
-      if (comp) CopyRowsIn(lo, in.ws[at(0, c0) + static_cast<std::uint64_t>(in.lo_offset)], 1, width, width);
+      if (comp) CopyRowsIn(lo, in.ws[at(0, c0) + static_cast<uint64_t>(in.lo_offset)], 1, width, width);
       PipeSync<HardEvent::MTE2_V>();  // part 0, the vector unit's to add to
-      for (std::int64_t k = 1; k < in.parts; ++k) {
+      for (int64_t k = 1; k < in.parts; ++k) {
         LocalTensor<float> part = Fetch(in.ws[at(k, c0)], width);
         if (comp) {
           AddCompensated(sum, lo, part, tmp, n);
           inPart_.FreeTensor(part);
-          part = Fetch(in.ws[at(k, c0) + static_cast<std::uint64_t>(in.lo_offset)], width);
+          part = Fetch(in.ws[at(k, c0) + static_cast<uint64_t>(in.lo_offset)], width);
           Add(lo, lo, part, n);
         } else {
           Add(sum, sum, part, n);
@@ -259,30 +299,30 @@ class ParamReduce {
         inPart_.FreeTensor(part);
       }
       if (comp) Add(sum, sum, lo, n);
-      if constexpr (std::is_same_v<P, float>) {
+      if constexpr (IsSameType<P, float>::value) {
         PipeSync<HardEvent::MTE2_MTE3>();  // one plain part: copied out unchanged
         PipeSync<HardEvent::V_MTE3>();
-        CopyRowsOut(dst[static_cast<std::uint64_t>(c0)], sum, 1, width, width);
+        CopyRowsOut(dst[static_cast<uint64_t>(c0)], sum, 1, width, width);
       } else {
         LocalTensor<P> out = outP_.template AllocTensor<P>();
         Cast(out, sum, RoundMode::CAST_RINT, n);
         outP_.EnQue(out);
         out = outP_.template DeQue<P>();
-        CopyRowsOut(dst[static_cast<std::uint64_t>(c0)], out, 1, width, width);
+        CopyRowsOut(dst[static_cast<uint64_t>(c0)], out, 1, width, width);
         outP_.FreeTensor(out);
       }
     }
   }
 
  private:
-  LocalTensor<float> Fetch(const GlobalTensor<float>& src, std::int64_t width) {
+  LocalTensor<float> Fetch(const GlobalTensor<float>& src, int64_t width) {
     LocalTensor<float> part = inPart_.template AllocTensor<float>();
     CopyRowsIn(part, src, 1, width, width);
     inPart_.EnQue(part);
     return inPart_.template DeQue<float>();
   }
 
-  std::int64_t width_;
+  int64_t width_;
   TBuf<TPosition::VECCALC> sumBuf_, loBuf_, tmpBuf_;
   TQue<TPosition::VECIN, 2> inPart_;
   TQue<TPosition::VECOUT, 2> outP_;
@@ -292,8 +332,8 @@ class ParamReduce {
 // copy in of item i + 1 is issued before item i's compute, so MTE2 overlaps that compute even
 // when it stalls the scalar unit (a GetValue of a statistic); single-buffered, they alternate.
 template <class In, class Body>
-void Pipelined(std::int64_t n, int depth, In&& in, Body&& body) {
-  for (std::int64_t i = 0; i < n; ++i) {
+void Pipelined(int64_t n, int depth, In&& in, Body&& body) {
+  for (int64_t i = 0; i < n; ++i) {
     if (depth < 2 || i == 0) in(i);
     if (depth >= 2 && i + 1 < n) in(i + 1);
     body(i);
@@ -303,11 +343,11 @@ void Pipelined(std::int64_t n, int depth, In&& in, Body&& body) {
 // A core's whole rows first .. first + count - 1 in tiles of per_tile rows (the last may have
 // fewer): in(row0, rows) then body(row0, rows) for each tile, pipelined.
 template <class In, class Body>
-void RowTiles(std::int64_t first, std::int64_t count, std::int64_t per_tile, int depth, In&& in, Body&& body) {
-  auto row0 = [&](std::int64_t t) { return first + t * per_tile; };
-  auto rows = [&](std::int64_t t) { return std::min(per_tile, count - t * per_tile); };
-  Pipelined((count + per_tile - 1) / per_tile, depth, [&](std::int64_t t) { in(row0(t), rows(t)); },
-            [&](std::int64_t t) { body(row0(t), rows(t)); });
+void RowTiles(int64_t first, int64_t count, int64_t per_tile, int depth, In&& in, Body&& body) {
+  auto row0 = [&](int64_t t) { return first + t * per_tile; };
+  auto rows = [&](int64_t t) { return Std::min(per_tile, count - t * per_tile); };
+  Pipelined((count + per_tile - 1) / per_tile, depth, [&](int64_t t) { in(row0(t), rows(t)); },
+            [&](int64_t t) { body(row0(t), rows(t)); });
 }
 
 // The walk of a kernel whose rows do not fit UB (TileMode::split_row): the core's rows are cut
@@ -317,28 +357,28 @@ void RowTiles(std::int64_t first, std::int64_t count, std::int64_t per_tile, int
 // rows, so what belongs to a chunk (a weight slice, a dW partial) is loaded or kept once a core.
 // The copies in of both passes are pipelined.
 struct SplitRows {
-  std::int64_t first = 0;  // the core's rows: first .. first + count - 1
-  std::int64_t count = 0;
-  std::int64_t group = 1;  // statistics rows held at once
-  std::int64_t cols = 0;
-  std::int64_t chunk = 0;  // BLOCK_SIZE_SUB
-  std::int64_t chunks = 1;
+  int64_t first = 0;  // the core's rows: first .. first + count - 1
+  int64_t count = 0;
+  int64_t group = 1;  // statistics rows held at once
+  int64_t cols = 0;
+  int64_t chunk = 0;  // BLOCK_SIZE_SUB
+  int64_t chunks = 1;
   int depth = 1;
 
-  std::int64_t groups() const { return (count + group - 1) / group; }
-  std::int64_t start(std::int64_t c) const { return c * chunk; }
-  std::int64_t width(std::int64_t c) const { return std::min(chunk, cols - start(c)); }
+  int64_t groups() const { return (count + group - 1) / group; }
+  int64_t start(int64_t c) const { return c * chunk; }
+  int64_t width(int64_t c) const { return Std::min(chunk, cols - start(c)); }
 
   // For each group (its first row g0, gn rows): begin(g0, gn); then in(row, c) and body(r, c)
   // for every chunk c of every row g0 + r; then end(g0, gn).
   template <class Begin, class In, class Body, class End>
   void pass1(Begin&& begin, In&& in, Body&& body, End&& end) const {
-    for (std::int64_t g0 = first; g0 < first + count; g0 += group) {
-      const std::int64_t gn = std::min(group, first + count - g0);
+    for (int64_t g0 = first; g0 < first + count; g0 += group) {
+      const int64_t gn = Std::min(group, first + count - g0);
       begin(g0, gn);
       Pipelined(
-          chunks * gn, depth, [&](std::int64_t i) { in(g0 + i % gn, i / gn); },
-          [&](std::int64_t i) { body(i % gn, i / gn); });
+          chunks * gn, depth, [&](int64_t i) { in(g0 + i % gn, i / gn); },
+          [&](int64_t i) { body(i % gn, i / gn); });
       end(g0, gn);
     }
   }
@@ -349,51 +389,57 @@ struct SplitRows {
   template <class ChunkBegin, class GroupBegin, class In, class Body, class ChunkEnd>
   void pass2(ChunkBegin&& chunk_begin, GroupBegin&& group_begin, In&& in, Body&& body, ChunkEnd&& chunk_end) const {
     if (count == 0) {
-      for (std::int64_t c = 0; c < chunks; ++c) {
+      for (int64_t c = 0; c < chunks; ++c) {
         chunk_begin(c);
         chunk_end(c);
       }
       return;
     }
     Pipelined(
-        chunks * count, depth, [&](std::int64_t i) { in(first + i % count, i / count); },
-        [&](std::int64_t i) {
-          const std::int64_t c = i / count;
-          const std::int64_t j = i % count;
+        chunks * count, depth, [&](int64_t i) { in(first + i % count, i / count); },
+        [&](int64_t i) {
+          const int64_t c = i / count;
+          const int64_t j = i % count;
           if (j == 0) chunk_begin(c);
-          if (j % group == 0) group_begin(first + j, std::min(group, count - j));
+          if (j % group == 0) group_begin(first + j, Std::min(group, count - j));
           body(j, c);
           if (j == count - 1) chunk_end(c);
         });
   }
 };
 
+// ascend-c: end
+
+// Host side of a launch: which instantiation of a kernel the problem's types select.
 template <class T>
 struct Tag {
   using type = T;
 };
 
-// Calls f(Tag<X>{}, Tag<W>{}) for an activation dtype x (f32, f16, bf16) and a weight dtype w
+// Calls f(Tag<X>{}, Tag<W>{}) for an activation type x (f32, f16, bf16) and a weight type w
 // that is x's or f32: one kernel instantiation per pair the ops accept.
 template <class F>
-void with_types(DType x, DType w, F&& f) {
+void with_types(family::Elem x, family::Elem w, F&& f) {
   auto on_x = [&](auto xt) {
-    if (w == DType::f32) {
+    if (w == family::Elem::f32) {
       f(xt, Tag<float>{});
     } else {
       f(xt, xt);
     }
   };
   switch (x) {
-    case DType::f32:
+    case family::Elem::f32:
       return on_x(Tag<float>{});
-    case DType::f16:
+    case family::Elem::f16:
       return on_x(Tag<half>{});
-    case DType::bf16:
+    case family::Elem::bf16:
       return on_x(Tag<bfloat16_t>{});
-    default:
-      npu::detail::kernel_fail(npu::detail::current(), "npu kernels take f32, f16 or bf16 activations");
   }
 }
 
 }  // namespace opreg::npu::kernel
+
+namespace opreg::npu {
+// A descriptor's pointer as a kernel's GM argument.
+inline AscendC::GM_ADDR gm_addr(const void* p) { return static_cast<AscendC::GM_ADDR>(const_cast<void*>(p)); }
+}  // namespace opreg::npu

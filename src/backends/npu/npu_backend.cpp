@@ -6,6 +6,7 @@
 #include <string>
 
 #include "backends/builtin.h"
+#include "backends/npu/tiling.h"
 #include "opreg/registry.h"
 #include "registry/env.h"
 #include "registry/fail.h"
@@ -87,6 +88,12 @@ Emulator& emulator_in(const KernelContext& ctx) {
          ctx.variant != nullptr ? ctx.variant->name : std::string("npu kernel"), ctx.backend->name());
   }
   return backend->emulator();
+}
+
+std::vector<Tunable> tiled_tunables(std::vector<Tunable> own) {
+  std::vector<Tunable> t{{"partition", "contiguous"}, {"ub_reserve", std::to_string(kUbReserve)}, {"depth", "auto"}};
+  t.insert(t.end(), own.begin(), own.end());
+  return t;
 }
 
 LaunchCounters empty_launch(const std::string& kernel, const Emulator& emulator) {

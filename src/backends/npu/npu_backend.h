@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backends/npu/ascend/runtime.h"
+#include "backends/npu/lists.h"
 #include "backends/npu/profile.h"
 #include "opreg/device.h"
 #include "opreg/registry.h"
@@ -51,11 +52,5 @@ Emulator* emulator_of(Registry& registry);
 Emulator& emulator_in(const KernelContext& ctx);
 // The counters of a call that had nothing to launch (an empty problem), for Emulator::record.
 LaunchCounters empty_launch(const std::string& kernel, const Emulator& emulator);
-
-// The op families' lists (each family folder's list.cpp), registered on `registry` for the npu
-// backend registered there. The backend's device facts (DeviceProps::facts) are its DeviceModel.
-void register_rms_norm(Registry& registry);  // rms_norm and fused_add_rms_norm (rms_norm/)
-void register_norm(Registry& registry);      // layer_norm and group_norm (norm/)
-void register_glu(Registry& registry);       // geglu and swiglu (glu/)
 
 }  // namespace opreg::npu

@@ -232,14 +232,27 @@ std::int64_t fit_width(std::span<const UbItem> layout, std::int64_t avail, int d
          });
 }
 
-ReduceLayout reduce_layout(DType param, bool compensated) {
+ReduceLayout reduce_layout(family::Elem param, bool compensated) {
   ReduceLayout l;
   l.acc = {"sum", Extent::row, 4, false};
   l.in = {"partial_in", Extent::row, 4, true};
-  l.out = {"param_out", Extent::row, param == DType::f32 ? 0U : static_cast<std::uint32_t>(element_size(param)), true};
+  l.out = {"param_out", Extent::row, param == family::Elem::f32 ? 0U : elem_bytes(param), true};
   l.lo = {"sum_lo", Extent::row, compensated ? 4U : 0U, false};
   l.tmp = {"two_sum_tmp", Extent::row, compensated ? 20U : 0U, false};  // five floats a column
   return l;
+}
+
+ReduceFit fit_reduce(family::Elem param, bool compensated, std::uint64_t ub_bytes) {
+  const auto items = reduce_layout(param, compensated).items();
+  const std::int64_t avail = static_cast<std::int64_t>(ub_bytes) - kUbReserve;
+  constexpr std::int64_t kMostColumns = kMaxBlockLen / 4 / kSubAlign * kSubAlign;
+  ReduceFit fit;
+  fit.width = fit_width(items, avail, 2, kMostColumns);
+  if (fit.width == 0) {
+    fit.depth = 1;
+    fit.width = fit_width(items, avail, 1, kMostColumns);
+  }
+  return fit;
 }
 
 RowRange rows_of_block(const Tiles& p, std::int64_t block) {

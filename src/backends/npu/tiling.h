@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include "opreg/dtype.h"
+#include "ops/families.h"
 
 namespace opreg::npu {
 
@@ -152,7 +152,19 @@ struct ReduceLayout {
   UbItem acc, in, out, lo, tmp;
   std::array<UbItem, 5> items() const { return {acc, in, out, lo, tmp}; }
 };
-ReduceLayout reduce_layout(DType param, bool compensated = false);
+ReduceLayout reduce_layout(family::Elem param, bool compensated = false);
+// The widest step of that reduction UB holds (at most one DataCopyPad block of floats), double
+// buffered where it can be: what a backward's plan gives its kernel.
+struct ReduceFit {
+  std::int64_t width = 0;
+  int depth = 2;
+};
+ReduceFit fit_reduce(family::Elem param, bool compensated, std::uint64_t ub_bytes);
+
+// Bytes of an element of a kernel's dtype, and of its float copy in UB (16-bit activations are
+// computed in float copies; float ones in their own tiles: 0).
+inline std::uint32_t elem_bytes(family::Elem e) { return e == family::Elem::f32 ? 4 : 2; }
+inline std::uint32_t widened(family::Elem e) { return e == family::Elem::f32 ? 0 : 4; }
 
 // The rows block `block` takes: first, first + stride, ... (count of them).
 struct RowRange {

@@ -165,6 +165,7 @@ TEST_F(Emulated, SyncAllIsABarrierAcrossTheLaunch) {
   Gm<std::int32_t> slots("slots", 40, 0);
   Gm<std::int32_t> seen("seen", 40, 0);
   launch(em, 40, {slots.arg(), seen.arg()}, [&] {
+    KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIV_1_0);
     GlobalTensor<std::int32_t> s, t;
     s.SetGlobalBuffer(reinterpret_cast<std::int32_t*>(slots.addr()), 40);
     t.SetGlobalBuffer(reinterpret_cast<std::int32_t*>(seen.addr()), 40);
@@ -178,8 +179,35 @@ TEST_F(Emulated, SyncAllIsABarrierAcrossTheLaunch) {
 
 TEST_F(Emulated, SyncAllWithMoreBlocksThanCoresIsRefused) {
   Gm<float> x("x", 8);
-  EXPECT_TRUE(ThrowsError([&] { launch(em, 41, {x.arg()}, [] { SyncAll(); }); }, ErrorKind::internal,
-                          {"SyncAll with block_dim 41 above the 40 vector cores of Ascend910B4", "hangs"}));
+  EXPECT_TRUE(ThrowsError(
+      [&] {
+        launch(em, 41, {x.arg()}, [] {
+          KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIV_1_0);
+          SyncAll();
+        });
+      },
+      ErrorKind::internal, {"SyncAll with block_dim 41 above the 40 vector cores of Ascend910B4", "hangs"}));
+}
+
+// The hard SyncAll belongs to mix kernels: a kernel declared KERNEL_TYPE_AIV_ONLY, or declaring
+// nothing (compiled as one), is refused at its SyncAll, naming the declaration it needs.
+TEST_F(Emulated, SyncAllNeedsAMixKernelType) {
+  Gm<float> x("x", 8);
+  EXPECT_TRUE(ThrowsError(
+      [&] {
+        launch(em, 4, {x.arg()}, [] {
+          KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+          SyncAll();
+        });
+      },
+      ErrorKind::internal,
+      {"SyncAll in a kernel of type KERNEL_TYPE_AIV_ONLY", "KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIV_1_0)"}));
+  EXPECT_TRUE(ThrowsError([&] { launch(em, 4, {x.arg()}, [] { SyncAll(); }); }, ErrorKind::internal,
+                          {"KERNEL_TYPE_AIV_ONLY (none declared)"}));
+  launch(em, 4, {x.arg()}, [] {
+    KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIV_1_0);
+    SyncAll();
+  });
 }
 
 TEST_F(Emulated, SyncAllMissedByABlockIsTheHangItWouldBe) {
@@ -187,6 +215,7 @@ TEST_F(Emulated, SyncAllMissedByABlockIsTheHangItWouldBe) {
   EXPECT_TRUE(ThrowsError(
       [&] {
         launch(em, 4, {x.arg()}, [] {
+          KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIV_1_0);
           if (GetBlockIdx() != 2) SyncAll();
         });
       },

@@ -56,9 +56,9 @@ TEST(Planner, ItemBytesPadEachTileRowTo32Bytes) {
 // The largest row the forward's single-pass layout holds, found from the table, fits; one more
 // column does not, and the chunked plan takes it.
 TEST(Planner, RowThatJustFitsAndJustDoesNot) {
-  for (const DType x : {DType::f32, DType::bf16}) {
-    const auto items = rms::fwd_layout(x, true).items();
-    const std::uint32_t elem = static_cast<std::uint32_t>(element_size(x));
+  for (const family::Elem x : {family::Elem::f32, family::Elem::bf16}) {
+    const auto items = rms_norm::fwd_layout(x, true).items();
+    const std::uint32_t elem = elem_bytes(x);
     const std::int64_t align = 32 / elem;
     std::int64_t fit = 1;
     while (layout_bytes(items, {1, fit + 1, 1, align}, 1) <= 196608 - 1024) ++fit;
@@ -112,9 +112,9 @@ TEST(Planner, DmaStrideLimitForcesOneRowPerTile) {
 }
 
 TEST(Planner, SplitChunksAreMultiplesOf16WithATailOfAtLeast16) {
-  for (const DType x : {DType::f32, DType::bf16, DType::f16}) {
-    const auto items = rms::bwd_layout(x, true).items();
-    const auto elem = static_cast<std::uint32_t>(element_size(x));
+  for (const family::Elem x : {family::Elem::f32, family::Elem::bf16, family::Elem::f16}) {
+    const auto items = rms_norm::bwd_layout(x, true).items();
+    const auto elem = elem_bytes(x);
     for (std::int64_t cols = 4000; cols < 300000; cols = cols * 3 / 2 + 7) {
       for (const std::int64_t ub : {196608, 253952, 16384}) {
         PlanRequest r = request(items, 41, cols, elem);
@@ -134,7 +134,7 @@ TEST(Planner, SplitChunksAreMultiplesOf16WithATailOfAtLeast16) {
     }
   }
   // A chunk at a 512-byte multiple when that costs no extra chunk: 200000 f32 in 512-B lines.
-  const auto items = rms::fwd_layout(DType::f32, true).items();
+  const auto items = rms_norm::fwd_layout(family::Elem::f32, true).items();
   const Plan p = plan_tiles(request(items, 2, 200000));
   EXPECT_EQ(p.block_size_sub % 128, 0) << p.why;
 }
@@ -175,12 +175,12 @@ TEST(Planner, BlockDimIsMinOfCoresAndRowsWithContiguousRanges) {
 // The goal: a tile fills at least 60% of UB for hidden >= 1024 (4096 rows, 910B4 and 950PR).
 TEST(Planner, TilesFillAtLeast60PercentOfUb) {
   for (const std::int64_t ub : {196608, 253952}) {
-    for (const DType x : {DType::f32, DType::bf16}) {
-      const auto fwd = rms::fwd_layout(x, true).items();
-      const auto bwd = rms::bwd_layout(x, true).items();
+    for (const family::Elem x : {family::Elem::f32, family::Elem::bf16}) {
+      const auto fwd = rms_norm::fwd_layout(x, true).items();
+      const auto bwd = rms_norm::bwd_layout(x, true).items();
       for (std::int64_t hidden = 1024; hidden <= 65536; hidden *= 2) {
         for (const auto& items : {std::span<const UbItem>(fwd), std::span<const UbItem>(bwd)}) {
-          PlanRequest r = request(items, 4096, hidden, static_cast<std::uint32_t>(element_size(x)));
+          PlanRequest r = request(items, 4096, hidden, elem_bytes(x));
           r.ub_bytes = ub;
           const Plan p = plan_tiles(r);
           EXPECT_GE(p.ub_fill(), 0.6) << p.why;
@@ -192,7 +192,7 @@ TEST(Planner, TilesFillAtLeast60PercentOfUb) {
 }
 
 TEST(Planner, DoubleBuffersOnlyWhenACoreHasSeveralTiles) {
-  const auto items = rms::fwd_layout(DType::f32, true).items();
+  const auto items = rms_norm::fwd_layout(family::Elem::f32, true).items();
   EXPECT_EQ(plan_tiles(request(items, 40, 4096)).depth, 1);    // one row a core
   EXPECT_EQ(plan_tiles(request(items, 4096, 4096)).depth, 2);  // many tiles a core
   PlanRequest fixed = request(items, 4096, 4096);
@@ -201,7 +201,7 @@ TEST(Planner, DoubleBuffersOnlyWhenACoreHasSeveralTiles) {
 }
 
 TEST(Planner, EmptyProblems) {
-  const auto items = rms::fwd_layout(DType::f32, true).items();
+  const auto items = rms_norm::fwd_layout(family::Elem::f32, true).items();
   const Plan none = plan_tiles(request(items, 0, 100));
   EXPECT_EQ(none.block_dim, 0);
   EXPECT_TRUE(none.fits);

@@ -277,6 +277,7 @@ void Launch::run_block(std::int64_t block, Core& core) {
   core.atomic_add = false;
   core.strict = em_.strict();
   core.pipes = PipeState{};
+  core.kernel_type = 0;
   // A core's next block starts when its previous one ended, after the per-block overhead.
   if (core.blocks_run > 0) core.time.start_at(core.time.end() + cost_constants().block_overhead_us * 1000.0);
   ++core.blocks_run;
@@ -321,6 +322,14 @@ void Launch::abort_with(std::exception_ptr error) {
 }
 
 void Launch::sync_all(Core& core) {
+  if (core.kernel_type != 1 + AscendC::KERNEL_TYPE_MIX_AIV_1_0) {
+    // The hard SyncAll is a cross-core instruction only a mix kernel is built with: the
+    // toolchain's kernel type decides which cores start and how they are synchronised.
+    kernel_fail(core, fmt::format("SyncAll in a kernel of type {}: hard synchronisation across cores needs "
+                                  "KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIV_1_0) in the kernel",
+                                  core.kernel_type == 0 ? "KERNEL_TYPE_AIV_ONLY (none declared)"
+                                                        : "KERNEL_TYPE_AIV_ONLY"));
+  }
   const int cores = em_.profile().vector_cores;
   if (block_dim_ > cores) {
     kernel_fail(core, fmt::format("SyncAll with block_dim {} above the {} vector cores of {}: blocks of later waves "
@@ -393,6 +402,9 @@ const GmArg* find_arg(const Core& core, const void* p, std::size_t bytes) {
 }
 
 void sync_all(Core& core) { core.launch->sync_all(core); }
+void declare_kernel_type(Core& core, AscendC::KernelMetaType type) {
+  core.kernel_type = static_cast<std::uint8_t>(1 + type);
+}
 std::mutex& atomic_mutex(Core& core) { return core.launch->atomic_mutex(); }
 void warn_once(Core& core, std::string_view key, const std::string& message) {
   core.launch->warn_once(key, fmt::format("npu kernel {}: {}", core.launch->kernel(), message));

@@ -168,6 +168,9 @@ struct Core {
   std::uint32_t max_ext_block_count = 4095;  // DataCopyExtParams.blockCount: 65535 on the 950PR [S9]
   bool reduce_tree_across_repeats = false;   // ReduceSum's method 1 (950PR) or 2 (A2/A3) [S23]
   void* tpipe = nullptr;   // the live TPipe (GetTPipePtr)
+  // The block's KERNEL_TASK_TYPE_DEFAULT (0: none declared, compiled as KERNEL_TYPE_AIV_ONLY),
+  // else the declared AscendC::KernelMetaType + 1.
+  std::uint8_t kernel_type = 0;
   PipeState pipes;
   Counters counters;
   Timeline time;
@@ -192,6 +195,8 @@ std::int64_t block_dim(const Core& core);
 // The kernel argument containing [p, p + bytes), or nullptr.
 const GmArg* find_arg(const Core& core, const void* p, std::size_t bytes);
 void sync_all(Core& core);
+// KERNEL_TASK_TYPE_DEFAULT: the kernel type the running block declared.
+void declare_kernel_type(Core& core, AscendC::KernelMetaType type);
 std::mutex& atomic_mutex(Core& core);
 // Logs `message` once per launch and kernel (the emulator's warnings: truncated copies).
 void warn_once(Core& core, std::string_view key, const std::string& message);

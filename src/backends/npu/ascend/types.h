@@ -16,12 +16,40 @@
 #ifndef __gm__
 #define __gm__
 #endif
+// A kernel's entry function (extern "C" __global__ __aicore__ void f(GM_ADDR ...) in Ascend C).
+// The build's device-code check (check_device_code.cmake) finds kernels by it and requires each
+// to declare its kernel type (KERNEL_TASK_TYPE_DEFAULT).
+#ifndef __global__
+#define __global__
+#endif
 
 namespace opreg::npu::AscendC {
 
 // The 16-bit storage types: the same bit patterns as opreg's tensors hold.
 using half = opreg::half;
 using bfloat16_t = opreg::bfloat16;
+
+// What an Ascend C kernel has in place of <type_traits> and <algorithm> (the device compiler
+// offers no C++ standard library): IsSameType<T, U>::value, and scalar min and max in
+// AscendC::Std (lib/std/algorithm.h).
+template <class T, class U>
+struct IsSameType {
+  static constexpr bool value = false;
+};
+template <class T>
+struct IsSameType<T, T> {
+  static constexpr bool value = true;
+};
+namespace Std {
+template <class T>
+constexpr T min(T a, T b) {
+  return b < a ? b : a;
+}
+template <class T>
+constexpr T max(T a, T b) {
+  return a < b ? b : a;
+}
+}  // namespace Std
 
 // A kernel argument in global memory (GM). In Ascend C a macro for `__gm__ uint8_t*`.
 using GM_ADDR = std::uint8_t*;
@@ -45,6 +73,12 @@ enum class HardEvent : std::uint8_t {
 // Event ids (Ascend C's event_t), 0..7 on A2/A3/950 [S25].
 enum event_t : std::int32_t { EVENT_ID0, EVENT_ID1, EVENT_ID2, EVENT_ID3, EVENT_ID4, EVENT_ID5, EVENT_ID6, EVENT_ID7 };
 using TEventID = std::int8_t;
+
+// What a kernel runs on, declared in its body with KERNEL_TASK_TYPE_DEFAULT (Ascend C,
+// atlasascendc_api_07_0218): AIV_ONLY starts vector cores only; MIX_AIV_1_0 also starts only
+// vector cores but "with hard sync": a kernel that calls SyncAll() must be declared MIX_AIV_1_0.
+// The emulated vector core has no cube, so the other types (AIC_ONLY, MIX_AIC_*) are not offered.
+enum KernelMetaType : std::uint8_t { KERNEL_TYPE_AIV_ONLY, KERNEL_TYPE_MIX_AIV_1_0 };
 
 enum class RoundMode : std::uint8_t { CAST_NONE, CAST_RINT, CAST_FLOOR, CAST_CEIL, CAST_ROUND, CAST_TRUNC, CAST_ODD };
 

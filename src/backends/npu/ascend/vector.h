@@ -314,7 +314,8 @@ void ReduceMax(const LocalTensor<T>& dst, const LocalTensor<T>& src, const Local
 }
 
 // ---- Synchronisation
-// Waits for every core of the launch (refused when the launch has more blocks than vector cores).
+// Waits for every core of the launch (refused when the launch has more blocks than vector cores,
+// and in a kernel not declared KERNEL_TYPE_MIX_AIV_1_0).
 template <bool isAIVOnly = true>
 void SyncAll() {
   npu::detail::sync_all(npu::detail::current());
@@ -402,6 +403,10 @@ void WaitFlag(std::int32_t eventID) {
 
 // The kernel's TPipe (Ascend C's GetTPipePtr()).
 inline TPipe* GetTPipePtr() { return static_cast<TPipe*>(npu::detail::current().tpipe); }
+
+// Ascend C's kernel type declaration, the first statement of a kernel's body (a macro there, as
+// here, so that the kernel keeps its device spelling).
+#define KERNEL_TASK_TYPE_DEFAULT(type) ::opreg::npu::detail::declare_kernel_type(::opreg::npu::detail::current(), (type))
 
 inline std::int64_t GetBlockIdx() { return npu::detail::current().block; }
 inline std::int64_t GetBlockNum() { return npu::detail::block_dim(npu::detail::current()); }

@@ -17,21 +17,19 @@
 // An overflowing a^3 makes u infinite and s exactly 0 or 1, as the double reference's tanh does;
 // a^2 in the polynomial is capped at 1e30 where s (1 - s) is already 0, so that 0 * inf makes no
 // NaN the reference lacks, while an infinite a still gives the reference's NaN.
-#include "backends/npu/glu/kernels.h"
-
-#include <algorithm>
 #include <cstdint>
-#include <limits>
 #include <string>
 #include <vector>
 
+#include "backends/npu/glu/plan.h"
 #include "backends/npu/gpu_port.h"
 #include "backends/npu/kernel_util.h"
-#include "ops/describe.h"
+#include "backends/npu/npu_backend.h"
 
 namespace opreg::npu::glu {
 namespace {
 
+// ascend-c: begin
 using namespace AscendC;
 using kernel::AsFloat;
 using kernel::CopyRowsIn;
@@ -47,13 +45,13 @@ constexpr float kSquareCap = 1e30f;
 // ---- the tiles of a block: which GM span each one is
 
 struct Span {
-  std::int64_t at = 0;   // first element
-  std::int64_t len = 0;  // elements
+  int64_t at = 0;   // first element
+  int64_t len = 0;  // elements
 };
 
 class Walk {
  public:
-  Walk(const GluPlan& p, std::int64_t block) : p_(p), block_(block) {
+  Walk(const GluPlan& p, int64_t block) : p_(p), block_(block) {
     if (p.impl == Impl::sub_block) {
       Tiles rows;  // the planner's contiguous row ranges
       rows.partition = Partition::contiguous;
@@ -63,7 +61,7 @@ class Walk {
     }
   }
 
-  std::int64_t count() const {
+  int64_t count() const {
     switch (p_.impl) {
       case Impl::flat:
         return block_ < p_.tiles ? (p_.tiles - block_ + p_.block_dim - 1) / p_.block_dim : 0;
@@ -75,17 +73,17 @@ class Walk {
     return 0;
   }
 
-  Span span(std::int64_t i) const {
+  Span span(int64_t i) const {
     switch (p_.impl) {
       case Impl::flat: {
-        const std::int64_t at = (block_ + i * p_.block_dim) * p_.tile;
-        return {at, std::min(p_.tile, p_.n - at)};
+        const int64_t at = (block_ + i * p_.block_dim) * p_.tile;
+        return {at, Std::min(p_.tile, p_.n - at)};
       }
       case Impl::sub_block: {
         // A row's chunks one after another: the core walks its range of GM forwards.
-        const std::int64_t row = range_.first + i / p_.tiles;
-        const std::int64_t col = (i % p_.tiles) * p_.tile;
-        return {row * p_.cols + col, std::min(p_.tile, p_.cols - col)};
+        const int64_t row = range_.first + i / p_.tiles;
+        const int64_t col = (i % p_.tiles) * p_.tile;
+        return {row * p_.cols + col, Std::min(p_.tile, p_.cols - col)};
       }
       case Impl::gpu_port:
         return {block_ * p_.cols, p_.cols};
@@ -95,29 +93,29 @@ class Walk {
 
  private:
   const GluPlan& p_;
-  std::int64_t block_;
+  int64_t block_;
   RowRange range_;
 };
 
 // A span into a tile: `line`-element blocks of one DataCopyPad (contiguous in GM and, each a
 // multiple of 32 bytes, in UB), then the rest as one more block.
 template <class X>
-void CopyTileIn(const LocalTensor<X>& dst, const GlobalTensor<X>& src, Span s, std::int64_t line) {
-  const std::int64_t full = s.len > line ? s.len / line : 0;
-  const std::int64_t rest = s.len - full * line;
-  if (full > 0) CopyRowsIn(dst, src[static_cast<std::uint64_t>(s.at)], full, line, line);
+void CopyTileIn(const LocalTensor<X>& dst, const GlobalTensor<X>& src, Span s, int64_t line) {
+  const int64_t full = s.len > line ? s.len / line : 0;
+  const int64_t rest = s.len - full * line;
+  if (full > 0) CopyRowsIn(dst, src[static_cast<uint64_t>(s.at)], full, line, line);
   if (rest > 0)
-    CopyRowsIn(dst[static_cast<std::uint32_t>(full * line)], src[static_cast<std::uint64_t>(s.at + full * line)], 1,
+    CopyRowsIn(dst[static_cast<uint32_t>(full * line)], src[static_cast<uint64_t>(s.at + full * line)], 1,
                rest, rest);
 }
 
 template <class X>
-void CopyTileOut(const GlobalTensor<X>& dst, const LocalTensor<X>& src, Span s, std::int64_t line) {
-  const std::int64_t full = s.len > line ? s.len / line : 0;
-  const std::int64_t rest = s.len - full * line;
-  if (full > 0) CopyRowsOut(dst[static_cast<std::uint64_t>(s.at)], src, full, line, line);
+void CopyTileOut(const GlobalTensor<X>& dst, const LocalTensor<X>& src, Span s, int64_t line) {
+  const int64_t full = s.len > line ? s.len / line : 0;
+  const int64_t rest = s.len - full * line;
+  if (full > 0) CopyRowsOut(dst[static_cast<uint64_t>(s.at)], src, full, line, line);
   if (rest > 0)
-    CopyRowsOut(dst[static_cast<std::uint64_t>(s.at + full * line)], src[static_cast<std::uint32_t>(full * line)], 1,
+    CopyRowsOut(dst[static_cast<uint64_t>(s.at + full * line)], src[static_cast<uint32_t>(full * line)], 1,
                 rest, rest);
 }
 
@@ -125,7 +123,7 @@ void CopyTileOut(const GlobalTensor<X>& dst, const LocalTensor<X>& src, Span s, 
 
 // The sigmoid's argument z: a itself for silu; 2u for gelu_tanh, computed into `tmp`.
 template <Act A>
-LocalTensor<float> GateArg(const LocalTensor<float>& tmp, const LocalTensor<float>& a, std::uint32_t n) {
+LocalTensor<float> GateArg(const LocalTensor<float>& tmp, const LocalTensor<float>& a, uint32_t n) {
   if constexpr (A == Act::silu) {
     static_cast<void>(tmp);
     return a;
@@ -140,7 +138,7 @@ LocalTensor<float> GateArg(const LocalTensor<float>& tmp, const LocalTensor<floa
 }
 
 // dst = sigmoid(z) = 1 / (1 + e^-z), or with complement, 1 - sigmoid(z) = 1 / (1 + e^z). dst may be z.
-inline void Sigmoid(const LocalTensor<float>& dst, const LocalTensor<float>& z, std::uint32_t n, bool complement) {
+inline void Sigmoid(const LocalTensor<float>& dst, const LocalTensor<float>& z, uint32_t n, bool complement) {
   if (complement) {
     Exp(dst, z, n);
   } else {
@@ -154,7 +152,7 @@ inline void Sigmoid(const LocalTensor<float>& dst, const LocalTensor<float>& z, 
 // t = act'(a) from t = 1 - s and s; `scratch` is a float tile free until the gate's value.
 template <Act A>
 void Slope(const LocalTensor<float>& t, const LocalTensor<float>& a, const LocalTensor<float>& s,
-           const LocalTensor<float>& scratch, std::uint32_t n) {
+           const LocalTensor<float>& scratch, uint32_t n) {
   if constexpr (A == Act::silu) {
     static_cast<void>(scratch);
     Mul(t, t, a, n);
@@ -181,17 +179,17 @@ class KernelGluBase {
  protected:
   explicit KernelGluBase(const GluPlan& p) : p_(p), shape_{1, p.tile, 1, kernel::kRowAlign<X>} {}
 
-  std::uint32_t bytes(const UbItem& item) const { return static_cast<std::uint32_t>(item_bytes(item, shape_)); }
-  std::uint8_t depth() const { return static_cast<std::uint8_t>(p_.depth); }
+  uint32_t bytes(const UbItem& item) const { return static_cast<uint32_t>(item_bytes(item, shape_)); }
+  uint8_t depth() const { return static_cast<uint8_t>(p_.depth); }
   void Bind(GlobalTensor<X>& gm, GM_ADDR addr) const {
-    gm.SetGlobalBuffer(reinterpret_cast<__gm__ X*>(addr), static_cast<std::uint64_t>(p_.n));
+    gm.SetGlobalBuffer(reinterpret_cast<__gm__ X*>(addr), static_cast<uint64_t>(p_.n));
   }
 
   template <class In, class Body>
   void ForEachTile(In&& in, Body&& body) {
     const Walk walk(p_, GetBlockIdx());
     kernel::Pipelined(
-        walk.count(), p_.depth, [&](std::int64_t i) { in(walk.span(i)); }, [&](std::int64_t i) { body(walk.span(i)); });
+        walk.count(), p_.depth, [&](int64_t i) { in(walk.span(i)); }, [&](int64_t i) { body(walk.span(i)); });
   }
 
   GluPlan p_;
@@ -215,7 +213,7 @@ class KernelGluFwd : KernelGluBase<X> {
     this->Bind(aGm_, a);
     this->Bind(bGm_, b);
     this->Bind(cGm_, c);
-    const FwdLayout l = fwd_layout(kernel::dtype_of<X>());
+    const FwdLayout l = fwd_layout(kernel::elem_of<X>());
     pipe_.InitBuffer(inA_, depth(), bytes(l.a));
     pipe_.InitBuffer(inB_, depth(), bytes(l.b));
     pipe_.InitBuffer(outC_, depth(), bytes(l.c));
@@ -226,7 +224,7 @@ class KernelGluFwd : KernelGluBase<X> {
   void Process() {
     this->ForEachTile([&](Span s) { CopyIn(s); },
                       [&](Span s) {
-                        Compute(static_cast<std::uint32_t>(s.len));
+                        Compute(static_cast<uint32_t>(s.len));
                         CopyOut(s);
                       });
   }
@@ -241,7 +239,7 @@ class KernelGluFwd : KernelGluBase<X> {
     inB_.EnQue(b);
   }
 
-  void Compute(std::uint32_t n) {
+  void Compute(uint32_t n) {
     LocalTensor<X> a = inA_.template DeQue<X>();
     LocalTensor<X> b = inB_.template DeQue<X>();
     LocalTensor<X> c = outC_.template AllocTensor<X>();
@@ -293,7 +291,7 @@ class KernelGluBwd : KernelGluBase<X> {
     this->Bind(bGm_, b);
     this->Bind(daGm_, da);
     this->Bind(dbGm_, db);
-    const BwdLayout l = bwd_layout(kernel::dtype_of<X>());
+    const BwdLayout l = bwd_layout(kernel::elem_of<X>());
     pipe_.InitBuffer(inDc_, depth(), bytes(l.dc));
     pipe_.InitBuffer(inA_, depth(), bytes(l.a));
     pipe_.InitBuffer(inB_, depth(), bytes(l.b));
@@ -308,7 +306,7 @@ class KernelGluBwd : KernelGluBase<X> {
   void Process() {
     this->ForEachTile([&](Span s) { CopyIn(s); },
                       [&](Span s) {
-                        Compute(static_cast<std::uint32_t>(s.len));
+                        Compute(static_cast<uint32_t>(s.len));
                         CopyOut(s);
                       });
   }
@@ -326,7 +324,7 @@ class KernelGluBwd : KernelGluBase<X> {
     inB_.EnQue(b);
   }
 
-  void Compute(std::uint32_t n) {
+  void Compute(uint32_t n) {
     LocalTensor<X> dc = inDc_.template DeQue<X>();
     LocalTensor<X> a = inA_.template DeQue<X>();
     LocalTensor<X> b = inB_.template DeQue<X>();
@@ -381,30 +379,27 @@ class KernelGluBwd : KernelGluBase<X> {
   GlobalTensor<X> dcGm_, aGm_, bGm_, daGm_, dbGm_;
 };
 
+template <class X, Act A>
+__global__ __aicore__ void glu_fwd(GM_ADDR a, GM_ADDR b, GM_ADDR c, const GluPlan& plan, bool torch) {
+  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+  KernelGluFwd<X, A> op(plan, torch);
+  op.Init(a, b, c);
+  op.Process();
+}
+
+template <class X, Act A>
+__global__ __aicore__ void glu_bwd(GM_ADDR dc, GM_ADDR a, GM_ADDR b, GM_ADDR da, GM_ADDR db, const GluPlan& plan,
+                                   bool torch) {
+  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+  KernelGluBwd<X, A> op(plan, torch);
+  op.Init(dc, a, b, da, db);
+  op.Process();
+}
+// ascend-c: end
+
 std::string kernel_name(Act act, bool backward, Impl impl) {
   return std::string(act == Act::gelu ? "geglu" : "swiglu") + (backward ? "_bwd_" : "_fwd_") +
          std::string(to_string(impl));
-}
-
-void record_empty(const std::string& name, Emulator& emulator) {
-  LaunchCounters c;
-  c.kernel = name;
-  c.profile = emulator.profile().name;
-  c.cores = emulator.vector_cores();
-  c.ub_size = emulator.ub_bytes();
-  emulator.record(c);
-}
-
-// f(Tag<X>, an Act constant) for the problem's dtype and gate: one kernel instantiation each.
-template <class F>
-void with_kernel(DType x, Act act, F&& f) {
-  kernel::with_types(x, x, [&](auto xt, auto) {
-    if (act == Act::gelu) {
-      f(xt, std::integral_constant<Act, Act::gelu>{});
-    } else {
-      f(xt, std::integral_constant<Act, Act::silu>{});
-    }
-  });
 }
 
 // gpu_port, forced: the GPU kernel's launch (one program per row, its live set reserved first;
@@ -420,52 +415,45 @@ void launch_port(const GluPlan& plan, const std::string& name, Emulator& emulato
   gpu_port::launch(emulator, name, port, args);
 }
 
-auto gm(const Tensor& t) { return static_cast<GM_ADDR>(const_cast<void*>(t.data())); }
-
-// Whether the call rounds as Liger-Kernel does (never for f32, where it is the same arithmetic).
-template <class Args>
-bool torch(const Args& a) {
-  return family::rounding_of(a.rounding, family::elem_of(a.a.dtype())) == family::GluRounding::torch;
-}
-
 }  // namespace
 
-std::int64_t hidden_of(const Tensor& a) {
-  const Shape& s = a.shape();
-  return s.ndim() == 0 ? 1 : s[s.ndim() - 1];
+template <Act A>
+void run_fwd(const family::GluFwd& d, const GluPlan& plan, const KernelContext& ctx) {
+  Emulator& emulator = emulator_in(ctx);
+  const std::string name = kernel_name(A, false, plan.impl);
+  if (plan.block_dim == 0) return emulator.record(empty_launch(name, emulator));
+  const auto bytes = static_cast<std::size_t>(d.n) * elem_bytes(d.type);
+  const std::vector<GmArg> args{{"a", d.a, bytes}, {"b", d.b, bytes}, {"c", d.c, bytes}};
+  launch_port(plan, name, emulator, args);
+  const bool torch = d.rounding == family::GluRounding::torch;
+  emulator.launch(name, plan.block_dim, args, [&] {
+    kernel::with_types(d.type, d.type, [&](auto xt, auto) {
+      glu_fwd<typename decltype(xt)::type, A>(gm_addr(d.a), gm_addr(d.b), gm_addr(d.c), plan, torch);
+    });
+  });
 }
 
-void run_fwd(const GluFwdArgs& a, Act act, const GluPlan& plan, Emulator& emulator) {
-  const std::string name = kernel_name(act, false, plan.impl);
-  if (plan.block_dim == 0) return record_empty(name, emulator);
+template <Act A>
+void run_bwd(const family::GluBwd& d, const GluPlan& plan, const KernelContext& ctx) {
+  Emulator& emulator = emulator_in(ctx);
+  const std::string name = kernel_name(A, true, plan.impl);
+  if (plan.block_dim == 0) return emulator.record(empty_launch(name, emulator));
+  const auto bytes = static_cast<std::size_t>(d.n) * elem_bytes(d.type);
   const std::vector<GmArg> args{
-      {"a", a.a.data(), a.a.nbytes()}, {"b", a.b.data(), a.b.nbytes()}, {"c", a.c.data(), a.c.nbytes()}};
+      {"dc", d.dc, bytes}, {"a", d.a, bytes}, {"b", d.b, bytes}, {"da", d.da, bytes}, {"db", d.db, bytes}};
   launch_port(plan, name, emulator, args);
+  const bool torch = d.rounding == family::GluRounding::torch;
   emulator.launch(name, plan.block_dim, args, [&] {
-    with_kernel(a.a.dtype(), act, [&](auto xt, auto at) {
-      KernelGluFwd<typename decltype(xt)::type, decltype(at)::value> op(plan, torch(a));
-      op.Init(gm(a.a), gm(a.b), gm(a.c));
-      op.Process();
+    kernel::with_types(d.type, d.type, [&](auto xt, auto) {
+      glu_bwd<typename decltype(xt)::type, A>(gm_addr(d.dc), gm_addr(d.a), gm_addr(d.b), gm_addr(d.da), gm_addr(d.db),
+                                              plan, torch);
     });
   });
 }
 
-void run_bwd(const GluBwdArgs& a, Act act, const GluPlan& plan, Emulator& emulator) {
-  const std::string name = kernel_name(act, true, plan.impl);
-  if (plan.block_dim == 0) return record_empty(name, emulator);
-  const std::vector<GmArg> args{{"dc", a.dc.data(), a.dc.nbytes()},
-                                {"a", a.a.data(), a.a.nbytes()},
-                                {"b", a.b.data(), a.b.nbytes()},
-                                {"da", a.da.data(), a.da.nbytes()},
-                                {"db", a.db.data(), a.db.nbytes()}};
-  launch_port(plan, name, emulator, args);
-  emulator.launch(name, plan.block_dim, args, [&] {
-    with_kernel(a.a.dtype(), act, [&](auto xt, auto at) {
-      KernelGluBwd<typename decltype(xt)::type, decltype(at)::value> op(plan, torch(a));
-      op.Init(gm(a.dc), gm(a.a), gm(a.b), gm(a.da), gm(a.db));
-      op.Process();
-    });
-  });
-}
+template void run_fwd<Act::gelu>(const family::GluFwd&, const GluPlan&, const KernelContext&);
+template void run_fwd<Act::silu>(const family::GluFwd&, const GluPlan&, const KernelContext&);
+template void run_bwd<Act::gelu>(const family::GluBwd&, const GluPlan&, const KernelContext&);
+template void run_bwd<Act::silu>(const family::GluBwd&, const GluPlan&, const KernelContext&);
 
 }  // namespace opreg::npu::glu

@@ -5,15 +5,10 @@
 #include <algorithm>
 #include <bit>
 
-#include "ops/describe.h"
-
 namespace opreg::npu::glu {
 namespace {
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
-std::uint32_t bytes_of(DType d) { return static_cast<std::uint32_t>(element_size(d)); }
-// 16-bit activations are computed in float copies; float ones in their own tiles.
-std::uint32_t widened(DType x) { return x == DType::f32 ? 0 : 4; }
 
 // The longest DataCopyPad block that is whole 512-byte lines (65535 bytes at most).
 constexpr std::int64_t kLongestLineBytes = kMaxBlockLen / kL2LineBytes * kL2LineBytes;
@@ -29,8 +24,8 @@ struct Sized {
   std::int64_t avail = 0;
 };
 
-Sized sized(const Problem& s, const DeviceModel& device) {
-  return {std::max<std::int64_t>(1, 32 / bytes_of(s.x)), static_cast<std::int64_t>(device.ub_bytes) - kUbReserve};
+Sized sized(const GluSizes& s, const DeviceModel& device) {
+  return {std::max<std::int64_t>(1, 32 / elem_bytes(s.x)), static_cast<std::int64_t>(device.ub_bytes) - kUbReserve};
 }
 
 std::string ub_line(std::int64_t used, std::int64_t ub) {
@@ -38,11 +33,11 @@ std::string ub_line(std::int64_t used, std::int64_t ub) {
 }
 
 template <class Layout>
-GluPlan plan_flat(const Layout& layout, const Problem& s, const DeviceModel& device, std::string& why) {
+GluPlan plan_flat(const Layout& layout, const GluSizes& s, const DeviceModel& device, std::string& why) {
   GluPlan p;
   const Sized z = sized(s, device);
   // A line is 512 bytes (an L2 line) unless the UB cannot hold one line of the layout.
-  std::int64_t line = kL2LineBytes / bytes_of(s.x);
+  std::int64_t line = kL2LineBytes / elem_bytes(s.x);
   while (line > z.align && bytes_at(layout, line, z.align, 1) > z.avail) line /= 2;
   p.line = line;
   const auto items = layout.items();
@@ -51,7 +46,7 @@ GluPlan plan_flat(const Layout& layout, const Problem& s, const DeviceModel& dev
   r.rows = ceil_div(s.n, line);
   r.cols = line;
   r.layout = items;
-  r.gm_elem_bytes = bytes_of(s.x);
+  r.gm_elem_bytes = elem_bytes(s.x);
   r.vector_cores = device.profile->vector_cores;
   r.ub_bytes = static_cast<std::int64_t>(device.ub_bytes);
   r.allow_split = false;
@@ -70,13 +65,13 @@ GluPlan plan_flat(const Layout& layout, const Problem& s, const DeviceModel& dev
   why = fmt::format(
       "flat: {} elements in tiles of {} ({} line(s) of {} B), {} tile(s) grid-strided over block_dim={} (<= {} a "
       "core), depth {}, {}",
-      s.n, p.tile, t.rows_per_tile, line * bytes_of(s.x), p.tiles, p.block_dim, ceil_div(p.tiles, p.block_dim), p.depth,
+      s.n, p.tile, t.rows_per_tile, line * elem_bytes(s.x), p.tiles, p.block_dim, ceil_div(p.tiles, p.block_dim), p.depth,
       ub_line(p.ub_used, p.ub_bytes));
   return p;
 }
 
 template <class Layout>
-GluPlan plan_sub_block(const Layout& layout, const Problem& s, const DeviceModel& device, std::string& why) {
+GluPlan plan_sub_block(const Layout& layout, const GluSizes& s, const DeviceModel& device, std::string& why) {
   GluPlan p;
   const auto items = layout.items();
   PlanRequest r;
@@ -84,7 +79,7 @@ GluPlan plan_sub_block(const Layout& layout, const Problem& s, const DeviceModel
   r.rows = s.rows;
   r.cols = s.cols;
   r.layout = items;
-  r.gm_elem_bytes = bytes_of(s.x);
+  r.gm_elem_bytes = elem_bytes(s.x);
   r.vector_cores = device.profile->vector_cores;
   r.ub_bytes = static_cast<std::int64_t>(device.ub_bytes);
   r.force_split = true;
@@ -102,12 +97,12 @@ GluPlan plan_sub_block(const Layout& layout, const Problem& s, const DeviceModel
 }
 
 template <class Layout>
-GluPlan plan_gpu_port(const Layout& layout, const Problem& s, const DeviceModel& device, std::string& why) {
+GluPlan plan_gpu_port(const Layout& layout, const GluSizes& s, const DeviceModel& device, std::string& why) {
   GluPlan p;
   const Sized z = sized(s, device);
   p.block_dim = s.rows;
   p.tile = static_cast<std::int64_t>(std::bit_ceil(static_cast<std::uint64_t>(std::max<std::int64_t>(1, s.cols))));
-  p.line = kLongestLineBytes / bytes_of(s.x);
+  p.line = kLongestLineBytes / elem_bytes(s.x);
   p.tiles = 1;
   p.depth = 2;  // triton-ascend's multibuffer, on by default on the A2 series
   p.ub_bytes = static_cast<std::int64_t>(device.ub_bytes);
@@ -141,21 +136,26 @@ std::string_view to_string(Impl impl) {
 std::string_view to_string(Act act) { return act == Act::gelu ? "gelu_tanh" : "silu"; }
 
 namespace {
-Problem problem_from(DType x, std::int64_t n, std::int64_t cols, bool backward) {
+GluSizes sizes_from(family::Elem x, std::int64_t n, std::int64_t cols, bool backward) {
   const std::int64_t rows = cols == 0 ? 0 : n / cols;
   return {x, n, rows, cols, backward};
 }
 }  // namespace
 
-Problem problem_of(const family::GluFwd& d, std::int64_t cols) {
-  return problem_from(family::dtype_of(d.type), d.n, cols, false);
-}
-Problem problem_of(const family::GluBwd& d, std::int64_t cols) {
-  return problem_from(family::dtype_of(d.type), d.n, cols, true);
+GluSizes sizes_of(const family::GluFwd& d) { return sizes_from(d.type, d.n, d.hidden, false); }
+GluSizes sizes_of(const family::GluBwd& d) { return sizes_from(d.type, d.n, d.hidden, true); }
+
+Verdict verdict(Act act, const GluPlan& plan, std::string why) {
+  if (plan.impl == Impl::gpu_port) {
+    return Verdict::reject(why + fmt::format("; force it to see the device's failure (npu.{}.{}.flat takes any shape)",
+                                             act == Act::gelu ? "geglu" : "swiglu", plan.backward ? "bwd" : "fwd"));
+  }
+  if (plan.fits) return {true, std::move(why)};
+  return Verdict::reject(std::move(why));
 }
 
-FwdLayout fwd_layout(DType x) {
-  const std::uint32_t xs = bytes_of(x);
+FwdLayout fwd_layout(family::Elem x) {
+  const std::uint32_t xs = elem_bytes(x);
   FwdLayout l;
   l.a = {"a", Extent::tile, xs, true};
   l.b = {"b", Extent::tile, xs, true};
@@ -165,8 +165,8 @@ FwdLayout fwd_layout(DType x) {
   return l;
 }
 
-BwdLayout bwd_layout(DType x) {
-  const std::uint32_t xs = bytes_of(x);
+BwdLayout bwd_layout(family::Elem x) {
+  const std::uint32_t xs = elem_bytes(x);
   BwdLayout l;
   l.dc = {"dc", Extent::tile, xs, true};
   l.a = {"a", Extent::tile, xs, true};
@@ -180,7 +180,7 @@ BwdLayout bwd_layout(DType x) {
   return l;
 }
 
-GluPlan plan(Impl impl, const Problem& s, const DeviceModel& device, std::string* why) {
+GluPlan plan(Impl impl, const GluSizes& s, const DeviceModel& device, std::string* why) {
   std::string line;
   GluPlan p;
   auto with = [&](const auto& layout) {

@@ -19,8 +19,8 @@
 
 #include "backends/npu/profile.h"
 #include "backends/npu/tiling.h"
-#include "opreg/dtype.h"
 #include "ops/families.h"
+#include "opreg/variants.h"
 
 namespace opreg::npu::glu {
 
@@ -33,15 +33,15 @@ std::string_view to_string(Act act);
 
 // The problem as the planner sees it: a's dtype, its element count and its rows x hidden (hidden =
 // the last dim; a 1-D tensor is one row).
-struct Problem {
-  DType x = DType::f32;
+struct GluSizes {
+  family::Elem x = family::Elem::f32;
   std::int64_t n = 0;
   std::int64_t rows = 0;
   std::int64_t cols = 0;
   bool backward = false;
 };
-Problem problem_of(const family::GluFwd& d, std::int64_t cols);
-Problem problem_of(const family::GluBwd& d, std::int64_t cols);
+GluSizes sizes_of(const family::GluFwd& d);
+GluSizes sizes_of(const family::GluBwd& d);
 
 // The forward's UB: a, b in and c out (queues of x's dtype), a as float and one float temporary
 // (the gate, then b as float). 28 B an element for f32 and 20 for 16-bit types double-buffered,
@@ -50,7 +50,7 @@ struct FwdLayout {
   UbItem a, b, c, af, t;
   std::array<UbItem, 5> items() const { return {a, b, c, af, t}; }
 };
-FwdLayout fwd_layout(DType x);
+FwdLayout fwd_layout(family::Elem x);
 
 // The backward's UB: dc, a, b in and da, db out (queues), a as float, the sigmoid, and two float
 // temporaries that an f32 kernel keeps in its da and db tiles (the slope and the gate's value).
@@ -58,7 +58,7 @@ struct BwdLayout {
   UbItem dc, a, b, da, db, af, s, slope, value;
   std::array<UbItem, 9> items() const { return {dc, a, b, da, db, af, s, slope, value}; }
 };
-BwdLayout bwd_layout(DType x);
+BwdLayout bwd_layout(family::Elem x);
 
 // What a variant's supports() decides and its kernel runs (plain data: the choice cache keeps it).
 struct GluPlan {
@@ -78,6 +78,24 @@ struct GluPlan {
 };
 
 // `why` (optional) gets one line on the tiling, or on why it does not fit.
-GluPlan plan(Impl impl, const Problem& problem, const DeviceModel& device, std::string* why = nullptr);
+GluPlan plan(Impl impl, const GluSizes& sizes, const DeviceModel& device, std::string* why = nullptr);
+
+// The variants' supports() (Desc: GluFwd or GluBwd): plans on the device's model and says what it
+// planned or why it refuses; gpu_port always refuses, with what it would do.
+Verdict verdict(Act act, const GluPlan& plan, std::string why);
+template <Act A, Impl I, class Desc>
+Verdict supports(const Desc& d, const DeviceModel& device, GluPlan& plan) {
+  std::string why;
+  plan = glu::plan(I, sizes_of(d), device, &why);
+  return verdict(A, plan, std::move(why));
+}
+
+// The kernels' launches (kernels.cpp): each runs the plan its variant's supports() made on the
+// emulator of the call's context; a forced gpu_port first launches the GPU kernel's grid, which
+// fails where the device does.
+template <Act A>
+void run_fwd(const family::GluFwd& d, const GluPlan& plan, const KernelContext& ctx);
+template <Act A>
+void run_bwd(const family::GluBwd& d, const GluPlan& plan, const KernelContext& ctx);
 
 }  // namespace opreg::npu::glu

@@ -9,8 +9,7 @@
 // large for UB: pass 1 (groups of sets, piece by piece) the two coefficients, pass 2 piece by piece
 // over all the core's sets dx and the partials, so a row-mode partial slice stays in UB while the
 // core's sets pass. dy and x are read twice then.
-#include <algorithm>
-#include <type_traits>
+#include <string>
 #include <vector>
 
 #include "backends/npu/norm/kernels.h"
@@ -18,6 +17,7 @@
 namespace opreg::npu::norm {
 namespace {
 
+// ascend-c: begin
 using namespace AscendC;
 using kernel::AsFloat;
 using kernel::CopyRowsIn;
@@ -26,21 +26,21 @@ using kernel::PipeSync;
 using kernel::StoreFloat;
 using namespace kernel_norm;
 
-constexpr std::int64_t kSetsPerBlockPartial = 32;
-constexpr std::int64_t kReduceUnit = 128;
-constexpr std::int64_t kPiece = 8192;  // floats a DataCopyPad of a resident [C] array moves
+constexpr int64_t kSetsPerBlockPartial = 32;
+constexpr int64_t kReduceUnit = 128;
+constexpr int64_t kPiece = 8192;  // floats a DataCopyPad of a resident [C] array moves
 
 struct BwdParams {
-  Plan plan;
-  Problem s;
+  NormPlan plan;
+  NormSizes s;
   bool grads_w = false;
   bool grads_b = false;
   bool exact = false;      // row mode, f32 x: dW and dB as (hi, lo) pairs (compensated.h)
-  std::int64_t ws_lo = 0;  // exact: floats from a hi partial to its lo partial
-  std::int64_t ws_dw = 0;  // floats into the workspace: dW partials [cores x params]
-  std::int64_t ws_db = 0;  // dB partials [cores x params]
-  std::int64_t ws_c = 0;   // c1 [sets] then c2 [sets] (split sets in several groups)
-  std::int64_t ws_floats = 0;
+  int64_t ws_lo = 0;  // exact: floats from a hi partial to its lo partial
+  int64_t ws_dw = 0;  // floats into the workspace: dW partials [cores x params]
+  int64_t ws_db = 0;  // dB partials [cores x params]
+  int64_t ws_c = 0;   // c1 [sets] then c2 [sets] (split sets in several groups)
+  int64_t ws_floats = 0;
 };
 
 template <class X, class P>
@@ -55,22 +55,22 @@ class KernelNormGrad {
     range_ = rows_of_block(t, block_);
     size_ = s_.size();
     params_ = s_.params();
-    const auto elems = static_cast<std::uint64_t>(s_.sets * size_);
+    const auto elems = static_cast<uint64_t>(s_.sets * size_);
     dyGm_.SetGlobalBuffer(reinterpret_cast<__gm__ X*>(dy), elems);
     xGm_.SetGlobalBuffer(reinterpret_cast<__gm__ X*>(x), elems);
     dxGm_.SetGlobalBuffer(reinterpret_cast<__gm__ X*>(dx), elems);
-    meanGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(mean), static_cast<std::uint64_t>(s_.sets));
-    rstdGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(rstd), static_cast<std::uint64_t>(s_.sets));
+    meanGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(mean), static_cast<uint64_t>(s_.sets));
+    rstdGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(rstd), static_cast<uint64_t>(s_.sets));
     if (s_.has_weight) {
-      wGm_.SetGlobalBuffer(reinterpret_cast<__gm__ P*>(weight), static_cast<std::uint64_t>(params_));
-      dwGm_.SetGlobalBuffer(reinterpret_cast<__gm__ P*>(dweight), static_cast<std::uint64_t>(params_));
+      wGm_.SetGlobalBuffer(reinterpret_cast<__gm__ P*>(weight), static_cast<uint64_t>(params_));
+      dwGm_.SetGlobalBuffer(reinterpret_cast<__gm__ P*>(dweight), static_cast<uint64_t>(params_));
     }
-    if (s_.has_bias) dbGm_.SetGlobalBuffer(reinterpret_cast<__gm__ P*>(dbias), static_cast<std::uint64_t>(params_));
+    if (s_.has_bias) dbGm_.SetGlobalBuffer(reinterpret_cast<__gm__ P*>(dbias), static_cast<uint64_t>(params_));
     if (p_.ws_floats > 0) {
-      wsGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(workspace), static_cast<std::uint64_t>(p_.ws_floats));
+      wsGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(workspace), static_cast<uint64_t>(p_.ws_floats));
     }
     const BwdLayout l = bwd_layout(s_);
-    const auto depth = static_cast<std::uint8_t>(t.depth);
+    const auto depth = static_cast<uint8_t>(t.depth);
     pipe_.InitBuffer(inDy_, depth, bytes(l.dy));
     pipe_.InitBuffer(inX_, depth, bytes(l.x));
     pipe_.InitBuffer(outDx_, depth, bytes(l.dx));
@@ -123,24 +123,24 @@ class KernelNormGrad {
   }
 
  private:
-  std::uint32_t bytes(const UbItem& item) const { return static_cast<std::uint32_t>(item_bytes(item, shape_)); }
-  std::uint64_t at(std::int64_t set, std::int64_t row = 0, std::int64_t col = 0) const {
-    return static_cast<std::uint64_t>(set * size_ + row * p_.plan.row_len + col);
+  uint32_t bytes(const UbItem& item) const { return static_cast<uint32_t>(item_bytes(item, shape_)); }
+  uint64_t at(int64_t set, int64_t row = 0, int64_t col = 0) const {
+    return static_cast<uint64_t>(set * size_ + row * p_.plan.row_len + col);
   }
   LocalTensor<float> Acc() { return accBuf_.Get<float>(); }
   LocalTensor<float> Work() { return workBuf_.Get<float>(); }
 
   // ---- whole sets
   void ProcessSets() {
-    const std::int64_t R = p_.plan.dma_rows;
-    const std::int64_t L = p_.plan.row_len;
+    const int64_t R = p_.plan.dma_rows;
+    const int64_t L = p_.plan.row_len;
     StartPartials(0, L);
     kernel::RowTiles(
         range_.first, range_.count, p_.plan.sets_per_tile, p_.plan.tiles.depth,
-        [&](std::int64_t set0, std::int64_t n) { CopyIn(at(set0), n * R, L); },
-        [&](std::int64_t set0, std::int64_t n) {
-          CopyRowsIn(meanBuf_.Get<float>(), meanGm_[static_cast<std::uint64_t>(set0)], 1, n, n);
-          CopyRowsIn(rstdBuf_.Get<float>(), rstdGm_[static_cast<std::uint64_t>(set0)], 1, n, n);
+        [&](int64_t set0, int64_t n) { CopyIn(at(set0), n * R, L); },
+        [&](int64_t set0, int64_t n) {
+          CopyRowsIn(meanBuf_.Get<float>(), meanGm_[static_cast<uint64_t>(set0)], 1, n, n);
+          CopyRowsIn(rstdBuf_.Get<float>(), rstdGm_[static_cast<uint64_t>(set0)], 1, n, n);
           PipeSync<HardEvent::MTE2_S>();  // mean and rstd, read by the scalar unit
           GradTile(set0, n);
           CopyOut(at(set0), n * R, L);
@@ -148,7 +148,7 @@ class KernelNormGrad {
     FlushPartials(0, L);
   }
 
-  void CopyIn(std::uint64_t offset, std::int64_t rows, std::int64_t width) {
+  void CopyIn(uint64_t offset, int64_t rows, int64_t width) {
     LocalTensor<X> dy = inDy_.AllocTensor<X>();
     LocalTensor<X> x = inX_.AllocTensor<X>();
     CopyRowsIn(dy, dyGm_[offset], rows, width, p_.plan.row_len);
@@ -157,17 +157,17 @@ class KernelNormGrad {
     inX_.EnQue(x);
   }
 
-  void CopyOut(std::uint64_t offset, std::int64_t rows, std::int64_t width) {
+  void CopyOut(uint64_t offset, int64_t rows, int64_t width) {
     LocalTensor<X> dx = outDx_.DeQue<X>();
     CopyRowsOut(dxGm_[offset], dx, rows, width, p_.plan.row_len);
     outDx_.FreeTensor(dx);
   }
 
-  void GradTile(std::int64_t set0, std::int64_t n) {
-    const std::int64_t R = p_.plan.dma_rows;
-    const std::int64_t L = p_.plan.row_len;
-    const std::int64_t pitch = shape_.pitch();
-    const std::int64_t span = n * R * pitch;
+  void GradTile(int64_t set0, int64_t n) {
+    const int64_t R = p_.plan.dma_rows;
+    const int64_t L = p_.plan.row_len;
+    const int64_t pitch = shape_.pitch();
+    const int64_t span = n * R * pitch;
     LocalTensor<X> dy = inDy_.DeQue<X>();
     LocalTensor<X> x = inX_.DeQue<X>();
     LocalTensor<X> dx = outDx_.AllocTensor<X>();
@@ -177,7 +177,7 @@ class KernelNormGrad {
     const LocalTensor<float> t = tBuf_.Get<float>();
     const LocalTensor<float> mean = meanBuf_.Get<float>();
     const LocalTensor<float> rstd = rstdBuf_.Get<float>();
-    for (std::int64_t k = 0; k < n; ++k) {
+    for (int64_t k = 0; k < n; ++k) {
       const auto base = u32(k * R * pitch);
       const float mu = mean.GetValue(u32(k));
       const float rs = rstd.GetValue(u32(k));
@@ -205,28 +205,28 @@ class KernelNormGrad {
     const LocalTensor<float> c1 = c1Buf_.Get<float>();
     const LocalTensor<float> c2 = c2Buf_.Get<float>();
     const bool spill = walk.groups() > 1;
-    const std::int64_t pitch = shape_.pitch();
-    std::int64_t group0 = 0;
-    auto in = [&](std::int64_t set, std::int64_t i) {
+    const int64_t pitch = shape_.pitch();
+    int64_t group0 = 0;
+    auto in = [&](int64_t set, int64_t i) {
       const Piece pc = p_.plan.piece(i);
       CopyIn(at(set, pc.row0, pc.col0), pc.rows, pc.width);
     };
     walk.pass1(
-        [&](std::int64_t g0, std::int64_t gn) {
+        [&](int64_t g0, int64_t gn) {
           group0 = g0;
           PipeSync<HardEvent::MTE3_V>();  // the last group's c1 and c2 have left UB
           Duplicate(c1, 0.0f, u32(gn));
           Duplicate(c2, 0.0f, u32(gn));
-          CopyRowsIn(mean, meanGm_[static_cast<std::uint64_t>(g0)], 1, gn, gn);
-          CopyRowsIn(rstd, rstdGm_[static_cast<std::uint64_t>(g0)], 1, gn, gn);
+          CopyRowsIn(mean, meanGm_[static_cast<uint64_t>(g0)], 1, gn, gn);
+          CopyRowsIn(rstd, rstdGm_[static_cast<uint64_t>(g0)], 1, gn, gn);
           PipeSync<HardEvent::V_S>();     // c1 and c2 are accumulated on the scalar unit
           PipeSync<HardEvent::MTE2_S>();  // mean and rstd, read by it
         },
         in,
-        [&](std::int64_t r, std::int64_t i) {
+        [&](int64_t r, int64_t i) {
           const Piece pc = p_.plan.piece(i);
           if (r == 0 && !s_.channel_mode()) LoadRowWeight(pc.col0, pc.width);
-          const std::int64_t span = pc.rows * pitch;
+          const int64_t span = pc.rows * pitch;
           LocalTensor<X> dy = inDy_.DeQue<X>();
           LocalTensor<X> x = inX_.DeQue<X>();
           const LocalTensor<float> dyf = AsFloat(dy, kernel::FloatScratch<X>(dyfBuf_), span);
@@ -240,15 +240,15 @@ class KernelNormGrad {
           inDy_.FreeTensor(dy);
           inX_.FreeTensor(x);
         },
-        [&](std::int64_t g0, std::int64_t gn) {
+        [&](int64_t g0, int64_t gn) {
           const float inv = size_ == 0 ? 0.0f : 1.0f / static_cast<float>(size_);
           PipeSync<HardEvent::S_V>();  // the sums the scalar unit set
           Muls(c1, c1, inv, u32(gn));
           Muls(c2, c2, inv, u32(gn));
           if (spill) {
             PipeSync<HardEvent::V_MTE3>();
-            CopyRowsOut(wsGm_[static_cast<std::uint64_t>(p_.ws_c + g0)], c1, 1, gn, gn);
-            CopyRowsOut(wsGm_[static_cast<std::uint64_t>(p_.ws_c + s_.sets + g0)], c2, 1, gn, gn);
+            CopyRowsOut(wsGm_[static_cast<uint64_t>(p_.ws_c + g0)], c1, 1, gn, gn);
+            CopyRowsOut(wsGm_[static_cast<uint64_t>(p_.ws_c + s_.sets + g0)], c2, 1, gn, gn);
           }
         });
     if (spill) {
@@ -257,24 +257,24 @@ class KernelNormGrad {
       PipeSync<HardEvent::V_S>();  // the one group's c1 and c2 stay in UB for pass 2's scalar reads
     }
     walk.pass2(
-        [&](std::int64_t i) {
+        [&](int64_t i) {
           const Piece pc = p_.plan.piece(i);
           if (!s_.channel_mode()) StartPartials(pc.col0, pc.width);
         },
-        [&](std::int64_t set, std::int64_t gn) {
+        [&](int64_t set, int64_t gn) {
           if (!spill) return;
-          CopyRowsIn(mean, meanGm_[static_cast<std::uint64_t>(set)], 1, gn, gn);
-          CopyRowsIn(rstd, rstdGm_[static_cast<std::uint64_t>(set)], 1, gn, gn);
-          CopyRowsIn(c1, wsGm_[static_cast<std::uint64_t>(p_.ws_c + set)], 1, gn, gn);
-          CopyRowsIn(c2, wsGm_[static_cast<std::uint64_t>(p_.ws_c + s_.sets + set)], 1, gn, gn);
+          CopyRowsIn(mean, meanGm_[static_cast<uint64_t>(set)], 1, gn, gn);
+          CopyRowsIn(rstd, rstdGm_[static_cast<uint64_t>(set)], 1, gn, gn);
+          CopyRowsIn(c1, wsGm_[static_cast<uint64_t>(p_.ws_c + set)], 1, gn, gn);
+          CopyRowsIn(c2, wsGm_[static_cast<uint64_t>(p_.ws_c + s_.sets + set)], 1, gn, gn);
           PipeSync<HardEvent::MTE2_S>();
         },
         in,
-        [&](std::int64_t j, std::int64_t i) {
+        [&](int64_t j, int64_t i) {
           const Piece pc = p_.plan.piece(i);
-          const std::int64_t set = range_.first + j;
+          const int64_t set = range_.first + j;
           const auto r = u32(j % walk.group);
-          const std::int64_t span = pc.rows * pitch;
+          const int64_t span = pc.rows * pitch;
           LocalTensor<X> dy = inDy_.DeQue<X>();
           LocalTensor<X> x = inX_.DeQue<X>();
           LocalTensor<X> dx = outDx_.AllocTensor<X>();
@@ -294,7 +294,7 @@ class KernelNormGrad {
           inX_.FreeTensor(x);
           CopyOut(at(set, pc.row0, pc.col0), pc.rows, pc.width);
         },
-        [&](std::int64_t i) {
+        [&](int64_t i) {
           const Piece pc = p_.plan.piece(i);
           if (!s_.channel_mode()) FlushPartials(pc.col0, pc.width);
         });
@@ -303,8 +303,8 @@ class KernelNormGrad {
   // ---- the steps, on `rows` DMA rows of `width` (`pitch` apart) from row0 of set `set`
 
   // xhat = (x - mean) * rstd, in x's float tile.
-  void Xhat(const LocalTensor<float>& xf, std::int64_t rows, std::int64_t pitch, float mean, float rstd) {
-    const std::uint32_t span = u32(rows * pitch);
+  void Xhat(const LocalTensor<float>& xf, int64_t rows, int64_t pitch, float mean, float rstd) {
+    const uint32_t span = u32(rows * pitch);
     Adds(xf, xf, -mean, span);
     Muls(xf, xf, rstd, span);
   }
@@ -313,11 +313,11 @@ class KernelNormGrad {
   // (the terms of large rows cancel across the sets). A set whose rstd is not finite (or past
   // 2^63) adds its plain products into lo.
   void ExactPartials(const LocalTensor<float>& dyf, const LocalTensor<float>& xf, const LocalTensor<float>& t,
-                     std::int64_t width, float mean, float rstd) {
+                     int64_t width, float mean, float rstd) {
     if (!p_.exact || width == 0) return;
     const kernel::ExactScratch ex(exactBuf_.Get<float>(), kernel::kExactNormTemps);
     if (p_.grads_w) {
-      if (std::isfinite(rstd) && std::fabs(rstd) <= kernel::kExactBound && std::isfinite(mean)) {
+      if (kernel::IsFinite(rstd) && kernel::Fabs(rstd) <= kernel::kExactBound && kernel::IsFinite(mean)) {
         kernel::AddNormProductExact(dwpBuf_.Get<float>(), dwbBuf_.Get<float>(), dyf, xf, mean, rstd, ex, width);
       } else {
         Adds(t, xf, -mean, u32(width));
@@ -331,7 +331,7 @@ class KernelNormGrad {
 
   // dW += dy * xhat, dB += dy into the core's partials (dy still raw).
   void Partials(const LocalTensor<float>& dyf, const LocalTensor<float>& xh, const LocalTensor<float>& t,
-                std::int64_t set, std::int64_t row0, std::int64_t rows, std::int64_t width, std::int64_t pitch) {
+                int64_t set, int64_t row0, int64_t rows, int64_t width, int64_t pitch) {
     if ((!p_.grads_w && !p_.grads_b) || width == 0 || p_.exact) return;
     if (!s_.channel_mode()) {
       if (p_.grads_w) {
@@ -342,9 +342,9 @@ class KernelNormGrad {
       if (++block_sets_ == kSetsPerBlockPartial) FoldBlock(width);
       return;
     }
-    const std::int64_t c0 = (set % s_.groups) * s_.channels + row0;
+    const int64_t c0 = (set % s_.groups) * s_.channels + row0;
     if (p_.grads_w) Mul(t, dyf, xh, u32(rows * pitch));
-    for (std::int64_t r = 0; r < rows; ++r) {
+    for (int64_t r = 0; r < rows; ++r) {
       const auto off = u32(r * pitch);
       const auto c = u32(c0 + r);
       if (p_.grads_w) {
@@ -359,22 +359,22 @@ class KernelNormGrad {
   }
 
   // g = w * dy, in dy's float tile.
-  void Gradient(const LocalTensor<float>& dyf, std::int64_t set, std::int64_t row0, std::int64_t rows,
-                std::int64_t width, std::int64_t pitch) {
+  void Gradient(const LocalTensor<float>& dyf, int64_t set, int64_t row0, int64_t rows,
+                int64_t width, int64_t pitch) {
     if (!s_.has_weight || width == 0) return;
     if (!s_.channel_mode()) {
       Mul(dyf, dyf, wfBuf_.Get<float>(), u32(width));
       return;
     }
-    const std::int64_t c0 = (set % s_.groups) * s_.channels + row0;
-    for (std::int64_t r = 0; r < rows; ++r) {
+    const int64_t c0 = (set % s_.groups) * s_.channels + row0;
+    for (int64_t r = 0; r < rows; ++r) {
       Muls(dyf[u32(r * pitch)], dyf[u32(r * pitch)], wcBuf_.Get<float>().GetValue(u32(c0 + r)), u32(width));
     }
   }
 
   // s1 += sum(xhat * g), s2 += sum(g); dy's float tile becomes g.
   void GradSums(const LocalTensor<float>& dyf, const LocalTensor<float>& xh, const LocalTensor<float>& t,
-                std::int64_t set, std::int64_t row0, std::int64_t rows, std::int64_t width, std::int64_t pitch,
+                int64_t set, int64_t row0, int64_t rows, int64_t width, int64_t pitch,
                 float& s1, float& s2) {
     Gradient(dyf, set, row0, rows, width, pitch);
     if (width == 0) return;
@@ -385,8 +385,8 @@ class KernelNormGrad {
 
   // dx = (g - (xhat * c1 + c2)) * rstd.
   void Dx(const LocalTensor<float>& dxf, const LocalTensor<float>& g, const LocalTensor<float>& xh,
-          const LocalTensor<float>& t, std::int64_t rows, std::int64_t pitch, float c1, float c2, float rstd) {
-    const std::uint32_t span = u32(rows * pitch);
+          const LocalTensor<float>& t, int64_t rows, int64_t pitch, float c1, float c2, float rstd) {
+    const uint32_t span = u32(rows * pitch);
     Muls(t, xh, c1, span);
     Adds(t, t, c2, span);
     Sub(dxf, g, t, span);
@@ -394,7 +394,7 @@ class KernelNormGrad {
   }
 
   // ---- row mode's partial slices
-  void StartPartials(std::int64_t col0, std::int64_t width) {
+  void StartPartials(int64_t col0, int64_t width) {
     if (s_.channel_mode()) return;
     LoadRowWeight(col0, width);
     if (width == 0) return;
@@ -409,7 +409,7 @@ class KernelNormGrad {
     block_sets_ = 0;
   }
 
-  void FoldBlock(std::int64_t width) {
+  void FoldBlock(int64_t width) {
     if (p_.grads_w) {
       Add(dwpBuf_.Get<float>(), dwpBuf_.Get<float>(), dwbBuf_.Get<float>(), u32(width));
       Duplicate(dwbBuf_.Get<float>(), 0.0f, u32(width));
@@ -422,32 +422,32 @@ class KernelNormGrad {
   }
 
   // Exact: the hi partials (dwp, dbp) and their lo parts (dwb, dbb) ws_lo floats after them.
-  void FlushPartials(std::int64_t col0, std::int64_t width) {
+  void FlushPartials(int64_t col0, int64_t width) {
     if (s_.channel_mode() || width == 0) return;
     if (!p_.exact) FoldBlock(width);
-    const auto row = static_cast<std::uint64_t>(block_ * params_ + col0);
-    const auto lo = static_cast<std::uint64_t>(p_.ws_lo);
+    const auto row = static_cast<uint64_t>(block_ * params_ + col0);
+    const auto lo = static_cast<uint64_t>(p_.ws_lo);
     PipeSync<HardEvent::V_MTE3>();  // the partials, vector results
-    if (p_.grads_w) CopyRowsOut(wsGm_[static_cast<std::uint64_t>(p_.ws_dw) + row], dwpBuf_.Get<float>(), 1, width, width);
-    if (p_.grads_b) CopyRowsOut(wsGm_[static_cast<std::uint64_t>(p_.ws_db) + row], dbpBuf_.Get<float>(), 1, width, width);
+    if (p_.grads_w) CopyRowsOut(wsGm_[static_cast<uint64_t>(p_.ws_dw) + row], dwpBuf_.Get<float>(), 1, width, width);
+    if (p_.grads_b) CopyRowsOut(wsGm_[static_cast<uint64_t>(p_.ws_db) + row], dbpBuf_.Get<float>(), 1, width, width);
     if (p_.exact && p_.grads_w)
-      CopyRowsOut(wsGm_[static_cast<std::uint64_t>(p_.ws_dw) + lo + row], dwbBuf_.Get<float>(), 1, width, width);
+      CopyRowsOut(wsGm_[static_cast<uint64_t>(p_.ws_dw) + lo + row], dwbBuf_.Get<float>(), 1, width, width);
     if (p_.exact && p_.grads_b)
-      CopyRowsOut(wsGm_[static_cast<std::uint64_t>(p_.ws_db) + lo + row], dbbBuf_.Get<float>(), 1, width, width);
+      CopyRowsOut(wsGm_[static_cast<uint64_t>(p_.ws_db) + lo + row], dbbBuf_.Get<float>(), 1, width, width);
     PipeSync<HardEvent::MTE3_V>();  // the partials are the vector unit's again (the next slice)
   }
 
   // v: channel partials the vector unit zeroed and the scalar unit accumulated.
-  void FlushResident(const LocalTensor<float>& v, std::int64_t ws) {
+  void FlushResident(const LocalTensor<float>& v, int64_t ws) {
     PipeSync<HardEvent::V_MTE3>();
     PipeSync<HardEvent::S_MTE3>();
-    for (std::int64_t a = 0; a < params_; a += kPiece) {
-      const std::int64_t w = std::min(kPiece, params_ - a);
-      CopyRowsOut(wsGm_[static_cast<std::uint64_t>(ws + block_ * params_ + a)], v[u32(a)], 1, w, w);
+    for (int64_t a = 0; a < params_; a += kPiece) {
+      const int64_t w = Std::min(kPiece, params_ - a);
+      CopyRowsOut(wsGm_[static_cast<uint64_t>(ws + block_ * params_ + a)], v[u32(a)], 1, w, w);
     }
   }
 
-  void LoadRowWeight(std::int64_t col0, std::int64_t width) {
+  void LoadRowWeight(int64_t col0, int64_t width) {
     if (!s_.has_weight || width == 0) return;
     kernel::LoadRowAsFloat(wfBuf_.Get<float>(), wGm_, col0, width, tBuf_.Get<float>());
   }
@@ -456,22 +456,22 @@ class KernelNormGrad {
   // this core's share of the params; UB re-planned for it.
   void ReduceParams() {
     pipe_.Reset();
-    const std::int64_t cores = p_.plan.tiles.block_dim;
+    const int64_t cores = p_.plan.tiles.block_dim;
     const kernel::ColumnRange mine = kernel::columns_of(params_, cores, block_, kReduceUnit);
-    kernel::ParamReduce<P> reduce(pipe_, p_.exact, p_.plan.reduce_width, p_.plan.reduce_depth);
-    const std::int64_t lo = p_.exact ? p_.ws_lo : -1;
+    kernel::ParamReduce<P> reduce(pipe_, p_.exact, p_.plan.reduce.width, p_.plan.reduce.depth);
+    const int64_t lo = p_.exact ? p_.ws_lo : -1;
     if (p_.grads_w) reduce.Run(dwGm_, {wsGm_, p_.ws_dw, cores, params_, lo}, mine);
     if (p_.grads_b) reduce.Run(dbGm_, {wsGm_, p_.ws_db, cores, params_, lo}, mine);
   }
 
   BwdParams p_;
-  Problem s_;
+  NormSizes s_;
   TileShape shape_;
-  std::int64_t block_ = 0;
+  int64_t block_ = 0;
   RowRange range_;
-  std::int64_t size_ = 0;
-  std::int64_t params_ = 0;
-  std::int64_t block_sets_ = 0;
+  int64_t size_ = 0;
+  int64_t params_ = 0;
+  int64_t block_sets_ = 0;
   TPipe pipe_;
   TQue<TPosition::VECIN, 2> inDy_, inX_;
   TQue<TPosition::VECOUT, 2> outDx_;
@@ -482,11 +482,20 @@ class KernelNormGrad {
   GlobalTensor<float> meanGm_, rstdGm_, wsGm_;
 };
 
+template <class X, class P>
+__global__ __aicore__ void norm_bwd(GM_ADDR dy, GM_ADDR x, GM_ADDR weight, GM_ADDR mean, GM_ADDR rstd, GM_ADDR dx,
+                                    GM_ADDR dweight, GM_ADDR dbias, GM_ADDR workspace, const BwdParams& p) {
+  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIV_1_0);  // SyncAll before the dW / dB reduction
+  KernelNormGrad<X, P> op(p);
+  op.Init(dy, x, weight, mean, rstd, dx, dweight, dbias, workspace);
+  op.Process();
+}
+// ascend-c: end
+
 }  // namespace
 
-void run_bwd(const BwdCall& call, const Plan& plan, Emulator& emulator, const KernelContext& ctx) {
-  const family::NormBwd& d = call.d;
-  const Problem& s = call.s;
+void launch_bwd(const family::NormBwd& d, const NormSizes& s, const NormPlan& plan, Emulator& emulator,
+                const KernelContext& ctx) {
   BwdParams p;
   p.plan = plan;
   p.s = s;
@@ -514,22 +523,19 @@ void run_bwd(const BwdCall& call, const Plan& plan, Emulator& emulator, const Ke
   p.ws_floats = floats;
   Workspace::Lease lease;
   if (floats > 0) lease = acquire_scratch(ctx, static_cast<std::size_t>(floats) * 4);
-  const auto xbytes = static_cast<std::size_t>(s.sets * s.size()) * element_size(s.x);
-  const auto pbytes = static_cast<std::size_t>(s.params()) * element_size(s.p);
+  const auto xbytes = static_cast<std::size_t>(s.sets * s.size()) * elem_bytes(s.x);
+  const auto pbytes = static_cast<std::size_t>(s.params()) * elem_bytes(s.p);
   const auto sbytes = static_cast<std::size_t>(s.sets) * 4;
   std::vector<GmArg> args{{"dy", d.dy, xbytes},       {"x", d.x, xbytes},   {"mean", d.mean, sbytes},
                           {"rstd", d.rstd, sbytes},   {"dx", d.dx, xbytes}, {"workspace", lease.data(), lease.bytes()}};
   if (s.has_weight) args.push_back({"weight", d.weight, pbytes});
   if (d.dweight != nullptr) args.push_back({"dweight", d.dweight, pbytes});
   if (d.dbias != nullptr) args.push_back({"dbias", d.dbias, pbytes});
-  auto gm = [](const void* v) { return static_cast<GM_ADDR>(const_cast<void*>(v)); };
-  auto* workspace = static_cast<GM_ADDR>(lease.data());
   emulator.launch(name, cores, args, [&] {
     kernel::with_types(s.x, s.p, [&](auto xt, auto pt) {
-      KernelNormGrad<typename decltype(xt)::type, typename decltype(pt)::type> op(p);
-      op.Init(gm(d.dy), gm(d.x), gm(d.weight), gm(d.mean), gm(d.rstd), gm(d.dx), gm(d.dweight), gm(d.dbias),
-              workspace);
-      op.Process();
+      norm_bwd<typename decltype(xt)::type, typename decltype(pt)::type>(
+          gm_addr(d.dy), gm_addr(d.x), gm_addr(d.weight), gm_addr(d.mean), gm_addr(d.rstd), gm_addr(d.dx),
+          gm_addr(d.dweight), gm_addr(d.dbias), gm_addr(lease.data()), p);
     });
   });
 }

@@ -8,10 +8,7 @@
 // pass 2 goes piece by piece over all the core's sets (each weight chunk loaded once a core) and
 // normalises. x is read twice. A set whose M2 overflows float (values past ~2^63) is summed again
 // scaled by a power of two (the chunked kernel re-reads it twice, only then).
-#include <algorithm>
-#include <cmath>
-#include <limits>
-#include <type_traits>
+#include <string>
 #include <vector>
 
 #include "backends/npu/norm/kernels.h"
@@ -19,6 +16,7 @@
 namespace opreg::npu::norm {
 namespace {
 
+// ascend-c: begin
 using namespace AscendC;
 using kernel::AsFloat;
 using kernel::CopyRowsIn;
@@ -28,8 +26,8 @@ using kernel::StoreFloat;
 using namespace kernel_norm;
 
 struct FwdParams {
-  Plan plan;
-  Problem s;
+  NormPlan plan;
+  NormSizes s;
   float eps = 0;
 };
 
@@ -42,16 +40,16 @@ class KernelNorm {
     const Tiles& t = p_.plan.tiles;
     range_ = rows_of_block(t, GetBlockIdx());
     size_ = s_.size();
-    const auto elems = static_cast<std::uint64_t>(s_.sets * size_);
+    const auto elems = static_cast<uint64_t>(s_.sets * size_);
     xGm_.SetGlobalBuffer(reinterpret_cast<__gm__ X*>(x), elems);
     yGm_.SetGlobalBuffer(reinterpret_cast<__gm__ X*>(y), elems);
-    meanGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(mean), static_cast<std::uint64_t>(s_.sets));
-    rstdGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(rstd), static_cast<std::uint64_t>(s_.sets));
-    const auto params = static_cast<std::uint64_t>(s_.params());
+    meanGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(mean), static_cast<uint64_t>(s_.sets));
+    rstdGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(rstd), static_cast<uint64_t>(s_.sets));
+    const auto params = static_cast<uint64_t>(s_.params());
     if (s_.has_weight) wGm_.SetGlobalBuffer(reinterpret_cast<__gm__ P*>(weight), params);
     if (s_.has_bias) bGm_.SetGlobalBuffer(reinterpret_cast<__gm__ P*>(bias), params);
     const FwdLayout l = fwd_layout(s_);
-    const auto depth = static_cast<std::uint8_t>(t.depth);
+    const auto depth = static_cast<uint8_t>(t.depth);
     pipe_.InitBuffer(inX_, depth, bytes(l.x));
     pipe_.InitBuffer(outY_, depth, bytes(l.y));
     if (l.xf.size != 0) pipe_.InitBuffer(xfBuf_, bytes(l.xf));
@@ -83,55 +81,55 @@ class KernelNorm {
   }
 
  private:
-  std::uint32_t bytes(const UbItem& item) const { return static_cast<std::uint32_t>(item_bytes(item, shape_)); }
+  uint32_t bytes(const UbItem& item) const { return static_cast<uint32_t>(item_bytes(item, shape_)); }
   LocalTensor<float> l_raw() { return fwd_layout(s_).p_raw.size != 0 ? rawBuf_.Get<float>() : LocalTensor<float>{}; }
-  std::uint64_t at(std::int64_t set, std::int64_t row = 0, std::int64_t col = 0) const {
-    return static_cast<std::uint64_t>(set * size_ + row * p_.plan.row_len + col);
+  uint64_t at(int64_t set, int64_t row = 0, int64_t col = 0) const {
+    return static_cast<uint64_t>(set * size_ + row * p_.plan.row_len + col);
   }
   LocalTensor<float> Acc() { return accBuf_.Get<float>(); }
   LocalTensor<float> Work() { return workBuf_.Get<float>(); }
 
   // ---- whole sets, several a tile
   void ProcessSets() {
-    const std::int64_t R = p_.plan.dma_rows;
-    const std::int64_t L = p_.plan.row_len;
+    const int64_t R = p_.plan.dma_rows;
+    const int64_t L = p_.plan.row_len;
     if (!s_.channel_mode()) LoadRowParams(0, L);
     kernel::RowTiles(
         range_.first, range_.count, p_.plan.sets_per_tile, p_.plan.tiles.depth,
-        [&](std::int64_t set0, std::int64_t n) { CopyIn(at(set0), n * R, L); },
-        [&](std::int64_t set0, std::int64_t n) {
+        [&](int64_t set0, int64_t n) { CopyIn(at(set0), n * R, L); },
+        [&](int64_t set0, int64_t n) {
           ComputeSets(set0, n);
           CopyOut(at(set0), n * R, L);
           PipeSync<HardEvent::S_MTE3>();  // mean, set by the scalar unit
           PipeSync<HardEvent::V_MTE3>();  // rstd, a vector result
-          CopyRowsOut(meanGm_[static_cast<std::uint64_t>(set0)], meanBuf_.Get<float>(), 1, n, n);
-          CopyRowsOut(rstdGm_[static_cast<std::uint64_t>(set0)], rstdBuf_.Get<float>(), 1, n, n);
+          CopyRowsOut(meanGm_[static_cast<uint64_t>(set0)], meanBuf_.Get<float>(), 1, n, n);
+          CopyRowsOut(rstdGm_[static_cast<uint64_t>(set0)], rstdBuf_.Get<float>(), 1, n, n);
         });
   }
 
-  void CopyIn(std::uint64_t offset, std::int64_t rows, std::int64_t width) {
+  void CopyIn(uint64_t offset, int64_t rows, int64_t width) {
     LocalTensor<X> x = inX_.AllocTensor<X>();
     CopyRowsIn(x, xGm_[offset], rows, width, p_.plan.row_len);
     inX_.EnQue(x);
   }
 
-  void CopyOut(std::uint64_t offset, std::int64_t rows, std::int64_t width) {
+  void CopyOut(uint64_t offset, int64_t rows, int64_t width) {
     LocalTensor<X> y = outY_.DeQue<X>();
     CopyRowsOut(yGm_[offset], y, rows, width, p_.plan.row_len);
     outY_.FreeTensor(y);
   }
 
-  void ComputeSets(std::int64_t set0, std::int64_t n) {
-    const std::int64_t R = p_.plan.dma_rows;
-    const std::int64_t L = p_.plan.row_len;
-    const std::int64_t pitch = shape_.pitch();
+  void ComputeSets(int64_t set0, int64_t n) {
+    const int64_t R = p_.plan.dma_rows;
+    const int64_t L = p_.plan.row_len;
+    const int64_t pitch = shape_.pitch();
     LocalTensor<X> x = inX_.DeQue<X>();
     LocalTensor<X> y = outY_.AllocTensor<X>();
-    const std::int64_t span = n * R * pitch;
+    const int64_t span = n * R * pitch;
     const LocalTensor<float> xf = AsFloat(x, kernel::FloatScratch<X>(xfBuf_), span);
     const LocalTensor<float> yf = kernel::FloatTile(y, kernel::FloatScratch<X>(yfBuf_));
     PipeSync<HardEvent::MTE3_S>();  // the last tile's mean has left UB
-    for (std::int64_t k = 0; k < n; ++k) {
+    for (int64_t k = 0; k < n; ++k) {
       const auto base = u32(k * R * pitch);
       Moments m = PieceMoments(xf[base], yf[base], R, L, pitch, Acc(), Work());
       float scale = 1.0f;
@@ -144,7 +142,7 @@ class KernelNorm {
     PipeSync<HardEvent::V_S>();  // rstd, read by the scalar unit
     const LocalTensor<float> mean = meanBuf_.Get<float>();
     const LocalTensor<float> rstd = rstdBuf_.Get<float>();
-    for (std::int64_t k = 0; k < n; ++k) {
+    for (int64_t k = 0; k < n; ++k) {
       const auto base = u32(k * R * pitch);
       Apply(xf[base], yf[base], set0 + k, 0, R, L, pitch, mean.GetValue(u32(k)), rstd.GetValue(u32(k)));
     }
@@ -159,7 +157,7 @@ class KernelNorm {
     return {range_.first, range_.count, t.stat_rows, 0, 0, p_.plan.pieces, t.depth};
   }
 
-  void PieceIn(std::int64_t set, std::int64_t i) {
+  void PieceIn(int64_t set, int64_t i) {
     const Piece pc = p_.plan.piece(i);
     CopyIn(at(set, pc.row0, pc.col0), pc.rows, pc.width);
   }
@@ -169,18 +167,18 @@ class KernelNorm {
     const LocalTensor<float> mean = meanBuf_.Get<float>();
     const LocalTensor<float> m2 = m2Buf_.Get<float>();
     const LocalTensor<float> rstd = rstdBuf_.Get<float>();
-    const std::int64_t pitch = shape_.pitch();
-    auto in = [&](std::int64_t set, std::int64_t i) { PieceIn(set, i); };
+    const int64_t pitch = shape_.pitch();
+    auto in = [&](int64_t set, int64_t i) { PieceIn(set, i); };
     // Pass 1: each piece's moments merged into its set's (mean, M2), held in UB for the group.
     walk.pass1(
-        [&](std::int64_t, std::int64_t) {
+        [&](int64_t, int64_t) {
           PipeSync<HardEvent::MTE3_S>();  // the last group's mean has left UB
           PipeSync<HardEvent::V_S>();     // and the vector unit is done with its m2 and scale
         }, in,
-               [&](std::int64_t r, std::int64_t i) {
+               [&](int64_t r, int64_t i) {
                  const Piece pc = p_.plan.piece(i);
                  LocalTensor<X> x = inX_.DeQue<X>();
-                 const std::int64_t span = pc.rows * pitch;
+                 const int64_t span = pc.rows * pitch;
                  const LocalTensor<float> xf = AsFloat(x, kernel::FloatScratch<X>(xfBuf_), span);
                  Moments piece;
                  WithScratch([&](const LocalTensor<float>& t) {
@@ -197,8 +195,8 @@ class KernelNorm {
                  mean.SetValue(u32(r), set.mean);
                  m2.SetValue(u32(r), set.m2);
                },
-               [&](std::int64_t g0, std::int64_t gn) {
-                 for (std::int64_t r = 0; r < gn; ++r) {
+               [&](int64_t g0, int64_t gn) {
+                 for (int64_t r = 0; r < gn; ++r) {
                    Moments m{static_cast<float>(size_), mean.GetValue(u32(r)), m2.GetValue(u32(r))};
                    if (size_ == 0) m = {};
                    float scale = 1.0f;
@@ -210,8 +208,8 @@ class KernelNorm {
                  Rstd(gn);
                  PipeSync<HardEvent::S_MTE3>();
                  PipeSync<HardEvent::V_MTE3>();
-                 CopyRowsOut(meanGm_[static_cast<std::uint64_t>(g0)], mean, 1, gn, gn);
-                 CopyRowsOut(rstdGm_[static_cast<std::uint64_t>(g0)], rstd, 1, gn, gn);
+                 CopyRowsOut(meanGm_[static_cast<uint64_t>(g0)], mean, 1, gn, gn);
+                 CopyRowsOut(rstdGm_[static_cast<uint64_t>(g0)], rstd, 1, gn, gn);
                });
     // Pass 2: piece by piece over every set of the core; with several groups the statistics come
     // back from GM (MTE3 -> MTE2: a barrier first).
@@ -222,23 +220,23 @@ class KernelNorm {
       PipeSync<HardEvent::V_S>();  // the one group's rstd stays in UB for pass 2's scalar reads
     }
     walk.pass2(
-        [&](std::int64_t i) {
+        [&](int64_t i) {
           const Piece pc = p_.plan.piece(i);
           if (!s_.channel_mode()) LoadRowParams(pc.col0, pc.width);
         },
-        [&](std::int64_t set, std::int64_t gn) {
+        [&](int64_t set, int64_t gn) {
           if (!spill) return;
-          CopyRowsIn(mean, meanGm_[static_cast<std::uint64_t>(set)], 1, gn, gn);
-          CopyRowsIn(rstd, rstdGm_[static_cast<std::uint64_t>(set)], 1, gn, gn);
+          CopyRowsIn(mean, meanGm_[static_cast<uint64_t>(set)], 1, gn, gn);
+          CopyRowsIn(rstd, rstdGm_[static_cast<uint64_t>(set)], 1, gn, gn);
           PipeSync<HardEvent::MTE2_S>();
         },
         in,
-        [&](std::int64_t j, std::int64_t i) {
+        [&](int64_t j, int64_t i) {
           const Piece pc = p_.plan.piece(i);
-          const std::int64_t set = range_.first + j;
+          const int64_t set = range_.first + j;
           LocalTensor<X> x = inX_.DeQue<X>();
           LocalTensor<X> y = outY_.AllocTensor<X>();
-          const std::int64_t span = pc.rows * pitch;
+          const int64_t span = pc.rows * pitch;
           const LocalTensor<float> xf = AsFloat(x, kernel::FloatScratch<X>(xfBuf_), span);
           const LocalTensor<float> yf = kernel::FloatTile(y, kernel::FloatScratch<X>(yfBuf_));
           const auto r = u32(j % walk.group);
@@ -248,14 +246,14 @@ class KernelNorm {
           inX_.FreeTensor(x);
           CopyOut(at(set, pc.row0, pc.col0), pc.rows, pc.width);
         },
-        [](std::int64_t) {});
+        [](int64_t) {});
   }
 
   // f(t) with a float tile for d = x - mean: y's float tile, or for float x a y tile of the out
   // queue taken and given back (pass 1 copies nothing out).
   template <class F>
   void WithScratch(F&& f) {
-    if constexpr (std::is_same_v<X, float>) {
+    if constexpr (IsSameType<X, float>::value) {
       LocalTensor<float> t = outY_.AllocTensor<float>();
       f(t);
       outY_.FreeTensor(t);
@@ -265,9 +263,9 @@ class KernelNorm {
   }
 
   // ---- statistics
-  static bool Overflowed(const Moments& m) { return std::isinf(m.m2) && std::isfinite(m.mean); }
+  static bool Overflowed(const Moments& m) { return kernel::IsInf(m.m2) && kernel::IsFinite(m.mean); }
 
-  void PutStats(std::int64_t k, const Moments& m, float scale) {
+  void PutStats(int64_t k, const Moments& m, float scale) {
     meanBuf_.Get<float>().SetValue(u32(k), m.mean);
     m2Buf_.Get<float>().SetValue(u32(k), m.m2);
     scaleBuf_.Get<float>().SetValue(u32(k), scale);
@@ -275,7 +273,7 @@ class KernelNorm {
 
   // rstd = scale / sqrt(M2s / n + eps * scale^2) for n sets, where M2s is M2 of (x - mean) * scale
   // (scale 1 but for sets whose M2 overflows; an empty set has M2 0).
-  void Rstd(std::int64_t n) {
+  void Rstd(int64_t n) {
     const auto count = u32(n);
     const LocalTensor<float> m2 = m2Buf_.Get<float>();
     const LocalTensor<float> scale = scaleBuf_.Get<float>();
@@ -291,13 +289,13 @@ class KernelNorm {
 
   // A resident set whose M2 overflowed: M2 of (x - mean) scaled by the power of two that brings
   // the largest |x - mean| below 1. Returns the scale (1 when that largest is not finite).
-  float RescaleResident(const LocalTensor<float>& x, const LocalTensor<float>& t, std::int64_t rows,
-                        std::int64_t width, std::int64_t pitch, Moments& m) {
-    const std::uint32_t span = u32(rows * pitch);
+  float RescaleResident(const LocalTensor<float>& x, const LocalTensor<float>& t, int64_t rows,
+                        int64_t width, int64_t pitch, Moments& m) {
+    const uint32_t span = u32(rows * pitch);
     Adds(t, x, -m.mean, span);
     Abs(t, t, span);
     const float largest = RowsMax(t, rows, width, pitch, Acc(), Work());
-    if (!std::isfinite(largest)) return 1.0f;
+    if (!kernel::IsFinite(largest)) return 1.0f;
     const float scale = ScaleFor(largest);
     Adds(t, x, -m.mean, span);
     Muls(t, t, scale, span);
@@ -308,14 +306,14 @@ class KernelNorm {
 
   // The same for a set in pieces: its pieces come in once for the largest |x - mean|, once for
   // the scaled squares.
-  float RescaleSet(std::int64_t set, Moments& m) {
-    const std::int64_t pitch = shape_.pitch();
+  float RescaleSet(int64_t set, Moments& m) {
+    const int64_t pitch = shape_.pitch();
     auto each_piece = [&](auto&& f) {
-      for (std::int64_t i = 0; i < p_.plan.pieces; ++i) {
+      for (int64_t i = 0; i < p_.plan.pieces; ++i) {
         const Piece pc = p_.plan.piece(i);
         PieceIn(set, i);
         LocalTensor<X> x = inX_.DeQue<X>();
-        const std::int64_t span = pc.rows * pitch;
+        const int64_t span = pc.rows * pitch;
         f(AsFloat(x, kernel::FloatScratch<X>(xfBuf_), span), pc, u32(span));
         inX_.FreeTensor(x);
       }
@@ -324,15 +322,15 @@ class KernelNorm {
     float sum = 0.0f;
     float scale = 1.0f;
     WithScratch([&](const LocalTensor<float>& t) {
-    each_piece([&](const LocalTensor<float>& xf, const Piece& pc, std::uint32_t span) {
+    each_piece([&](const LocalTensor<float>& xf, const Piece& pc, uint32_t span) {
       Adds(t, xf, -m.mean, span);
       Abs(t, t, span);
       const float piece = RowsMax(t, pc.rows, pc.width, pitch, Acc(), Work());
-      largest = std::isnan(piece) || piece > largest ? piece : largest;
+      largest = kernel::IsNan(piece) || piece > largest ? piece : largest;
     });
-    if (!std::isfinite(largest)) return;
+    if (!kernel::IsFinite(largest)) return;
     scale = ScaleFor(largest);
-    each_piece([&](const LocalTensor<float>& xf, const Piece& pc, std::uint32_t span) {
+    each_piece([&](const LocalTensor<float>& xf, const Piece& pc, uint32_t span) {
       Adds(t, xf, -m.mean, span);
       Muls(t, t, scale, span);
       Mul(t, t, t, span);
@@ -344,10 +342,10 @@ class KernelNorm {
   }
 
   // ---- y = (x - mean) * rstd * w + b over `rows` DMA rows (from row0 of set `set`) of `width`
-  void Apply(const LocalTensor<float>& xf, const LocalTensor<float>& yf, std::int64_t set, std::int64_t row0,
-             std::int64_t rows, std::int64_t width, std::int64_t pitch, float mean, float rstd) {
+  void Apply(const LocalTensor<float>& xf, const LocalTensor<float>& yf, int64_t set, int64_t row0,
+             int64_t rows, int64_t width, int64_t pitch, float mean, float rstd) {
     if (width == 0) return;
-    const std::uint32_t span = u32(rows * pitch);
+    const uint32_t span = u32(rows * pitch);
     Adds(yf, xf, -mean, span);
     if (!s_.channel_mode()) {
       Muls(yf, yf, rstd, span);
@@ -356,8 +354,8 @@ class KernelNorm {
       return;
     }
     // Channel mode: each DMA row is one channel; its gamma and beta are scalars of the row.
-    const std::int64_t c0 = (set % s_.groups) * s_.channels + row0;
-    for (std::int64_t r = 0; r < rows; ++r) {
+    const int64_t c0 = (set % s_.groups) * s_.channels + row0;
+    for (int64_t r = 0; r < rows; ++r) {
       const LocalTensor<float> v = yf[u32(r * pitch)];
       const float a = s_.has_weight ? rstd * wcBuf_.Get<float>().GetValue(u32(c0 + r)) : rstd;
       Muls(v, v, a, u32(width));
@@ -367,7 +365,7 @@ class KernelNorm {
 
   // Row mode: the weight and bias of columns [col0, col0 + width) as float (16-bit params pass
   // through y's float tile).
-  void LoadRowParams(std::int64_t col0, std::int64_t width) {
+  void LoadRowParams(int64_t col0, int64_t width) {
     if (width == 0) return;
     const LocalTensor<float> scratch = kernel::FloatScratch<X>(yfBuf_);
     if (s_.has_weight) kernel::LoadRowAsFloat(wfBuf_.Get<float>(), wGm_, col0, width, scratch);
@@ -375,10 +373,10 @@ class KernelNorm {
   }
 
   FwdParams p_;
-  Problem s_;
+  NormSizes s_;
   TileShape shape_;
   RowRange range_;
-  std::int64_t size_ = 0;
+  int64_t size_ = 0;
   TPipe pipe_;
   TQue<TPosition::VECIN, 2> inX_;
   TQue<TPosition::VECOUT, 2> outY_;
@@ -389,11 +387,19 @@ class KernelNorm {
   GlobalTensor<float> meanGm_, rstdGm_;
 };
 
+template <class X, class P>
+__global__ __aicore__ void norm_fwd(GM_ADDR x, GM_ADDR weight, GM_ADDR bias, GM_ADDR y, GM_ADDR mean, GM_ADDR rstd,
+                                    const FwdParams& p) {
+  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+  KernelNorm<X, P> op(p);
+  op.Init(x, weight, bias, y, mean, rstd);
+  op.Process();
+}
+// ascend-c: end
+
 }  // namespace
 
-void run_fwd(const FwdCall& call, const Plan& plan, Emulator& emulator) {
-  const family::NormFwd& d = call.d;
-  const Problem& s = call.s;
+void launch_fwd(const family::NormFwd& d, const NormSizes& s, const NormPlan& plan, Emulator& emulator) {
   FwdParams p;
   p.plan = plan;
   p.s = s;
@@ -404,18 +410,16 @@ void run_fwd(const FwdCall& call, const Plan& plan, Emulator& emulator) {
     emulator.record(empty_launch(name, emulator));
     return;
   }
-  const auto xbytes = static_cast<std::size_t>(s.sets * s.size()) * element_size(s.x);
-  const auto pbytes = static_cast<std::size_t>(s.params()) * element_size(s.p);
+  const auto xbytes = static_cast<std::size_t>(s.sets * s.size()) * elem_bytes(s.x);
+  const auto pbytes = static_cast<std::size_t>(s.params()) * elem_bytes(s.p);
   const auto sbytes = static_cast<std::size_t>(s.sets) * 4;
   std::vector<GmArg> args{{"x", d.x, xbytes}, {"y", d.y, xbytes}, {"mean", d.mean, sbytes}, {"rstd", d.rstd, sbytes}};
   if (s.has_weight) args.push_back({"weight", d.weight, pbytes});
   if (s.has_bias) args.push_back({"bias", d.bias, pbytes});
-  auto gm = [](const void* v) { return static_cast<GM_ADDR>(const_cast<void*>(v)); };
   emulator.launch(name, plan.tiles.block_dim, args, [&] {
     kernel::with_types(s.x, s.p, [&](auto xt, auto pt) {
-      KernelNorm<typename decltype(xt)::type, typename decltype(pt)::type> op(p);
-      op.Init(gm(d.x), gm(d.weight), gm(d.bias), gm(d.y), gm(d.mean), gm(d.rstd));
-      op.Process();
+      norm_fwd<typename decltype(xt)::type, typename decltype(pt)::type>(
+          gm_addr(d.x), gm_addr(d.weight), gm_addr(d.bias), gm_addr(d.y), gm_addr(d.mean), gm_addr(d.rstd), p);
     });
   });
 }

@@ -2,35 +2,34 @@
 
 #include <fmt/format.h>
 
-#include "backends/npu/compensated.h"
-#include "ops/describe.h"
-
 #include <algorithm>
 #include <bit>
 
+#include "backends/npu/compensated.h"
+#include "backends/npu/gpu_port.h"
+#include "backends/npu/norm/kernels.h"
+#include "backends/npu/npu_backend.h"
+
 namespace opreg::npu::norm {
 namespace {
-
-std::uint32_t bytes_of(DType d) { return static_cast<std::uint32_t>(element_size(d)); }
-std::uint32_t widened(DType x) { return x == DType::f32 ? 0 : 4; }
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 std::int64_t round_up(std::int64_t a, std::int64_t b) { return ceil_div(a, b) * b; }
 
 
 // Resident [C] params in channel mode, as float (and their raw 16-bit copy on the way in).
-UbItem resident(const char* name, const Problem& s, bool present, std::uint32_t elem = 4) {
+UbItem resident(const char* name, const NormSizes& s, bool present, std::uint32_t elem = 4) {
   const auto bytes = static_cast<std::uint32_t>(std::max<std::int64_t>(s.params(), 1) * elem);
   return {name, Extent::bytes, present && s.channel_mode() ? bytes : 0U, false};
 }
 
 template <class Desc>
-Problem from(const Desc& d, bool layer, bool has_bias) {
-  Problem s;
-  s.x = family::dtype_of(d.x_type);
-  s.p = family::dtype_of(d.p_type);
+NormSizes from(const Desc& d, NormOp op, bool has_bias) {
+  NormSizes s;
+  s.x = d.x_type;
+  s.p = d.p_type;
   s.has_weight = d.weight != nullptr;
   s.has_bias = has_bias;
-  s.layer = layer;
+  s.layer = op == NormOp::layer_norm;
   s.sets = d.shape.sets;
   s.groups = d.shape.groups;
   s.channels = d.shape.channels;
@@ -38,17 +37,17 @@ Problem from(const Desc& d, bool layer, bool has_bias) {
   return s;
 }
 
-std::string op_name(const Problem& s) { return s.layer ? "layer_norm" : "group_norm"; }
+std::string op_name(const NormSizes& s) { return s.layer ? "layer_norm" : "group_norm"; }
 
 // The GPU kernel's live tiles (Liger-Kernel computes in f32): layer_norm forward x, w, b, y;
 // backward dy, x, w, dx, dw, db; group_norm forward x, y; backward dy, x, dx.
-std::int64_t gpu_tiles(const Problem& s, bool backward) {
+std::int64_t gpu_tiles(const NormSizes& s, bool backward) {
   if (s.layer) return backward ? 6 : 4;
   return backward ? 3 : 2;
 }
 
-Plan plan_gpu_port(const Problem& s, const DeviceModel& device, bool backward, std::string* why) {
-  Plan p;
+NormPlan plan_gpu_port(const NormSizes& s, const DeviceModel& device, bool backward, std::string* why) {
+  NormPlan p;
   p.impl = Impl::gpu_port;
   p.tiles.rows = s.sets;
   p.tiles.block_dim = s.sets;
@@ -67,15 +66,15 @@ Plan plan_gpu_port(const Problem& s, const DeviceModel& device, bool backward, s
   return p;
 }
 
-Plan plan(Impl impl, const Problem& s0, const DeviceModel& device, std::span<const UbItem> layout, bool backward,
+NormPlan plan(Impl impl, const NormSizes& s0, const DeviceModel& device, std::span<const UbItem> layout, bool backward,
           std::string* why) {
   if (impl == Impl::gpu_port) return plan_gpu_port(s0, device, backward, why);
   // No sets still leaves dweight and dbias to clear in the backward: one block, planned as for
   // one set, takes none.
-  Problem s = s0;
+  NormSizes s = s0;
   const bool empty = s.sets == 0;
   if (empty && backward) s.sets = 1;
-  Plan p;
+  NormPlan p;
   p.impl = impl;
   Tiles& t = p.tiles;
   t.partition = Partition::contiguous;
@@ -94,7 +93,7 @@ Plan plan(Impl impl, const Problem& s0, const DeviceModel& device, std::span<con
   t.block_dim = std::min<std::int64_t>(cores, s.sets);
   t.block_factor = ceil_div(s.sets, t.block_dim);
   const std::int64_t bf = t.block_factor;
-  const std::int64_t elem = bytes_of(s.x);
+  const std::int64_t elem = elem_bytes(s.x);
   t.align = std::max<std::int64_t>(1, 32 / elem);
   const std::int64_t avail = t.ub_bytes - kUbReserve;
   const std::int64_t R = p.dma_rows;
@@ -233,11 +232,11 @@ std::string_view to_string(Impl impl) {
   return "?";
 }
 
-Problem problem_of(const family::NormFwd& d, bool layer) { return from(d, layer, d.bias != nullptr); }
-Problem problem_of(const family::NormBwd& d, bool layer) { return from(d, layer, d.dbias != nullptr); }
+NormSizes sizes_of(const family::NormFwd& d, NormOp op) { return from(d, op, d.bias != nullptr); }
+NormSizes sizes_of(const family::NormBwd& d, NormOp op) { return from(d, op, d.dbias != nullptr); }
 
-FwdLayout fwd_layout(const Problem& s) {
-  const std::uint32_t xs = bytes_of(s.x);
+FwdLayout fwd_layout(const NormSizes& s) {
+  const std::uint32_t xs = elem_bytes(s.x);
   const bool row = !s.channel_mode();
   FwdLayout l;
   l.x = {"x", Extent::tile, xs, true};
@@ -248,7 +247,7 @@ FwdLayout fwd_layout(const Problem& s) {
   l.bf = {"b_f32", Extent::row, row && s.has_bias ? 4U : 0U, false};
   l.wc = resident("w_channels", s, s.has_weight);
   l.bc = resident("b_channels", s, s.has_bias);
-  l.p_raw = resident("params_raw", s, (s.has_weight || s.has_bias) && s.p != DType::f32, bytes_of(s.p));
+  l.p_raw = resident("params_raw", s, (s.has_weight || s.has_bias) && s.p != family::Elem::f32, elem_bytes(s.p));
   l.mean = {"mean", Extent::stats, 4, false};
   l.m2 = {"m2", Extent::stats, 4, false};
   l.scale = {"scale", Extent::stats, 4, false};
@@ -258,8 +257,8 @@ FwdLayout fwd_layout(const Problem& s) {
   return l;
 }
 
-BwdLayout bwd_layout(const Problem& s) {
-  const std::uint32_t xs = bytes_of(s.x);
+BwdLayout bwd_layout(const NormSizes& s) {
+  const std::uint32_t xs = elem_bytes(s.x);
   const bool row = !s.channel_mode();
   const std::uint32_t w = row && s.has_weight ? 4U : 0U;
   const std::uint32_t b = row && s.has_bias ? 4U : 0U;
@@ -278,7 +277,7 @@ BwdLayout bwd_layout(const Problem& s) {
   l.wc = resident("w_channels", s, s.has_weight);
   l.dwc = resident("dw_channels", s, s.has_weight);
   l.dbc = resident("db_channels", s, s.has_bias);
-  l.p_raw = resident("params_raw", s, s.has_weight && s.p != DType::f32, bytes_of(s.p));
+  l.p_raw = resident("params_raw", s, s.has_weight && s.p != family::Elem::f32, elem_bytes(s.p));
   l.mean = {"mean", Extent::stats, 4, false};
   l.rstd = {"rstd", Extent::stats, 4, false};
   l.c1 = {"c1", Extent::stats, 4, false};
@@ -290,24 +289,63 @@ BwdLayout bwd_layout(const Problem& s) {
 }
 
 
-Plan plan_fwd(Impl impl, const Problem& s, const DeviceModel& device, std::string* why) {
+NormPlan plan_fwd(Impl impl, const NormSizes& s, const DeviceModel& device, std::string* why) {
   const auto items = fwd_layout(s).items();
   return plan(impl, s, device, items, false, why);
 }
 
-Plan plan_bwd(Impl impl, const Problem& s, const DeviceModel& device, std::string* why) {
+NormPlan plan_bwd(Impl impl, const NormSizes& s, const DeviceModel& device, std::string* why) {
   const auto items = bwd_layout(s).items();
-  Plan p = plan(impl, s, device, items, true, why);
-  if (impl == Impl::gpu_port) return p;
-  const auto reduce_items = reduce_layout(s.p, exact_params(s)).items();
-  const std::int64_t avail = static_cast<std::int64_t>(device.ub_bytes) - kUbReserve;
-  constexpr std::int64_t kMostColumns = kMaxBlockLen / 4 / kSubAlign * kSubAlign;
-  p.reduce_width = fit_width(reduce_items, avail, 2, kMostColumns);
-  if (p.reduce_width == 0) {
-    p.reduce_depth = 1;
-    p.reduce_width = fit_width(reduce_items, avail, 1, kMostColumns);
-  }
+  NormPlan p = plan(impl, s, device, items, true, why);
+  if (impl != Impl::gpu_port) p.reduce = fit_reduce(s.p, exact_params(s), device.ub_bytes);
   return p;
 }
+
+namespace {
+
+// The plan a forced gpu_port computes with once its launch could run: single_pass where the sets
+// fit, else chunked.
+NormPlan runnable_plan(NormPlan (*plan_fn)(Impl, const NormSizes&, const DeviceModel&, std::string*),
+                       const NormSizes& s, const DeviceModel& device) {
+  NormPlan p = plan_fn(Impl::single_pass, s, device, nullptr);
+  if (!p.tiles.fits) p = plan_fn(Impl::chunked, s, device, nullptr);
+  return p;
+}
+
+void probe_gpu_port(const NormSizes& s, const NormPlan& plan, bool backward, Emulator& emulator) {
+  if (s.sets == 0) return;
+  const std::string name = std::string(s.layer ? "layer_norm" : "group_norm") + (backward ? "_bwd" : "_fwd") +
+                           "_gpu_port";
+  // One block per set (the launch refuses more than 65535); in each, the GPU kernel's live tiles.
+  gpu_port::Port port;
+  port.programs = s.sets;
+  port.block_size = plan.tiles.block_size;
+  port.live_bits = plan.live_bits();
+  port.ub_bits = static_cast<std::int64_t>(emulator.ub_bytes()) * 8;
+  gpu_port::launch(emulator, name, port);
+}
+
+}  // namespace
+
+template <NormOp Op>
+void run_fwd(const family::NormFwd& d, const NormPlan& plan, const KernelContext& ctx) {
+  Emulator& em = emulator_in(ctx);
+  const NormSizes s = sizes_of(d, Op);
+  if (plan.impl != Impl::gpu_port) return launch_fwd(d, s, plan, em);
+  probe_gpu_port(s, plan, false, em);
+  launch_fwd(d, s, runnable_plan(&plan_fwd, s, em.model()), em);
+}
+template <NormOp Op>
+void run_bwd(const family::NormBwd& d, const NormPlan& plan, const KernelContext& ctx) {
+  Emulator& em = emulator_in(ctx);
+  const NormSizes s = sizes_of(d, Op);
+  if (plan.impl != Impl::gpu_port) return launch_bwd(d, s, plan, em, ctx);
+  probe_gpu_port(s, plan, true, em);
+  launch_bwd(d, s, runnable_plan(&plan_bwd, s, em.model()), em, ctx);
+}
+template void run_fwd<NormOp::layer_norm>(const family::NormFwd&, const NormPlan&, const KernelContext&);
+template void run_fwd<NormOp::group_norm>(const family::NormFwd&, const NormPlan&, const KernelContext&);
+template void run_bwd<NormOp::layer_norm>(const family::NormBwd&, const NormPlan&, const KernelContext&);
+template void run_bwd<NormOp::group_norm>(const family::NormBwd&, const NormPlan&, const KernelContext&);
 
 }  // namespace opreg::npu::norm

@@ -21,8 +21,8 @@
 
 #include "backends/npu/profile.h"
 #include "backends/npu/tiling.h"
-#include "opreg/ops.h"
 #include "ops/families.h"
+#include "opreg/variants.h"
 
 namespace opreg::npu::norm {
 
@@ -32,9 +32,14 @@ namespace opreg::npu::norm {
 enum class Impl : std::uint8_t { single_pass, chunked, gpu_port };
 std::string_view to_string(Impl impl);
 
-struct Problem {
-  DType x = DType::f32;
-  DType p = DType::f32;  // weight's and bias's dtype (f32 when there is neither)
+// The two ops of the family: the same descriptor and kernels, their own names and messages (and
+// gpu_port's live tiles: Liger's layer_norm and group_norm kernels load different tensors).
+enum class NormOp : std::uint8_t { layer_norm, group_norm };
+
+// The problem as the planner and the kernels see it.
+struct NormSizes {
+  family::Elem x = family::Elem::f32;
+  family::Elem p = family::Elem::f32;  // weight's and bias's dtype (f32 when there is neither)
   bool has_weight = false;
   bool has_bias = false;  // forward: a bias; backward: a dbias wanted
   bool layer = true;      // layer_norm (for names and messages)
@@ -51,8 +56,8 @@ struct Problem {
   std::int64_t size() const { return channels * spread; }
   std::int64_t params() const { return groups * channels; }
 };
-Problem problem_of(const family::NormFwd& d, bool layer);
-Problem problem_of(const family::NormBwd& d, bool layer);
+NormSizes sizes_of(const family::NormFwd& d, NormOp op);
+NormSizes sizes_of(const family::NormBwd& d, NormOp op);
 
 // The forward's UB: x in and y out (queues), x as float and y as float (16-bit x only: a float x
 // is used in place and y's own tile takes the float work), row mode's weight and bias slices or
@@ -63,7 +68,7 @@ struct FwdLayout {
   UbItem x, y, xf, yf, wf, bf, wc, bc, p_raw, mean, m2, scale, rstd, acc, work;
   std::array<UbItem, 15> items() const { return {x, y, xf, yf, wf, bf, wc, bc, p_raw, mean, m2, scale, rstd, acc, work}; }
 };
-FwdLayout fwd_layout(const Problem& p);
+FwdLayout fwd_layout(const NormSizes& s);
 
 // The backward's UB: dy, x in and dx out (queues), their float copies (16-bit), a float temporary,
 // the weight (row slice or resident [C]), the core's dW / dB partials (row mode: a slice and the
@@ -77,8 +82,8 @@ struct BwdLayout {
     return {dy, x, dx, dyf, xf, t, wf, dwp, dwb, dbp, dbb, wc, dwc, dbc, p_raw, mean, rstd, c1, c2, acc, work, exact};
   }
 };
-inline bool exact_params(const Problem& s) { return s.x == DType::f32 && !s.channel_mode(); }
-BwdLayout bwd_layout(const Problem& p);
+inline bool exact_params(const NormSizes& s) { return s.x == family::Elem::f32 && !s.channel_mode(); }
+BwdLayout bwd_layout(const NormSizes& s);
 
 // After SyncAll each core sums its share of the param columns over the per-core partials
 // (tiling.h's reduce_layout).
@@ -89,7 +94,7 @@ struct Piece {
   std::int64_t row0 = 0, rows = 1, col0 = 0, width = 0;
 };
 
-struct Plan {
+struct NormPlan {
   // rows = sets; rows_per_tile = DMA rows of a tile; block_size = its width (gpu_port: the GPU
   // kernel's BLOCK_SIZE); block_size_sub / chunks: a row's chunks (chunked, piece_rows 0);
   // stat_rows = sets whose statistics are held at once.
@@ -99,8 +104,7 @@ struct Plan {
   std::int64_t sets_per_tile = 0;  // single_pass
   std::int64_t piece_rows = 0;     // chunked: DMA rows a piece (0: pieces are chunks of a row)
   std::int64_t pieces = 1;         // pieces a set
-  std::int64_t reduce_width = 0;   // backward: columns a step of the param reduction takes
-  std::int32_t reduce_depth = 2;
+  ReduceFit reduce;               // backward: the param reduction's step after SyncAll
   std::int32_t live_tiles = 0;  // gpu_port: the GPU kernel's f32 tiles
   Impl impl = Impl::single_pass;
 
@@ -123,7 +127,33 @@ struct Plan {
   }
 };
 
-Plan plan_fwd(Impl impl, const Problem& problem, const DeviceModel& device, std::string* why = nullptr);
-Plan plan_bwd(Impl impl, const Problem& problem, const DeviceModel& device, std::string* why = nullptr);
+NormPlan plan_fwd(Impl impl, const NormSizes& sizes, const DeviceModel& device, std::string* why = nullptr);
+NormPlan plan_bwd(Impl impl, const NormSizes& sizes, const DeviceModel& device, std::string* why = nullptr);
+
+// The variants' supports(): plans on the device's model and says what it planned or why it
+// refuses (gpu_port always refuses, naming the GPU kernel's numbers).
+template <NormOp Op, Impl I>
+Verdict fwd_supports(const family::NormFwd& d, const DeviceModel& device, NormPlan& plan) {
+  std::string why;
+  plan = plan_fwd(I, sizes_of(d, Op), device, &why);
+  if (I != Impl::gpu_port && plan.tiles.fits) return {true, std::move(why)};
+  return Verdict::reject(std::move(why));
+}
+template <NormOp Op, Impl I>
+Verdict bwd_supports(const family::NormBwd& d, const DeviceModel& device, NormPlan& plan) {
+  std::string why;
+  plan = plan_bwd(I, sizes_of(d, Op), device, &why);
+  if (I != Impl::gpu_port && plan.tiles.fits) return {true, std::move(why)};
+  return Verdict::reject(std::move(why));
+}
+
+// The kernels' launches (fwd.cpp, bwd.cpp): each runs the plan its variant's supports() made on
+// the emulator of the call's context. A forced gpu_port first launches what the GPU kernel's
+// shape launches on the device (one block per set, the whole set in UB), which fails where the
+// device fails; where it would run, the result comes from single_pass (or chunked).
+template <NormOp Op>
+void run_fwd(const family::NormFwd& d, const NormPlan& plan, const KernelContext& ctx);
+template <NormOp Op>
+void run_bwd(const family::NormBwd& d, const NormPlan& plan, const KernelContext& ctx);
 
 }  // namespace opreg::npu::norm

@@ -12,15 +12,17 @@
 // atomic-add mode (CANN's default): its float bits depend on the order the cores arrive.
 // fused_add_rms_norm's backward is this one on s, with ds_out (the gradient into the new
 // residual) added to dx before it is rounded, as the reference does.
-#include <algorithm>
-#include <type_traits>
+#include <string>
 #include <vector>
 
-#include "backends/npu/rms_norm/kernels.h"
+#include "backends/npu/kernel_util.h"
+#include "backends/npu/npu_backend.h"
+#include "backends/npu/rms_norm/plan.h"
 
-namespace opreg::npu::rms {
+namespace opreg::npu::rms_norm {
 namespace {
 
+// ascend-c: begin
 using namespace AscendC;
 using kernel::AsFloat;
 using kernel::CopyRowsIn;
@@ -30,24 +32,24 @@ using kernel::StoreFloat;
 
 // Rows summed into the block partial before it joins the core's partial: the float chains stay
 // short however many rows a core has.
-constexpr std::int64_t kRowsPerBlockPartial = 32;
+constexpr int64_t kRowsPerBlockPartial = 32;
 // The column reduction hands out columns in 512-byte pieces.
-constexpr std::int64_t kReduceUnit = 128;
+constexpr int64_t kReduceUnit = 128;
 
 struct BwdParams {
   Tiles plan;
   Impl impl = Impl::single_pass;
   float offset = 0;
-  Casting casting = Casting::llama;
+  family::Mode mode = family::Mode::llama;
   bool has_weight = true;
   bool fused = false;  // ds_out is added to dx
-  DType scale_round = DType::f32;
+  family::Elem scale_round = family::Elem::f32;
   bool exact = false;         // dW as (hi, lo) pairs (compensated.h)
-  std::int64_t ws_lo = 0;     // floats into the workspace: the lo partials [cores x cols] (exact)
-  std::int64_t ws_acc = 0;    // the atomic accumulator [cols]
-  std::int64_t ws_coeff = 0;  // the coefficients of split rows in several groups [rows]
-  std::int64_t ws_floats = 0;
-  std::int64_t reduce_width = 0;  // columns a reduction step takes
+  int64_t ws_lo = 0;     // floats into the workspace: the lo partials [cores x cols] (exact)
+  int64_t ws_acc = 0;    // the atomic accumulator [cols]
+  int64_t ws_coeff = 0;  // the coefficients of split rows in several groups [rows]
+  int64_t ws_floats = 0;
+  int64_t reduce_width = 0;  // columns a reduction step takes
   int reduce_depth = 2;
 };
 
@@ -62,21 +64,21 @@ class KernelRmsNormGrad {
     block_ = GetBlockIdx();
     range_ = rows_of_block(plan, block_);
     cols_ = plan.cols;
-    const auto elems = static_cast<std::uint64_t>(plan.rows * cols_);
+    const auto elems = static_cast<uint64_t>(plan.rows * cols_);
     dyGm_.SetGlobalBuffer(reinterpret_cast<__gm__ X*>(dy), elems);
     xGm_.SetGlobalBuffer(reinterpret_cast<__gm__ X*>(x), elems);
     dxGm_.SetGlobalBuffer(reinterpret_cast<__gm__ X*>(dx), elems);
     if (p_.fused) dsGm_.SetGlobalBuffer(reinterpret_cast<__gm__ X*>(ds), elems);
-    rstdGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(rstd), static_cast<std::uint64_t>(plan.rows));
+    rstdGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(rstd), static_cast<uint64_t>(plan.rows));
     if (p_.has_weight) {
-      wGm_.SetGlobalBuffer(reinterpret_cast<__gm__ W*>(weight), static_cast<std::uint64_t>(cols_));
-      dwGm_.SetGlobalBuffer(reinterpret_cast<__gm__ W*>(dweight), static_cast<std::uint64_t>(cols_));
+      wGm_.SetGlobalBuffer(reinterpret_cast<__gm__ W*>(weight), static_cast<uint64_t>(cols_));
+      dwGm_.SetGlobalBuffer(reinterpret_cast<__gm__ W*>(dweight), static_cast<uint64_t>(cols_));
     }
     if (p_.ws_floats > 0) {
-      wsGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(workspace), static_cast<std::uint64_t>(p_.ws_floats));
+      wsGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(workspace), static_cast<uint64_t>(p_.ws_floats));
     }
-    const BwdLayout l = bwd_layout(kernel::dtype_of<X>(), p_.has_weight, p_.fused);
-    const auto depth = static_cast<std::uint8_t>(plan.depth);
+    const BwdLayout l = bwd_layout(kernel::elem_of<X>(), p_.has_weight, p_.fused);
+    const auto depth = static_cast<uint8_t>(plan.depth);
     pipe_.InitBuffer(inDy_, depth, bytes(l.dy));
     if (p_.fused) pipe_.InitBuffer(inDs_, depth, bytes(l.ds));
     pipe_.InitBuffer(inX_, depth, bytes(l.x));
@@ -110,7 +112,7 @@ class KernelRmsNormGrad {
       ProcessRows();
     }
     if (!p_.has_weight) return;
-    if (atomic && std::is_same_v<W, float>) return;  // the adds landed in dweight itself
+    if (atomic && IsSameType<W, float>::value) return;  // the adds landed in dweight itself
     SyncAll();
     // After the barrier the partials (or the atomic sum) are complete: each core finishes its
     // share of dweight's columns.
@@ -127,17 +129,17 @@ class KernelRmsNormGrad {
   }
 
  private:
-  std::uint32_t bytes(const UbItem& item) const { return static_cast<std::uint32_t>(item_bytes(item, shape_)); }
-  std::uint64_t at(std::int64_t row, std::int64_t col = 0) const {
-    return static_cast<std::uint64_t>(row * cols_ + col);
+  uint32_t bytes(const UbItem& item) const { return static_cast<uint32_t>(item_bytes(item, shape_)); }
+  uint64_t at(int64_t row, int64_t col = 0) const {
+    return static_cast<uint64_t>(row * cols_ + col);
   }
-  static std::uint32_t u32(std::int64_t v) { return static_cast<std::uint32_t>(v); }
+  static uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
 
   GlobalTensor<float> AtomicTarget() {
-    if constexpr (std::is_same_v<W, float>) {
+    if constexpr (IsSameType<W, float>::value) {
       return dwGm_;
     } else {
-      return wsGm_[static_cast<std::uint64_t>(p_.ws_acc)];
+      return wsGm_[static_cast<uint64_t>(p_.ws_acc)];
     }
   }
 
@@ -146,9 +148,9 @@ class KernelRmsNormGrad {
     StartPartial(0, cols_);
     kernel::RowTiles(
         range_.first, range_.count, p_.plan.rows_per_tile, p_.plan.depth,
-        [&](std::int64_t row0, std::int64_t n) { CopyIn(row0, n, 0, cols_, true); },
-        [&](std::int64_t row0, std::int64_t n) {
-          CopyRowsIn(rstdBuf_.Get<float>(), rstdGm_[static_cast<std::uint64_t>(row0)], 1, n, n);
+        [&](int64_t row0, int64_t n) { CopyIn(row0, n, 0, cols_, true); },
+        [&](int64_t row0, int64_t n) {
+          CopyRowsIn(rstdBuf_.Get<float>(), rstdGm_[static_cast<uint64_t>(row0)], 1, n, n);
           PipeSync<HardEvent::MTE2_S>();  // rstd is read by the scalar unit
           stat0_ = 0;
           Grad(n, shape_.pitch(), cols_, true);
@@ -167,47 +169,47 @@ class KernelRmsNormGrad {
     const LocalTensor<float> coeff = coeffBuf_.Get<float>();
     const bool spill = walk.groups() > 1;  // coefficients of several groups go through GM
     // Pass 1 needs no ds_out (it only forms the coefficients); pass 2 adds it to dx.
-    auto in = [&](std::int64_t row, std::int64_t c) { CopyIn(row, 1, walk.start(c), walk.width(c), false); };
-    auto in2 = [&](std::int64_t row, std::int64_t c) { CopyIn(row, 1, walk.start(c), walk.width(c), true); };
+    auto in = [&](int64_t row, int64_t c) { CopyIn(row, 1, walk.start(c), walk.width(c), false); };
+    auto in2 = [&](int64_t row, int64_t c) { CopyIn(row, 1, walk.start(c), walk.width(c), true); };
     walk.pass1(
-        [&](std::int64_t g0, std::int64_t gn) {
+        [&](int64_t g0, int64_t gn) {
           Duplicate(dot, 0.0f, u32(gn));
-          CopyRowsIn(rstd, rstdGm_[static_cast<std::uint64_t>(g0)], 1, gn, gn);
+          CopyRowsIn(rstd, rstdGm_[static_cast<uint64_t>(g0)], 1, gn, gn);
           PipeSync<HardEvent::MTE2_S>();
         },
         in,
-        [&](std::int64_t r, std::int64_t c) {
+        [&](int64_t r, int64_t c) {
           if (r == 0) PrepareWeight(walk.start(c), walk.width(c));
           DotChunk(r, rstd.GetValue(u32(r)), walk.width(c));
         },
-        [&](std::int64_t g0, std::int64_t gn) {
+        [&](int64_t g0, int64_t gn) {
           PipeSync<HardEvent::S_V>();     // the dots the scalar unit summed
           PipeSync<HardEvent::MTE3_V>();  // the last group's coefficients have left UB
           Coeff(coeff, dot, gn);
           if (spill) {
             PipeSync<HardEvent::V_MTE3>();
-            CopyRowsOut(wsGm_[static_cast<std::uint64_t>(p_.ws_coeff + g0)], coeff, 1, gn, gn);
+            CopyRowsOut(wsGm_[static_cast<uint64_t>(p_.ws_coeff + g0)], coeff, 1, gn, gn);
           }
         });
     if (spill) PipeBarrier<PIPE_ALL>();  // the coefficients come back from GM: MTE3 -> MTE2
-    walk.pass2([&](std::int64_t c) { StartPartial(walk.start(c), walk.width(c)); },
-               [&](std::int64_t row, std::int64_t gn) {
+    walk.pass2([&](int64_t c) { StartPartial(walk.start(c), walk.width(c)); },
+               [&](int64_t row, int64_t gn) {
                  if (!spill) return;
-                 CopyRowsIn(rstd, rstdGm_[static_cast<std::uint64_t>(row)], 1, gn, gn);
-                 CopyRowsIn(coeff, wsGm_[static_cast<std::uint64_t>(p_.ws_coeff + row)], 1, gn, gn);
+                 CopyRowsIn(rstd, rstdGm_[static_cast<uint64_t>(row)], 1, gn, gn);
+                 CopyRowsIn(coeff, wsGm_[static_cast<uint64_t>(p_.ws_coeff + row)], 1, gn, gn);
                  PipeSync<HardEvent::MTE2_S>();
                },
                in2,
-               [&](std::int64_t j, std::int64_t c) {
+               [&](int64_t j, int64_t c) {
                  stat0_ = j % walk.group;
                  Grad(1, walk.width(c), walk.width(c), false);
                  CopyOut(range_.first + j, 1, walk.start(c), walk.width(c));
                },
-               [&](std::int64_t c) { FlushPartial(walk.start(c), walk.width(c)); });
+               [&](int64_t c) { FlushPartial(walk.start(c), walk.width(c)); });
   }
 
   // dy and x, and ds_out where dx is formed (`with_ds`) for the fused op.
-  void CopyIn(std::int64_t row0, std::int64_t n, std::int64_t col0, std::int64_t width, bool with_ds) {
+  void CopyIn(int64_t row0, int64_t n, int64_t col0, int64_t width, bool with_ds) {
     LocalTensor<X> dy = inDy_.AllocTensor<X>();
     LocalTensor<X> x = inX_.AllocTensor<X>();
     CopyRowsIn(dy, dyGm_[at(row0, col0)], n, width, cols_);
@@ -221,7 +223,7 @@ class KernelRmsNormGrad {
     }
   }
 
-  void CopyOut(std::int64_t row0, std::int64_t n, std::int64_t col0, std::int64_t width) {
+  void CopyOut(int64_t row0, int64_t n, int64_t col0, int64_t width) {
     LocalTensor<X> dx = outDx_.DeQue<X>();
     CopyRowsOut(dxGm_[at(row0, col0)], dx, n, width, cols_);
     outDx_.FreeTensor(dx);
@@ -229,7 +231,7 @@ class KernelRmsNormGrad {
 
   // dot[r] += sum(dy * w' * xhat) over one chunk of a row (pass 1 of split rows), added on the
   // scalar unit (dot[r] is no 32-byte aligned vector operand).
-  void DotChunk(std::int64_t r, float rstd, std::int64_t width) {
+  void DotChunk(int64_t r, float rstd, int64_t width) {
     LocalTensor<X> dy = inDy_.DeQue<X>();
     LocalTensor<X> x = inX_.DeQue<X>();
     const LocalTensor<float> dyf = AsFloat(dy, kernel::FloatScratch<X>(dyfBuf_), width);
@@ -253,25 +255,25 @@ class KernelRmsNormGrad {
 
   // dx (and the dW partial) for n rows of `width` columns `pitch` apart, their statistics at
   // stat0_ on. With `whole`, the rows are whole and their coefficients are computed here.
-  void Grad(std::int64_t n, std::int64_t pitch, std::int64_t width, bool whole) {
+  void Grad(int64_t n, int64_t pitch, int64_t width, bool whole) {
     LocalTensor<X> dy = inDy_.DeQue<X>();
     LocalTensor<X> x = inX_.DeQue<X>();
     LocalTensor<X> dx = outDx_.AllocTensor<X>();
-    const std::int64_t span = n * pitch;
+    const int64_t span = n * pitch;
     const LocalTensor<float> dyf = AsFloat(dy, kernel::FloatScratch<X>(dyfBuf_), span);
     const LocalTensor<float> xf = AsFloat(x, kernel::FloatScratch<X>(xfBuf_), span);
     const LocalTensor<float> t = tBuf_.Get<float>();
-    const std::int64_t s0 = stat0_;
+    const int64_t s0 = stat0_;
     const LocalTensor<float> rstd = rstdBuf_.Get<float>();
     const LocalTensor<float> coeff = coeffBuf_.Get<float>();
-    auto row = [&](const LocalTensor<float>& v, std::int64_t r) { return v[u32(r * pitch)]; };
+    auto row = [&](const LocalTensor<float>& v, int64_t r) { return v[u32(r * pitch)]; };
     // xhat = x * rstd, in x's float tile (x itself is not needed again).
-    for (std::int64_t r = 0; r < n; ++r) Muls(row(xf, r), row(xf, r), rstd.GetValue(u32(s0 + r)), u32(width));
+    for (int64_t r = 0; r < n; ++r) Muls(row(xf, r), row(xf, r), rstd.GetValue(u32(s0 + r)), u32(width));
     if (p_.has_weight) {
       // dW: dy * xhat, xhat rounded to X first (not under gemma); dx's tile is the scratch.
       bool rounded = false;
-      if constexpr (!std::is_same_v<X, float>) {
-        if (p_.casting != Casting::gemma) {
+      if constexpr (!IsSameType<X, float>::value) {
+        if (p_.mode != family::Mode::gemma) {
           Cast(dx, xf, RoundMode::CAST_RINT, u32(span));
           Cast(t, dx, RoundMode::CAST_NONE, u32(span));
           Mul(t, t, dyf, u32(span));
@@ -282,28 +284,28 @@ class KernelRmsNormGrad {
       const LocalTensor<float> blk = blkBuf_.Get<float>();
       if (p_.exact) {  // (dwp, blk) += dy * xhat exactly: the terms of large rows cancel
         const kernel::ExactScratch ex(exactBuf_.Get<float>());
-        for (std::int64_t r = 0; r < n; ++r)
+        for (int64_t r = 0; r < n; ++r)
           kernel::AddProductExact(dwpBuf_.Get<float>(), blk, row(dyf, r), row(xf, r), row(t, r), ex, width);
       } else {
-        for (std::int64_t r = 0; r < n; ++r) {
+        for (int64_t r = 0; r < n; ++r) {
           Add(blk, blk, row(t, r), u32(width));
           if (++block_rows_ == kRowsPerBlockPartial) FoldBlock(width);
         }
       }
       // m = dy * w', in dy's float tile.
       const LocalTensor<float> wf = wfBuf_.Get<float>();
-      for (std::int64_t r = 0; r < n; ++r) Mul(row(dyf, r), row(dyf, r), wf, u32(width));
+      for (int64_t r = 0; r < n; ++r) Mul(row(dyf, r), row(dyf, r), wf, u32(width));
     }
     if (whole) {
       const LocalTensor<float> dot = dotBuf_.Get<float>();
       Mul(t, dyf, xf, u32(span));
-      for (std::int64_t r = 0; r < n; ++r) ReduceSum(dot[u32(r)], row(t, r), workBuf_.Get<float>(), u32(width));
+      for (int64_t r = 0; r < n; ++r) ReduceSum(dot[u32(r)], row(t, r), workBuf_.Get<float>(), u32(width));
       Coeff(coeff, dot, n);
     }
     PipeSync<HardEvent::V_S>();  // the coefficients, read by the scalar unit
     // dx = rstd * (m - c * xhat), in dx's tile for float, else in m's.
     const LocalTensor<float> dxf = kernel::FloatTile(dx, dyf);
-    for (std::int64_t r = 0; r < n; ++r) {
+    for (int64_t r = 0; r < n; ++r) {
       Muls(row(t, r), row(xf, r), coeff.GetValue(u32(s0 + r)), u32(width));
       Sub(row(dxf, r), row(dyf, r), row(t, r), u32(width));
       Muls(row(dxf, r), row(dxf, r), rstd.GetValue(u32(s0 + r)), u32(width));
@@ -320,12 +322,12 @@ class KernelRmsNormGrad {
   }
 
   // c = dot / cols for n rows.
-  void Coeff(const LocalTensor<float>& coeff, const LocalTensor<float>& dot, std::int64_t n) {
+  void Coeff(const LocalTensor<float>& coeff, const LocalTensor<float>& dot, int64_t n) {
     Muls(coeff, dot, cols_ == 0 ? 0.0f : 1.0f / static_cast<float>(cols_), u32(n));
   }
 
   // ---- the dW partial of columns [col0, col0 + width)
-  void StartPartial(std::int64_t col0, std::int64_t width) {
+  void StartPartial(int64_t col0, int64_t width) {
     PrepareWeight(col0, width);
     if (!p_.has_weight) return;
     Duplicate(dwpBuf_.Get<float>(), 0.0f, u32(width));
@@ -333,7 +335,7 @@ class KernelRmsNormGrad {
     block_rows_ = 0;
   }
 
-  void FoldBlock(std::int64_t width) {
+  void FoldBlock(int64_t width) {
     const LocalTensor<float> dwp = dwpBuf_.Get<float>();
     const LocalTensor<float> blk = blkBuf_.Get<float>();
     Add(dwp, dwp, blk, u32(width));
@@ -343,36 +345,36 @@ class KernelRmsNormGrad {
 
   // The partial leaves UB once: into this core's workspace row (exact: hi and lo rows), or added
   // atomically (exact: hi + lo, one float).
-  void FlushPartial(std::int64_t col0, std::int64_t width) {
+  void FlushPartial(int64_t col0, int64_t width) {
     if (!p_.has_weight || width == 0) return;
     const bool atomic = p_.impl == Impl::atomic;
     if (!p_.exact || atomic) FoldBlock(width);
     const LocalTensor<float> dwp = dwpBuf_.Get<float>();
     PipeSync<HardEvent::V_MTE3>();
-    const auto row = static_cast<std::uint64_t>(block_ * cols_ + col0);
+    const auto row = static_cast<uint64_t>(block_ * cols_ + col0);
     if (atomic) {
       SetAtomicAdd<float>();
-      CopyRowsOut(AtomicTarget()[static_cast<std::uint64_t>(col0)], dwp, 1, width, width);
+      CopyRowsOut(AtomicTarget()[static_cast<uint64_t>(col0)], dwp, 1, width, width);
       SetAtomicNone();
     } else {
       CopyRowsOut(wsGm_[row], dwp, 1, width, width);
-      if (p_.exact) CopyRowsOut(wsGm_[static_cast<std::uint64_t>(p_.ws_lo) + row], blkBuf_.Get<float>(), 1, width, width);
+      if (p_.exact) CopyRowsOut(wsGm_[static_cast<uint64_t>(p_.ws_lo) + row], blkBuf_.Get<float>(), 1, width, width);
     }
     PipeSync<HardEvent::MTE3_V>();  // the next chunk's partial starts in the same buffer
   }
 
-  void PrepareWeight(std::int64_t col0, std::int64_t width) {
+  void PrepareWeight(int64_t col0, int64_t width) {
     if (p_.has_weight)
-      PrepareScale(wfBuf_.Get<float>(), wGm_, tBuf_.Get<float>(), col0, width, p_.offset, p_.scale_round);
+      kernel::PrepareScale(wfBuf_.Get<float>(), wGm_, tBuf_.Get<float>(), col0, width, p_.offset, p_.scale_round);
   }
 
   BwdParams p_;
   TileShape shape_;
-  std::int64_t block_ = 0;
+  int64_t block_ = 0;
   RowRange range_;
-  std::int64_t cols_ = 0;
-  std::int64_t stat0_ = 0;
-  std::int64_t block_rows_ = 0;
+  int64_t cols_ = 0;
+  int64_t stat0_ = 0;
+  int64_t block_rows_ = 0;
   TPipe pipe_;
   TQue<TPosition::VECIN, 2> inDy_, inDs_, inX_;
   TQue<TPosition::VECOUT, 2> outDx_;
@@ -383,21 +385,30 @@ class KernelRmsNormGrad {
   GlobalTensor<float> rstdGm_, wsGm_;
 };
 
+template <class X, class W>
+__global__ __aicore__ void rms_norm_bwd(GM_ADDR dy, GM_ADDR ds, GM_ADDR x, GM_ADDR weight, GM_ADDR rstd, GM_ADDR dx,
+                                        GM_ADDR dweight, GM_ADDR workspace, const BwdParams& p) {
+  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIV_1_0);  // SyncAll before the dW reduction
+  KernelRmsNormGrad<X, W> op(p);
+  op.Init(dy, ds, x, weight, rstd, dx, dweight, workspace);
+  op.Process();
+}
+// ascend-c: end
+
 }  // namespace
 
-template <class Args>
-void run_bwd(const Args& a, const BwdPlan& plan, Emulator& emulator, const KernelContext& ctx) {
-  const family::RowNormBwd d = family::describe(a);
-  const Problem s = problem_of(d);
+void run_bwd(const family::RowNormBwd& d, const BwdPlan& plan, const KernelContext& ctx) {
+  Emulator& emulator = emulator_in(ctx);
+  const RowNormSizes s = sizes_of(d);
   const Impl impl = plan.impl;
   BwdParams p;
   p.plan = plan.tiles;
   p.impl = impl;
-  p.offset = static_cast<float>(a.offset);
-  p.casting = a.casting;
+  p.offset = static_cast<float>(d.offset);
+  p.mode = d.mode;
   p.has_weight = s.has_weight;
   p.fused = s.fused;
-  p.scale_round = a.casting == Casting::none ? none_scale_dtype(s.x, s.w) : DType::f32;
+  p.scale_round = d.mode == family::Mode::none ? s.w : family::Elem::f32;  // as the forward's
   const std::string name =
       std::string(s.fused ? "fused_add_rms_norm" : "rms_norm") + "_bwd_" + std::string(to_string(impl));
   // Nothing to compute: no columns, or no rows and no dweight to clear.
@@ -414,48 +425,34 @@ void run_bwd(const Args& a, const BwdPlan& plan, Emulator& emulator, const Kerne
   p.ws_lo = floats;
   if (p.exact && impl != Impl::atomic) floats += cores * s.cols;
   p.ws_acc = floats;
-  if (s.has_weight && impl == Impl::atomic && s.w != DType::f32) floats += s.cols;
+  if (s.has_weight && impl == Impl::atomic && s.w != family::Elem::f32) floats += s.cols;
   p.ws_coeff = floats;
   if (p.plan.mode == TileMode::split_row && p.plan.stat_rows < p.plan.block_factor) floats += s.rows;
   p.ws_floats = floats;
-  p.reduce_width = plan.reduce_width;
-  p.reduce_depth = plan.reduce_depth;
+  p.reduce_width = plan.reduce.width;
+  p.reduce_depth = plan.reduce.depth;
   Workspace::Lease lease;
-  if (p.ws_floats > 0) {
-    lease = acquire_scratch(ctx, static_cast<std::size_t>(p.ws_floats) * 4);
-  }
-  // The fused op's forward input is s; the kernel calls it x.
-  const Tensor* x_in = nullptr;
-  const Tensor* ds = nullptr;
-  if constexpr (std::is_same_v<Args, FusedAddRmsNormBwdArgs>) {
-    x_in = &a.s;
-    ds = &a.ds_out;
-  } else {
-    x_in = &a.x;
-  }
-  std::vector<GmArg> args{{"dy", a.dy.data(), a.dy.nbytes()},
-                          {"x", x_in->data(), x_in->nbytes()},
-                          {"rstd", a.rstd.data(), a.rstd.nbytes()},
-                          {"dx", a.dx.data(), a.dx.nbytes()},
+  if (p.ws_floats > 0) lease = acquire_scratch(ctx, static_cast<std::size_t>(p.ws_floats) * 4);
+  // The fused op's forward input is s; the descriptor and the kernel call it x.
+  const std::size_t xbytes = static_cast<std::size_t>(s.rows * s.cols) * elem_bytes(s.x);
+  const std::size_t wbytes = static_cast<std::size_t>(s.cols) * elem_bytes(s.w);
+  std::vector<GmArg> args{{"dy", d.dy, xbytes},
+                          {"x", d.x, xbytes},
+                          {"rstd", d.rstd, static_cast<std::size_t>(s.rows) * 4},
+                          {"dx", d.dx, xbytes},
                           {"workspace", lease.data(), lease.bytes()}};
   if (s.has_weight) {
-    args.push_back({"weight", a.weight.data(), a.weight.nbytes()});
-    args.push_back({"dweight", a.dweight.data(), a.dweight.nbytes()});
+    args.push_back({"weight", d.weight, wbytes});
+    args.push_back({"dweight", d.dweight, wbytes});
   }
-  if (ds != nullptr) args.push_back({"ds_out", ds->data(), ds->nbytes()});
-  auto gm = [](const Tensor& t) { return static_cast<GM_ADDR>(t.data()); };
-  auto* workspace = static_cast<GM_ADDR>(lease.data());
+  if (s.fused) args.push_back({"ds_out", d.ds_out, xbytes});
   emulator.launch(name, cores, args, [&] {
     kernel::with_types(s.x, s.w, [&](auto xt, auto wt) {
-      KernelRmsNormGrad<typename decltype(xt)::type, typename decltype(wt)::type> op(p);
-      op.Init(gm(a.dy), ds != nullptr ? gm(*ds) : nullptr, gm(*x_in), gm(a.weight), gm(a.rstd), gm(a.dx),
-              gm(a.dweight), workspace);
-      op.Process();
+      rms_norm_bwd<typename decltype(xt)::type, typename decltype(wt)::type>(
+          gm_addr(d.dy), gm_addr(d.ds_out), gm_addr(d.x), gm_addr(d.weight), gm_addr(d.rstd), gm_addr(d.dx),
+          gm_addr(d.dweight), gm_addr(lease.data()), p);
     });
   });
 }
 
-template void run_bwd(const RmsNormBwdArgs&, const BwdPlan&, Emulator&, const KernelContext&);
-template void run_bwd(const FusedAddRmsNormBwdArgs&, const BwdPlan&, Emulator&, const KernelContext&);
-
-}  // namespace opreg::npu::rms
+}  // namespace opreg::npu::rms_norm

@@ -11,18 +11,17 @@
 // is formed in UB, written once and normalised from UB (gm_read = X + R + W a core). Split rows
 // write s in pass 1 and read it back in pass 2 (one tensor, where re-reading x and the residual
 // would be two).
-#include <algorithm>
-#include <cmath>
-#include <limits>
-#include <type_traits>
+#include <string>
 #include <vector>
 
 #include "backends/npu/kernel_util.h"
-#include "backends/npu/rms_norm/kernels.h"
+#include "backends/npu/npu_backend.h"
+#include "backends/npu/rms_norm/plan.h"
 
-namespace opreg::npu::rms {
+namespace opreg::npu::rms_norm {
 namespace {
 
+// ascend-c: begin
 using namespace AscendC;
 using kernel::AsFloat;
 using kernel::CopyRowsIn;
@@ -34,10 +33,10 @@ struct FwdParams {
   Tiles plan;
   float eps = 0;
   float offset = 0;
-  Casting casting = Casting::llama;
+  family::Mode mode = family::Mode::llama;
   bool has_weight = true;
-  bool fused = false;              // fused_add_rms_norm: residual in, s out
-  DType scale_round = DType::f32;  // what (offset + w) is rounded to (casting none)
+  bool fused = false;                             // fused_add_rms_norm: residual in, s out
+  family::Elem scale_round = family::Elem::f32;  // what (offset + w) is rounded to (casting none)
 };
 
 template <class X, class W>
@@ -49,17 +48,17 @@ class KernelRmsNorm {
     const Tiles& plan = p_.plan;
     range_ = rows_of_block(plan, GetBlockIdx());
     cols_ = plan.cols;
-    const auto elems = static_cast<std::uint64_t>(plan.rows * cols_);
+    const auto elems = static_cast<uint64_t>(plan.rows * cols_);
     xGm_.SetGlobalBuffer(reinterpret_cast<__gm__ X*>(x), elems);
     yGm_.SetGlobalBuffer(reinterpret_cast<__gm__ X*>(y), elems);
     if (p_.fused) {
       rGm_.SetGlobalBuffer(reinterpret_cast<__gm__ X*>(residual), elems);
       sGm_.SetGlobalBuffer(reinterpret_cast<__gm__ X*>(s), elems);
     }
-    rstdGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(rstd), static_cast<std::uint64_t>(plan.rows));
-    if (p_.has_weight) wGm_.SetGlobalBuffer(reinterpret_cast<__gm__ W*>(weight), static_cast<std::uint64_t>(cols_));
-    const FwdLayout l = fwd_layout(kernel::dtype_of<X>(), p_.has_weight, p_.fused, short_rows(cols_));
-    const auto depth = static_cast<std::uint8_t>(plan.depth);
+    rstdGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(rstd), static_cast<uint64_t>(plan.rows));
+    if (p_.has_weight) wGm_.SetGlobalBuffer(reinterpret_cast<__gm__ W*>(weight), static_cast<uint64_t>(cols_));
+    const FwdLayout l = fwd_layout(kernel::elem_of<X>(), p_.has_weight, p_.fused, short_rows(cols_));
+    const auto depth = static_cast<uint8_t>(plan.depth);
     pipe_.InitBuffer(inX_, depth, bytes(l.x));
     if (p_.fused) pipe_.InitBuffer(inR_, depth, bytes(l.res));
     pipe_.InitBuffer(outY_, depth, bytes(l.y));
@@ -84,9 +83,9 @@ class KernelRmsNorm {
   }
 
  private:
-  std::uint32_t bytes(const UbItem& item) const { return static_cast<std::uint32_t>(item_bytes(item, shape_)); }
-  std::uint64_t at(std::int64_t row, std::int64_t col = 0) const {
-    return static_cast<std::uint64_t>(row * cols_ + col);
+  uint32_t bytes(const UbItem& item) const { return static_cast<uint32_t>(item_bytes(item, shape_)); }
+  uint64_t at(int64_t row, int64_t col = 0) const {
+    return static_cast<uint64_t>(row * cols_ + col);
   }
 
   // ---- whole rows: a tile of up to rows_per_tile rows
@@ -94,8 +93,8 @@ class KernelRmsNorm {
     PrepareWeight(0, cols_);
     kernel::RowTiles(
         range_.first, range_.count, p_.plan.rows_per_tile, p_.plan.depth,
-        [&](std::int64_t row0, std::int64_t n) { CopyIn(row0, n, 0, cols_); },
-        [&](std::int64_t row0, std::int64_t n) {
+        [&](int64_t row0, int64_t n) { CopyIn(row0, n, 0, cols_); },
+        [&](int64_t row0, int64_t n) {
           ComputeRows(n);
           CopyOut(row0, n, 0, cols_);
         });
@@ -103,7 +102,7 @@ class KernelRmsNorm {
 
   // x (with the residual, for the fused op), or s already written (`stored`: split rows' second
   // reads), into the x queue.
-  void CopyIn(std::int64_t row0, std::int64_t n, std::int64_t col0, std::int64_t width, bool stored = false) {
+  void CopyIn(int64_t row0, int64_t n, int64_t col0, int64_t width, bool stored = false) {
     LocalTensor<X> x = inX_.AllocTensor<X>();
     CopyRowsIn(x, (stored ? sGm_ : xGm_)[at(row0, col0)], n, width, cols_);
     inX_.EnQue(x);
@@ -118,19 +117,19 @@ class KernelRmsNorm {
   // (16-bit x: in xf; float x: the s tile itself), the s tile queued for CopyOutS. `sq` is free
   // scratch of the span (the residual's float copy).
   LocalTensor<float> AddResidual(const LocalTensor<X>& x, const LocalTensor<float>& xf, const LocalTensor<float>& sq,
-                                 std::int64_t span) {
+                                 int64_t span) {
     LocalTensor<X> r = inR_.DeQue<X>();
     LocalTensor<X> s = outS_.AllocTensor<X>();
     LocalTensor<float> sf;
-    if constexpr (std::is_same_v<X, float>) {
+    if constexpr (IsSameType<X, float>::value) {
       static_cast<void>(xf);
       static_cast<void>(sq);
-      Add(s, x, r, static_cast<std::uint32_t>(span));
+      Add(s, x, r, static_cast<uint32_t>(span));
       sf = s;
     } else {
-      Add(xf, xf, AsFloat(r, sq, span), static_cast<std::uint32_t>(span));
-      Cast(s, xf, RoundMode::CAST_RINT, static_cast<std::uint32_t>(span));
-      Cast(xf, s, RoundMode::CAST_NONE, static_cast<std::uint32_t>(span));
+      Add(xf, xf, AsFloat(r, sq, span), static_cast<uint32_t>(span));
+      Cast(s, xf, RoundMode::CAST_RINT, static_cast<uint32_t>(span));
+      Cast(xf, s, RoundMode::CAST_NONE, static_cast<uint32_t>(span));
       sf = xf;
     }
     inR_.FreeTensor(r);
@@ -138,29 +137,29 @@ class KernelRmsNorm {
     return sf;
   }
 
-  void CopyOutS(std::int64_t row0, std::int64_t n, std::int64_t col0, std::int64_t width) {
+  void CopyOutS(int64_t row0, int64_t n, int64_t col0, int64_t width) {
     outS_.EnQue(pendingS_);
     LocalTensor<X> s = outS_.DeQue<X>();
     CopyRowsOut(sGm_[at(row0, col0)], s, n, width, cols_);
     outS_.FreeTensor(s);
   }
 
-  void CopyOut(std::int64_t row0, std::int64_t n, std::int64_t col0, std::int64_t width) {
+  void CopyOut(int64_t row0, int64_t n, int64_t col0, int64_t width) {
     if (p_.fused && p_.plan.mode != TileMode::split_row) CopyOutS(row0, n, col0, width);
     LocalTensor<X> y = outY_.DeQue<X>();
     CopyRowsOut(yGm_[at(row0, col0)], y, n, width, cols_);
     outY_.FreeTensor(y);
     if (col0 == 0 && p_.plan.mode != TileMode::split_row) {
       PipeSync<HardEvent::V_MTE3>();  // rstd is a vector result in a TBuf
-      CopyRowsOut(rstdGm_[static_cast<std::uint64_t>(row0)], rstdBuf_.Get<float>(), 1, n, n);
+      CopyRowsOut(rstdGm_[static_cast<uint64_t>(row0)], rstdBuf_.Get<float>(), 1, n, n);
     }
   }
 
-  void ComputeRows(std::int64_t n) {
+  void ComputeRows(int64_t n) {
     LocalTensor<X> x = inX_.DeQue<X>();
     LocalTensor<X> y = outY_.AllocTensor<X>();
-    const std::int64_t pitch = shape_.pitch();
-    const std::int64_t span = n * pitch;
+    const int64_t pitch = shape_.pitch();
+    const int64_t span = n * pitch;
     LocalTensor<float> xf = AsFloat(x, kernel::FloatScratch<X>(xfBuf_), span);
     // x^2 goes where y is computed next: y's own tile for float x.
     const LocalTensor<float> yf = kernel::FloatTile(y, kernel::FloatScratch<X>(sqBuf_));
@@ -168,21 +167,21 @@ class KernelRmsNorm {
     if (p_.fused) xf = AddResidual(x, xf, sq, span);  // normalise s
     const LocalTensor<float> sums = sumsBuf_.Get<float>();
     const LocalTensor<float> rstd = rstdBuf_.Get<float>();
-    Mul(sq, xf, xf, static_cast<std::uint32_t>(span));
+    Mul(sq, xf, xf, static_cast<uint32_t>(span));
     if (short_rows(cols_)) {
       ShortRowSums(sums, sq, n, pitch);
     } else {
-      for (std::int64_t r = 0; r < n; ++r) {
-        ReduceSum(sums[static_cast<std::uint32_t>(r)], sq[static_cast<std::uint32_t>(r * pitch)],
-                  workBuf_.Get<float>(), static_cast<std::uint32_t>(cols_));
+      for (int64_t r = 0; r < n; ++r) {
+        ReduceSum(sums[static_cast<uint32_t>(r)], sq[static_cast<uint32_t>(r * pitch)],
+                  workBuf_.Get<float>(), static_cast<uint32_t>(cols_));
       }
     }
     const LocalTensor<float> scale = scaleBuf_.Get<float>();
-    Duplicate(scale, 1.0f, static_cast<std::uint32_t>(n));
+    Duplicate(scale, 1.0f, static_cast<uint32_t>(n));
     PipeSync<HardEvent::V_S>();  // the sums, read by the scalar unit
-    for (std::int64_t r = 0; r < n; ++r) {
-      const auto off = static_cast<std::uint32_t>(r * pitch);
-      if (sums.GetValue(static_cast<std::uint32_t>(r)) == kInf) RescaleRow(r, xf[off], sq[off]);
+    for (int64_t r = 0; r < n; ++r) {
+      const auto off = static_cast<uint32_t>(r * pitch);
+      if (sums.GetValue(static_cast<uint32_t>(r)) == kernel::BitsFloat(kernel::kInfBits)) RescaleRow(r, xf[off], sq[off]);
     }
     PipeSync<HardEvent::S_V>();     // a rescaled row's scale, set by the scalar unit
     PipeSync<HardEvent::MTE3_V>();  // the last tile's rstd has left UB
@@ -191,9 +190,9 @@ class KernelRmsNorm {
       ShortRowsTimesRstd(yf, xf, rstd, n, pitch);
     } else {
       PipeSync<HardEvent::V_S>();
-      for (std::int64_t r = 0; r < n; ++r) {
-        const auto off = static_cast<std::uint32_t>(r * pitch);
-        Muls(yf[off], xf[off], rstd.GetValue(static_cast<std::uint32_t>(r)), static_cast<std::uint32_t>(cols_));
+      for (int64_t r = 0; r < n; ++r) {
+        const auto off = static_cast<uint32_t>(r * pitch);
+        Muls(yf[off], xf[off], rstd.GetValue(static_cast<uint32_t>(r)), static_cast<uint32_t>(cols_));
       }
     }
     Scale(yf, y, n, pitch, cols_);
@@ -204,13 +203,13 @@ class KernelRmsNorm {
   // Short rows (one repeat of floats each), up to 255 rows an instruction, the rows' pitch as the
   // repeat stride. Each row's sum is the tree ReduceSum forms for one repeat, so the bits are the
   // same as the long-row path's.
-  void ShortRowSums(const LocalTensor<float>& sums, const LocalTensor<float>& sq, std::int64_t n,
-                    std::int64_t pitch) {
-    const auto rep = static_cast<std::int32_t>(pitch / 8);
-    for (std::int64_t r0 = 0; r0 < n; r0 += MAX_REPEAT_TIMES) {
-      const auto k = static_cast<std::int32_t>(std::min<std::int64_t>(MAX_REPEAT_TIMES, n - r0));
-      WholeReduceSum(sums[static_cast<std::uint32_t>(r0)], sq[static_cast<std::uint32_t>(r0 * pitch)],
-                     static_cast<std::uint64_t>(cols_), k, 1, 1, rep);
+  void ShortRowSums(const LocalTensor<float>& sums, const LocalTensor<float>& sq, int64_t n,
+                    int64_t pitch) {
+    const auto rep = static_cast<int32_t>(pitch / 8);
+    for (int64_t r0 = 0; r0 < n; r0 += MAX_REPEAT_TIMES) {
+      const auto k = static_cast<int32_t>(Std::min<int64_t>(MAX_REPEAT_TIMES, n - r0));
+      WholeReduceSum(sums[static_cast<uint32_t>(r0)], sq[static_cast<uint32_t>(r0 * pitch)],
+                     static_cast<uint64_t>(cols_), k, 1, 1, rep);
     }
   }
 
@@ -218,14 +217,14 @@ class KernelRmsNorm {
   // block of its own, and the repeat-form Mul reads that block for all 8 blocks of the row's
   // repeat (src1 block stride 0, repeat stride 1 block).
   void ShortRowsTimesRstd(const LocalTensor<float>& yf, const LocalTensor<float>& xf, const LocalTensor<float>& rstd,
-                          std::int64_t n, std::int64_t pitch) {
+                          int64_t n, int64_t pitch) {
     const LocalTensor<float> blocks = rstdBlocksBuf_.Get<float>();
-    Brcb(blocks, rstd, static_cast<std::int32_t>((n + 7) / 8), BrcbRepeatParams(1, 8));
-    const std::int64_t rep = pitch / 8;
-    for (std::int64_t r0 = 0; r0 < n; r0 += MAX_REPEAT_TIMES) {
-      const auto k = static_cast<std::int32_t>(std::min<std::int64_t>(MAX_REPEAT_TIMES, n - r0));
-      const auto off = static_cast<std::uint32_t>(r0 * pitch);
-      Mul(yf[off], xf[off], blocks[static_cast<std::uint32_t>(r0 * 8)], static_cast<std::uint64_t>(cols_), k,
+    Brcb(blocks, rstd, static_cast<int32_t>((n + 7) / 8), BrcbRepeatParams(1, 8));
+    const int64_t rep = pitch / 8;
+    for (int64_t r0 = 0; r0 < n; r0 += MAX_REPEAT_TIMES) {
+      const auto k = static_cast<int32_t>(Std::min<int64_t>(MAX_REPEAT_TIMES, n - r0));
+      const auto off = static_cast<uint32_t>(r0 * pitch);
+      Mul(yf[off], xf[off], blocks[static_cast<uint32_t>(r0 * 8)], static_cast<uint64_t>(cols_), k,
           BinaryRepeatParams(1, 1, 0, rep, rep, 1));
     }
   }
@@ -240,82 +239,82 @@ class KernelRmsNorm {
     const kernel::SplitRows walk = Walk();
     const LocalTensor<float> sums = sumsBuf_.Get<float>();
     const LocalTensor<float> rstd = rstdBuf_.Get<float>();
-    auto in = [&](std::int64_t row, std::int64_t c) { CopyIn(row, 1, walk.start(c), walk.width(c)); };
+    auto in = [&](int64_t row, int64_t c) { CopyIn(row, 1, walk.start(c), walk.width(c)); };
     // Pass 1: the sum of squares of each row of a group, chunk by chunk, then the group's rstd.
     walk.pass1(
-        [&](std::int64_t g0, std::int64_t gn) {
+        [&](int64_t g0, int64_t gn) {
           groupStart_ = g0;
-          Duplicate(sums, 0.0f, static_cast<std::uint32_t>(gn));
+          Duplicate(sums, 0.0f, static_cast<uint32_t>(gn));
         },
         in,
-               [&](std::int64_t r, std::int64_t c) { SumChunk(r, groupStart_ + r, walk.start(c), walk.width(c)); },
-               [&](std::int64_t g0, std::int64_t gn) {
+               [&](int64_t r, int64_t c) { SumChunk(r, groupStart_ + r, walk.start(c), walk.width(c)); },
+               [&](int64_t g0, int64_t gn) {
                  PipeSync<HardEvent::S_V>();  // the sums (and scales) the scalar unit set
-                 Duplicate(scaleBuf_.Get<float>(), 1.0f, static_cast<std::uint32_t>(gn));
-                 for (std::int64_t r = 0; r < gn; ++r) {
-                   if (sums.GetValue(static_cast<std::uint32_t>(r)) == kInf) RescaleSplitRow(g0 + r, r);
+                 Duplicate(scaleBuf_.Get<float>(), 1.0f, static_cast<uint32_t>(gn));
+                 for (int64_t r = 0; r < gn; ++r) {
+                   if (sums.GetValue(static_cast<uint32_t>(r)) == kernel::BitsFloat(kernel::kInfBits)) RescaleSplitRow(g0 + r, r);
                  }
                  PipeSync<HardEvent::S_V>();
                  PipeSync<HardEvent::MTE3_V>();  // the last group's rstd has left UB
                  Rstd(rstd, sums, gn);
                  PipeSync<HardEvent::V_MTE3>();
-                 CopyRowsOut(rstdGm_[static_cast<std::uint64_t>(g0)], rstd, 1, gn, gn);
+                 CopyRowsOut(rstdGm_[static_cast<uint64_t>(g0)], rstd, 1, gn, gn);
                });
     // Pass 2: chunk by chunk (its weight loaded once), normalise every row of the core; with
     // several groups their rstd comes back from GM (MTE3 -> MTE2: a barrier first).
     // The fused op's pass 2 reads s back from GM (MTE3 -> MTE2 as well).
     if (walk.groups() > 1 || p_.fused) PipeBarrier<PIPE_ALL>();
     PipeSync<HardEvent::V_S>();  // one group's rstd stays in UB for pass 2's scalar reads
-    auto in2 = [&](std::int64_t row, std::int64_t c) { CopyIn(row, 1, walk.start(c), walk.width(c), p_.fused); };
-    walk.pass2([&](std::int64_t c) { PrepareWeight(walk.start(c), walk.width(c)); },
-               [&](std::int64_t row, std::int64_t gn) {
+    auto in2 = [&](int64_t row, int64_t c) { CopyIn(row, 1, walk.start(c), walk.width(c), p_.fused); };
+    walk.pass2([&](int64_t c) { PrepareWeight(walk.start(c), walk.width(c)); },
+               [&](int64_t row, int64_t gn) {
                  if (walk.groups() > 1) {
-                   CopyRowsIn(rstd, rstdGm_[static_cast<std::uint64_t>(row)], 1, gn, gn);
+                   CopyRowsIn(rstd, rstdGm_[static_cast<uint64_t>(row)], 1, gn, gn);
                    PipeSync<HardEvent::MTE2_S>();
                  }
                },
                in2,
-               [&](std::int64_t j, std::int64_t c) {
-                 NormaliseChunk(rstd.GetValue(static_cast<std::uint32_t>(j % walk.group)), walk.width(c));
+               [&](int64_t j, int64_t c) {
+                 NormaliseChunk(rstd.GetValue(static_cast<uint32_t>(j % walk.group)), walk.width(c));
                  CopyOut(range_.first + j, 1, walk.start(c), walk.width(c));
                },
-               [](std::int64_t) {});
+               [](int64_t) {});
   }
 
   // sums[r] += the chunk's sum of squares; `row`, `col0`: where the chunk is (the fused op writes
   // its s there). The per-row sums are added on the scalar unit: a vector operand starts 32-byte
   // aligned, sums[r] does not.
-  void SumChunk(std::int64_t r, std::int64_t row, std::int64_t col0, std::int64_t width) {
+  void SumChunk(int64_t r, int64_t row, int64_t col0, int64_t width) {
     LocalTensor<X> x = inX_.DeQue<X>();
     LocalTensor<float> xf = AsFloat(x, kernel::FloatScratch<X>(xfBuf_), width);
     const LocalTensor<float> acc = accBuf_.Get<float>();
     LocalTensor<float> sq = xf;  // x is not needed after its squares
     if (p_.fused) {
       const LocalTensor<float> sf = AddResidual(x, xf, kernel::FloatScratch<X>(sqBuf_), width);
-      if constexpr (std::is_same_v<X, float>) {
-        Mul(x, sf, sf, static_cast<std::uint32_t>(width));  // s's tile leaves as it is: x takes the squares
+      if constexpr (IsSameType<X, float>::value) {
+        Mul(x, sf, sf, static_cast<uint32_t>(width));  // s's tile leaves as it is: x takes the squares
         sq = x;
       } else {
-        Mul(xf, sf, sf, static_cast<std::uint32_t>(width));
+        Mul(xf, sf, sf, static_cast<uint32_t>(width));
       }
       CopyOutS(row, 1, col0, width);
     } else {
-      Mul(xf, xf, xf, static_cast<std::uint32_t>(width));
+      Mul(xf, xf, xf, static_cast<uint32_t>(width));
     }
-    ReduceSum(acc, sq, workBuf_.Get<float>(), static_cast<std::uint32_t>(width));
+    ReduceSum(acc, sq, workBuf_.Get<float>(), static_cast<uint32_t>(width));
     PipeSync<HardEvent::V_S>();
     const LocalTensor<float> sums = sumsBuf_.Get<float>();
-    const auto i = static_cast<std::uint32_t>(r);
+    const auto i = static_cast<uint32_t>(r);
     sums.SetValue(i, sums.GetValue(i) + acc.GetValue(0));
     inX_.FreeTensor(x);
   }
 
-  void NormaliseChunk(float rstd, std::int64_t width) {
+  void NormaliseChunk(float rstd, int64_t width) {
     LocalTensor<X> x = inX_.DeQue<X>();
     LocalTensor<X> y = outY_.AllocTensor<X>();
     const LocalTensor<float> xf = AsFloat(x, kernel::FloatScratch<X>(xfBuf_), width);
     const LocalTensor<float> yf = kernel::FloatTile(y, kernel::FloatScratch<X>(sqBuf_));
-    Muls(yf, xf, rstd, static_cast<std::uint32_t>(width));
+    Muls(yf, xf, rstd, static_cast<uint32_t>(width));
     Scale(yf, y, 1, width, width);
     outY_.EnQue(y);
     inX_.FreeTensor(x);
@@ -326,8 +325,8 @@ class KernelRmsNorm {
   // rstd[i] = scale[i] / sqrt(sums[i] / cols + eps * scale[i]^2) for n rows, where sums[i] is the
   // sum of (x * scale[i])^2 (scale 1 but for rows whose squares overflow; the mean of an empty
   // row is 0). Consumes sums.
-  void Rstd(const LocalTensor<float>& rstd, const LocalTensor<float>& sums, std::int64_t n) {
-    const auto count = static_cast<std::uint32_t>(n);
+  void Rstd(const LocalTensor<float>& rstd, const LocalTensor<float>& sums, int64_t n) {
+    const auto count = static_cast<uint32_t>(n);
     const LocalTensor<float> scale = scaleBuf_.Get<float>();
     Muls(rstd, sums, cols_ == 0 ? 0.0f : 1.0f / static_cast<float>(cols_), count);
     Mul(sums, scale, scale, count);
@@ -341,94 +340,87 @@ class KernelRmsNorm {
   // A row whose sum of squares overflowed float (values past ~2^64): summed again scaled by a
   // power of two that brings its largest magnitude into [0.5, 1). A row holding an infinity keeps
   // the infinite sum (rstd 0), as the reference does. `x` is the row as float, `scratch` a row.
-  void RescaleRow(std::int64_t r, const LocalTensor<float>& x, const LocalTensor<float>& scratch) {
-    const auto width = static_cast<std::uint32_t>(cols_);
+  void RescaleRow(int64_t r, const LocalTensor<float>& x, const LocalTensor<float>& scratch) {
+    const auto width = static_cast<uint32_t>(cols_);
     const LocalTensor<float> acc = accBuf_.Get<float>();
     Abs(scratch, x, width);
     ReduceMax(acc, scratch, workBuf_.Get<float>(), width);
     PipeSync<HardEvent::V_S>();
     const float largest = acc.GetValue(0);
-    if (!std::isfinite(largest)) return;
+    if (!kernel::IsFinite(largest)) return;
     const float scale = ScaleFor(largest);
     Muls(scratch, x, scale, width);
     Mul(scratch, scratch, scratch, width);
-    ReduceSum(sumsBuf_.Get<float>()[static_cast<std::uint32_t>(r)], scratch, workBuf_.Get<float>(), width);
+    ReduceSum(sumsBuf_.Get<float>()[static_cast<uint32_t>(r)], scratch, workBuf_.Get<float>(), width);
     PipeSync<HardEvent::V_S>();  // the next row's sum is read by the scalar unit
-    scaleBuf_.Get<float>().SetValue(static_cast<std::uint32_t>(r), scale);
+    scaleBuf_.Get<float>().SetValue(static_cast<uint32_t>(r), scale);
   }
 
   // The same for a split row: its chunks come in once for the largest magnitude, once for the
   // scaled squares (only overflowing rows pay the two extra reads).
-  void RescaleSplitRow(std::int64_t row, std::int64_t r) {
+  void RescaleSplitRow(int64_t row, int64_t r) {
     const LocalTensor<float> acc = accBuf_.Get<float>();
     const kernel::SplitRows walk = Walk();
     auto each_chunk = [&](auto&& f) {
-      for (std::int64_t c = 0; c < walk.chunks; ++c) {
+      for (int64_t c = 0; c < walk.chunks; ++c) {
         CopyIn(row, 1, walk.start(c), walk.width(c), p_.fused);
         LocalTensor<X> x = inX_.DeQue<X>();
-        f(AsFloat(x, kernel::FloatScratch<X>(xfBuf_), walk.width(c)), static_cast<std::uint32_t>(walk.width(c)));
+        f(AsFloat(x, kernel::FloatScratch<X>(xfBuf_), walk.width(c)), static_cast<uint32_t>(walk.width(c)));
         inX_.FreeTensor(x);
       }
     };
     if (p_.fused) PipeBarrier<PIPE_ALL>();  // s was written in this pass: MTE3 -> MTE2
     float largest = 0.0f;
-    each_chunk([&](const LocalTensor<float>& xf, std::uint32_t width) {
+    each_chunk([&](const LocalTensor<float>& xf, uint32_t width) {
       Abs(xf, xf, width);
       ReduceMax(acc, xf, workBuf_.Get<float>(), width);
       PipeSync<HardEvent::V_S>();
-      largest = std::max(largest, acc.GetValue(0));
+      largest = Std::max(largest, acc.GetValue(0));
     });
-    if (!std::isfinite(largest)) return;
+    if (!kernel::IsFinite(largest)) return;
     const float scale = ScaleFor(largest);
     float sum = 0.0f;
-    each_chunk([&](const LocalTensor<float>& xf, std::uint32_t width) {
+    each_chunk([&](const LocalTensor<float>& xf, uint32_t width) {
       Muls(xf, xf, scale, width);
       Mul(xf, xf, xf, width);
       ReduceSum(acc, xf, workBuf_.Get<float>(), width);
       PipeSync<HardEvent::V_S>();
       sum += acc.GetValue(0);
     });
-    sumsBuf_.Get<float>().SetValue(static_cast<std::uint32_t>(r), sum);
-    scaleBuf_.Get<float>().SetValue(static_cast<std::uint32_t>(r), scale);
+    sumsBuf_.Get<float>().SetValue(static_cast<uint32_t>(r), sum);
+    scaleBuf_.Get<float>().SetValue(static_cast<uint32_t>(r), scale);
   }
 
-  // 2^-e for largest = m * 2^e, m in [0.5, 1): exact, and it makes largest < 1.
-  static float ScaleFor(float largest) {
-    int e = 0;
-    std::frexp(largest, &e);
-    return std::ldexp(1.0f, -e);
-  }
-
-  static constexpr float kInf = std::numeric_limits<float>::infinity();
+  static float ScaleFor(float largest) { return kernel::ScaleFor(largest); }
 
   // y = xhat * (offset + w) as the casting mode rounds it, then stored as X: xhat (yf, n rows of
   // `pitch`) is rounded to X first except under gemma; y is the X tile (its scratch for the
   // rounding).
-  void Scale(const LocalTensor<float>& yf, const LocalTensor<X>& y, std::int64_t n, std::int64_t pitch,
-             std::int64_t width) {
-    const std::int64_t span = n * pitch;
-    if (p_.casting != Casting::gemma) kernel::RoundTo(yf, y, span);
+  void Scale(const LocalTensor<float>& yf, const LocalTensor<X>& y, int64_t n, int64_t pitch,
+             int64_t width) {
+    const int64_t span = n * pitch;
+    if (p_.mode != family::Mode::gemma) kernel::RoundTo(yf, y, span);
     if (p_.has_weight) {
       const LocalTensor<float> wf = wfBuf_.Get<float>();
-      for (std::int64_t r = 0; r < n; ++r) {
-        const auto off = static_cast<std::uint32_t>(r * pitch);
-        Mul(yf[off], yf[off], wf, static_cast<std::uint32_t>(width));
+      for (int64_t r = 0; r < n; ++r) {
+        const auto off = static_cast<uint32_t>(r * pitch);
+        Mul(yf[off], yf[off], wf, static_cast<uint32_t>(width));
       }
     }
     StoreFloat(y, yf, span);
   }
 
-  void PrepareWeight(std::int64_t col0, std::int64_t width) {
+  void PrepareWeight(int64_t col0, int64_t width) {
     // A 16-bit weight goes through sq on its way to float (a float x has a float weight).
     if (p_.has_weight)
-      PrepareScale(wfBuf_.Get<float>(), wGm_, kernel::FloatScratch<X>(sqBuf_), col0, width, p_.offset, p_.scale_round);
+      kernel::PrepareScale(wfBuf_.Get<float>(), wGm_, kernel::FloatScratch<X>(sqBuf_), col0, width, p_.offset, p_.scale_round);
   }
 
   FwdParams p_;
   TileShape shape_;
   RowRange range_;
-  std::int64_t cols_ = 0;
-  std::int64_t groupStart_ = 0;  // split rows: the first row of the statistics group in pass 1
+  int64_t cols_ = 0;
+  int64_t groupStart_ = 0;  // split rows: the first row of the statistics group in pass 1
   TPipe pipe_;
   TQue<TPosition::VECIN, 2> inX_, inR_;
   TQue<TPosition::VECOUT, 2> outY_, outS_;
@@ -439,51 +431,50 @@ class KernelRmsNorm {
   GlobalTensor<float> rstdGm_;
 };
 
+template <class X, class W>
+__global__ __aicore__ void rms_norm_fwd(GM_ADDR x, GM_ADDR residual, GM_ADDR weight, GM_ADDR y, GM_ADDR s, GM_ADDR rstd,
+                                        const FwdParams& p) {
+  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+  KernelRmsNorm<X, W> op(p);
+  op.Init(x, residual, weight, y, s, rstd);
+  op.Process();
+}
+// ascend-c: end
+
 }  // namespace
 
-template <class Args>
-void run_fwd(const Args& a, const FwdPlan& plan, Emulator& emulator) {
-  const family::RowNormFwd d = family::describe(a);
-  const Problem s = problem_of(d);
+void run_fwd(const family::RowNormFwd& d, const FwdPlan& plan, const KernelContext& ctx) {
+  Emulator& emulator = emulator_in(ctx);
+  const RowNormSizes s = sizes_of(d);
   FwdParams p;
   p.plan = plan.tiles;
-  p.eps = static_cast<float>(a.eps);
-  p.offset = static_cast<float>(a.offset);
-  p.casting = a.casting;
+  p.eps = static_cast<float>(d.eps);
+  p.offset = static_cast<float>(d.offset);
+  p.mode = d.mode;
   p.has_weight = s.has_weight;
   p.fused = s.fused;
-  p.scale_round = a.casting == Casting::none ? none_scale_dtype(s.x, s.w) : DType::f32;
+  // casting none rounds (offset + w) to the weight's dtype, as the reference defines it (with an
+  // f32 weight none equals llama).
+  p.scale_round = d.mode == family::Mode::none ? s.w : family::Elem::f32;
   const std::string name = std::string(s.fused ? "fused_add_rms_norm" : "rms_norm") + "_fwd_" +
                            std::string(to_string(plan.impl));
   if (p.plan.block_dim == 0) {
     emulator.record(empty_launch(name, emulator));
     return;
   }
-  std::vector<GmArg> args{
-      {"x", a.x.data(), a.x.nbytes()}, {"y", a.y.data(), a.y.nbytes()}, {"rstd", a.rstd.data(), a.rstd.nbytes()}};
-  if (s.has_weight) args.push_back({"weight", a.weight.data(), a.weight.nbytes()});
-  GM_ADDR residual = nullptr;
-  GM_ADDR sum = nullptr;
-  if constexpr (std::is_same_v<Args, FusedAddRmsNormFwdArgs>) {
-    args.push_back({"residual", a.residual.data(), a.residual.nbytes()});
-    args.push_back({"s", a.s.data(), a.s.nbytes()});
-    residual = static_cast<GM_ADDR>(a.residual.data());
-    sum = static_cast<GM_ADDR>(a.s.data());
+  const std::size_t xbytes = static_cast<std::size_t>(s.rows * s.cols) * elem_bytes(s.x);
+  std::vector<GmArg> args{{"x", d.x, xbytes}, {"y", d.y, xbytes}, {"rstd", d.rstd, static_cast<std::size_t>(s.rows) * 4}};
+  if (s.has_weight) args.push_back({"weight", d.weight, static_cast<std::size_t>(s.cols) * elem_bytes(s.w)});
+  if (s.fused) {
+    args.push_back({"residual", d.residual, xbytes});
+    args.push_back({"s", d.s, xbytes});
   }
-  auto* x = static_cast<GM_ADDR>(a.x.data());
-  auto* w = static_cast<GM_ADDR>(a.weight.data());
-  auto* y = static_cast<GM_ADDR>(a.y.data());
-  auto* rstd = static_cast<GM_ADDR>(a.rstd.data());
   emulator.launch(name, p.plan.block_dim, args, [&] {
     kernel::with_types(s.x, s.w, [&](auto xt, auto wt) {
-      KernelRmsNorm<typename decltype(xt)::type, typename decltype(wt)::type> op(p);
-      op.Init(x, residual, w, y, sum, rstd);
-      op.Process();
+      rms_norm_fwd<typename decltype(xt)::type, typename decltype(wt)::type>(
+          gm_addr(d.x), gm_addr(d.residual), gm_addr(d.weight), gm_addr(d.y), gm_addr(d.s), gm_addr(d.rstd), p);
     });
   });
 }
 
-template void run_fwd(const RmsNormFwdArgs&, const FwdPlan&, Emulator&);
-template void run_fwd(const FusedAddRmsNormFwdArgs&, const FwdPlan&, Emulator&);
-
-}  // namespace opreg::npu::rms
+}  // namespace opreg::npu::rms_norm

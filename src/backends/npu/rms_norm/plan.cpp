@@ -1,28 +1,43 @@
-#include "backends/npu/rms_norm/plan.h"
+
+#include <fmt/format.h>
+
+#include <type_traits>
 
 #include "backends/npu/compensated.h"
+#include "backends/npu/npu_backend.h"
+#include "backends/npu/rms_norm/plan.h"
 
-#include "ops/describe.h"
-
-namespace opreg::npu::rms {
+namespace opreg::npu::rms_norm {
 namespace {
 
-std::uint32_t bytes_of(DType d) { return static_cast<std::uint32_t>(element_size(d)); }
+template <class Desc>
+constexpr bool kBackward = std::is_same_v<Desc, family::RowNormBwd>;
 
-// 16-bit activations are computed in float, so they need float copies; float ones are used in place.
-std::uint32_t widened(DType x) { return x == DType::f32 ? 0 : 4; }
-
-PlanRequest request(const Problem& s, const DeviceModel& device, std::span<const UbItem> layout, Impl impl) {
+PlanRequest request(const RowNormSizes& s, const DeviceModel& device, std::span<const UbItem> layout, Impl impl) {
   PlanRequest r;
   r.rows = s.rows;
   r.cols = s.cols;
   r.layout = layout;
-  r.gm_elem_bytes = bytes_of(s.x);
+  r.gm_elem_bytes = elem_bytes(s.x);
   r.vector_cores = device.profile->vector_cores;
   r.ub_bytes = static_cast<std::int64_t>(device.ub_bytes);
   r.allow_split = impl != Impl::single_pass;
   r.force_split = impl == Impl::chunked;
   return r;
+}
+
+template <class Desc>
+RowNormSizes sizes_from(const Desc& d, bool fused) {
+  const bool weighted = d.weight != nullptr;
+  return {d.x_type, weighted ? d.w_type : d.x_type, weighted, d.rows, d.hidden, fused};
+}
+
+const char* op_of(const RowNormSizes& s) { return s.fused ? "fused_add_rms_norm" : "rms_norm"; }
+
+Verdict verdict(bool fits, std::string why, Impl impl, const RowNormSizes& s, const char* direction) {
+  if (fits) return {true, std::move(why)};
+  if (impl == Impl::single_pass) why += fmt::format("; npu.{}.{}.chunked takes rows of any length", op_of(s), direction);
+  return Verdict::reject(std::move(why));
 }
 
 }  // namespace
@@ -39,30 +54,11 @@ std::string_view to_string(Impl impl) {
   return "?";
 }
 
-namespace {
+RowNormSizes sizes_of(const family::RowNormFwd& d) { return sizes_from(d, d.residual != nullptr); }
+RowNormSizes sizes_of(const family::RowNormBwd& d) { return sizes_from(d, d.ds_out != nullptr); }
 
-template <class Desc>
-Problem problem_from(const Desc& d) {
-  const DType x = family::dtype_of(d.x_type);
-  const bool weighted = d.weight != nullptr;
-  return {x, weighted ? family::dtype_of(d.w_type) : x, weighted, d.rows, d.hidden};
-}
-
-}  // namespace
-
-Problem problem_of(const family::RowNormFwd& d) {
-  Problem p = problem_from(d);
-  p.fused = d.residual != nullptr;
-  return p;
-}
-Problem problem_of(const family::RowNormBwd& d) {
-  Problem p = problem_from(d);
-  p.fused = d.ds_out != nullptr;
-  return p;
-}
-
-FwdLayout fwd_layout(DType x, bool has_weight, bool fused, bool short_row_path) {
-  const std::uint32_t xs = bytes_of(x);
+FwdLayout fwd_layout(family::Elem x, bool has_weight, bool fused, bool short_row_path) {
+  const std::uint32_t xs = elem_bytes(x);
   FwdLayout l;
   l.x = {"x", Extent::tile, xs, true};
   l.res = {"residual", Extent::tile, fused ? xs : 0U, true};
@@ -80,8 +76,8 @@ FwdLayout fwd_layout(DType x, bool has_weight, bool fused, bool short_row_path) 
   return l;
 }
 
-BwdLayout bwd_layout(DType x, bool has_weight, bool fused) {
-  const std::uint32_t xs = bytes_of(x);
+BwdLayout bwd_layout(family::Elem x, bool has_weight, bool fused) {
+  const std::uint32_t xs = elem_bytes(x);
   const std::uint32_t w = has_weight ? 4 : 0;
   BwdLayout l;
   l.dy = {"dy", Extent::tile, xs, true};
@@ -103,8 +99,7 @@ BwdLayout bwd_layout(DType x, bool has_weight, bool fused) {
   return l;
 }
 
-
-FwdPlan plan_fwd(Impl impl, const Problem& s, const DeviceModel& device, std::string* why) {
+FwdPlan plan_fwd(Impl impl, const RowNormSizes& s, const DeviceModel& device, std::string* why) {
   const auto items = fwd_layout(s.x, s.has_weight, s.fused, short_rows(s.cols)).items();
   PlanRequest r = request(s, device, items, impl);
   r.kernel = s.fused ? "fused_add_rms_norm_fwd" : "rms_norm_fwd";
@@ -113,10 +108,10 @@ FwdPlan plan_fwd(Impl impl, const Problem& s, const DeviceModel& device, std::st
   return {impl, p};
 }
 
-BwdPlan plan_bwd(Impl impl, const Problem& s, const DeviceModel& device, std::string* why) {
+BwdPlan plan_bwd(Impl impl, const RowNormSizes& s, const DeviceModel& device, std::string* why) {
   const auto items = bwd_layout(s.x, s.has_weight, s.fused).items();
   // No rows still leaves dweight to clear: one core, planned as for one row, takes none.
-  Problem planned = s;
+  RowNormSizes planned = s;
   planned.rows = s.rows == 0 ? 1 : s.rows;
   PlanRequest r = request(planned, device, items, impl);
   r.kernel = s.fused ? "fused_add_rms_norm_bwd" : "rms_norm_bwd";
@@ -126,20 +121,64 @@ BwdPlan plan_bwd(Impl impl, const Problem& s, const DeviceModel& device, std::st
     tiles.why = "no rows (dweight is zero): " + tiles.why;
   }
   if (why != nullptr) *why = std::move(tiles.why);
-  BwdPlan p{impl, tiles};
-  // The dW column reduction after SyncAll: the widest chunk of its layout that fits, double
-  // buffered where it can be.
-  const auto reduce_items = reduce_layout(s.w, exact_dw(s.x, s.has_weight)).items();
-  const std::int64_t avail = static_cast<std::int64_t>(device.ub_bytes) - kUbReserve;
-  constexpr std::int64_t kMostColumns = kMaxBlockLen / 4 / kSubAlign * kSubAlign;
-  p.reduce_width = fit_width(reduce_items, avail, 2, kMostColumns);
-  if (p.reduce_width == 0) {
-    p.reduce_depth = 1;
-    p.reduce_width = fit_width(reduce_items, avail, 1, kMostColumns);
-  }
-  return p;
+  return {impl, tiles, fit_reduce(s.w, exact_dw(s.x, s.has_weight), device.ub_bytes)};
 }
 
-DType none_scale_dtype(DType /*x*/, DType w) { return w; }
+template <Impl I>
+Verdict fwd_supports(const family::RowNormFwd& d, const DeviceModel& device, FwdPlan& plan) {
+  std::string why;
+  const RowNormSizes s = sizes_of(d);
+  plan = plan_fwd(I, s, device, &why);
+  return verdict(plan.tiles.fits, std::move(why), I, s, "fwd");
+}
+template <Impl I>
+Verdict bwd_supports(const family::RowNormBwd& d, const DeviceModel& device, BwdPlan& plan) {
+  std::string why;
+  const RowNormSizes s = sizes_of(d);
+  plan = plan_bwd(I, s, device, &why);
+  return verdict(plan.tiles.fits, std::move(why), I, s, "bwd");
+}
+template Verdict fwd_supports<Impl::single_pass>(const family::RowNormFwd&, const DeviceModel&, FwdPlan&);
+template Verdict fwd_supports<Impl::chunked>(const family::RowNormFwd&, const DeviceModel&, FwdPlan&);
+template Verdict bwd_supports<Impl::single_pass>(const family::RowNormBwd&, const DeviceModel&, BwdPlan&);
+template Verdict bwd_supports<Impl::chunked>(const family::RowNormBwd&, const DeviceModel&, BwdPlan&);
+template Verdict bwd_supports<Impl::atomic>(const family::RowNormBwd&, const DeviceModel&, BwdPlan&);
 
-}  // namespace opreg::npu::rms
+template <class Desc>
+Verdict port_supports(const Desc& d, const DeviceModel& device, gpu_port::Port& port) {
+  const RowNormSizes s = sizes_of(d);
+  const std::uint32_t xb = elem_bytes(s.x) * 8;
+  const std::uint32_t wb = s.has_weight ? elem_bytes(s.w) * 8 : 0;
+  const std::uint32_t fb = s.fused ? xb : 0;
+  const auto ub = static_cast<std::int64_t>(device.ub_bytes);
+  if constexpr (kBackward<Desc>) {
+    port = gpu_port::plan(
+        s.rows, s.cols, {{"dy", xb}, {"ds_out", fb}, {"x", xb}, {"weight", wb}, {"dx", xb}, {"dw_row", wb ? 32U : 0U}},
+        ub);
+  } else {
+    port = gpu_port::plan(s.rows, s.cols, {{"x", xb}, {"residual", fb}, {"weight", wb}, {"y", xb}, {"s", fb}}, ub);
+  }
+  return gpu_port::refuse(port, fmt::format("{}.{}", op_of(s), kBackward<Desc> ? "bwd" : "fwd"));
+}
+
+template <class Desc>
+void port_run(const Desc& d, const gpu_port::Port& port, const KernelContext& ctx) {
+  Emulator& emulator = emulator_in(ctx);
+  const RowNormSizes s = sizes_of(d);
+  gpu_port::launch(emulator, fmt::format("{}_{}_gpu_port", op_of(s), kBackward<Desc> ? "bwd" : "fwd"), port);
+  if constexpr (kBackward<Desc>) {
+    BwdPlan plan = plan_bwd(Impl::single_pass, s, emulator.model());
+    if (!plan.tiles.fits) plan = plan_bwd(Impl::chunked, s, emulator.model());
+    run_bwd(d, plan, ctx);
+  } else {
+    FwdPlan plan = plan_fwd(Impl::single_pass, s, emulator.model());
+    if (!plan.tiles.fits) plan = plan_fwd(Impl::chunked, s, emulator.model());
+    run_fwd(d, plan, ctx);
+  }
+}
+template Verdict port_supports(const family::RowNormFwd&, const DeviceModel&, gpu_port::Port&);
+template Verdict port_supports(const family::RowNormBwd&, const DeviceModel&, gpu_port::Port&);
+template void port_run(const family::RowNormFwd&, const gpu_port::Port&, const KernelContext&);
+template void port_run(const family::RowNormBwd&, const gpu_port::Port&, const KernelContext&);
+
+}  // namespace opreg::npu::rms_norm

@@ -1,5 +1,7 @@
 // rms_norm on the npu: the UB layout of each kernel (what the planner sizes and the kernel
-// allocates) and the plan a variant's supports() and its kernel share.
+// allocates), the plan a variant's supports() makes and its kernel runs, and the variants'
+// supports() over the family's descriptor (src/ops/families.h: RowNormFwd / RowNormBwd, one for
+// rms_norm and fused_add_rms_norm).
 #pragma once
 
 #include <array>
@@ -7,30 +9,30 @@
 #include <string>
 #include <string_view>
 
+#include "backends/npu/gpu_port.h"
 #include "backends/npu/profile.h"
 #include "backends/npu/tiling.h"
-#include "opreg/ops.h"
 #include "ops/families.h"
 
-namespace opreg::npu::rms {
+namespace opreg::npu::rms_norm {
 
 // single_pass: whole rows in UB; chunked: BLOCK_SIZE_SUB chunks of a row, two passes; atomic
 // (backward only): whole rows when they fit, else chunks, with dW reduced by atomic-add DMA.
 enum class Impl : std::uint8_t { single_pass, chunked, atomic };
 std::string_view to_string(Impl impl);
 
-// The problem as the planner sees it, from the row-norm descriptor (src/ops/families.h): x's
-// dtype, the weight's (x's when there is none), and rows x cols.
-struct Problem {
-  DType x = DType::f32;
-  DType w = DType::f32;
+// The problem as the planner sees it: x's dtype, the weight's (x's when there is none), rows x
+// cols, and whether it is fused_add_rms_norm's (a residual in and s out, fwd; ds_out in, bwd).
+struct RowNormSizes {
+  family::Elem x = family::Elem::f32;
+  family::Elem w = family::Elem::f32;
   bool has_weight = true;
   std::int64_t rows = 0;
   std::int64_t cols = 0;
-  bool fused = false;  // fused_add_rms_norm: a residual in and s out (fwd), ds_out in (bwd)
+  bool fused = false;
 };
-Problem problem_of(const family::RowNormFwd& d);
-Problem problem_of(const family::RowNormBwd& d);
+RowNormSizes sizes_of(const family::RowNormFwd& d);
+RowNormSizes sizes_of(const family::RowNormBwd& d);
 
 // The forward's UB: x in and y out (queues), x as float and x^2 then y as float (16-bit x: float
 // x uses its own tiles), the weight as (offset + w) in float, the row sums and rstd of the rows
@@ -47,7 +49,7 @@ struct FwdLayout {
     return {x, res, y, s, xf, sq, wf, sums, scale, rstd, rstd_blocks, acc, work};
   }
 };
-FwdLayout fwd_layout(DType x, bool has_weight, bool fused = false, bool short_row_path = false);
+FwdLayout fwd_layout(family::Elem x, bool has_weight, bool fused = false, bool short_row_path = false);
 
 // The backward's UB: dy, x in and dx out (queues), dy and x as float (16-bit x), a float
 // temporary, (offset + w), the core's dW partial and the partial of its current block of rows,
@@ -62,11 +64,8 @@ struct BwdLayout {
   }
 };
 // Whether the backward's dweight is accumulated exactly: f32 activations with a weight.
-inline bool exact_dw(DType x, bool has_weight) { return x == DType::f32 && has_weight; }
-BwdLayout bwd_layout(DType x, bool has_weight, bool fused = false);
-
-// After SyncAll, each core sums its columns of the [cores x hidden] partials in core order
-// (tiling.h's reduce_layout).
+inline bool exact_dw(family::Elem x, bool has_weight) { return x == family::Elem::f32 && has_weight; }
+BwdLayout bwd_layout(family::Elem x, bool has_weight, bool fused = false);
 
 // What a variant's supports() decides and its kernel runs (plain data: the choice cache keeps it).
 struct FwdPlan {
@@ -76,15 +75,33 @@ struct FwdPlan {
 struct BwdPlan {
   Impl impl = Impl::single_pass;
   Tiles tiles;
-  std::int64_t reduce_width = 0;  // columns a step of the dW column reduction takes
-  int reduce_depth = 2;
+  ReduceFit reduce;  // the dW column reduction after SyncAll (each core sums its columns in core order)
 };
 // `why` (optional) gets the planner's line: the tiling, or why it does not fit.
-FwdPlan plan_fwd(Impl impl, const Problem& problem, const DeviceModel& device, std::string* why = nullptr);
-BwdPlan plan_bwd(Impl impl, const Problem& problem, const DeviceModel& device, std::string* why = nullptr);
+FwdPlan plan_fwd(Impl impl, const RowNormSizes& sizes, const DeviceModel& device, std::string* why = nullptr);
+BwdPlan plan_bwd(Impl impl, const RowNormSizes& sizes, const DeviceModel& device, std::string* why = nullptr);
 
-// What casting `none` rounds (offset + w) to: the weight's dtype, as the reference defines it
-// (src/ops/reference; PyTorch's rule); with an f32 weight `none` equals `llama`.
-DType none_scale_dtype(DType x, DType w);
+// The variants' supports(): plans on the device's model and says what it planned or why it refuses.
+template <Impl I>
+Verdict fwd_supports(const family::RowNormFwd& d, const DeviceModel& device, FwdPlan& plan);
+template <Impl I>
+Verdict bwd_supports(const family::RowNormBwd& d, const DeviceModel& device, BwdPlan& plan);
 
-}  // namespace opreg::npu::rms
+// The kernels' launches (fwd.cpp, bwd.cpp): each runs the plan its variant's supports() made on
+// the emulator of the call's context and leaves its counters as the emulator's last launch. The
+// backward's scratch (the [cores x hidden] dW partials, ...) comes from the backend's workspace.
+void run_fwd(const family::RowNormFwd& d, const FwdPlan& plan, const KernelContext& ctx);
+void run_bwd(const family::RowNormBwd& d, const BwdPlan& plan, const KernelContext& ctx);
+
+// gpu_port (forced only): the GPU kernel's shape on Ascend (gpu_port.h). Its tiles: the row of
+// every tensor the Triton program loads or stores (fwd: x, residual, weight, y, s; bwd: dy,
+// ds_out, x, weight, dx and the float dW row it accumulates).
+// Desc: RowNormFwd or RowNormBwd.
+template <class Desc>
+Verdict port_supports(const Desc& d, const DeviceModel& device, gpu_port::Port& port);
+// Forced: the port's launch (which fails where the device does), then, where the device took it,
+// the result from the npu's own kernel (single_pass, or chunked for a row UB cannot hold).
+template <class Desc>
+void port_run(const Desc& d, const gpu_port::Port& port, const KernelContext& ctx);
+
+}  // namespace opreg::npu::rms_norm
