@@ -328,6 +328,15 @@ class ParamReduce {
   TQue<TPosition::VECOUT, 2> outP_;
 };
 
+// A kernel entry's body: the kernel object of the launch's parameters, Init with its GM
+// arguments, Process (the shape of every Ascend C kernel entry).
+template <class Kernel, class Params, class... Gm>
+__aicore__ inline void RunKernel(const Params& params, Gm... gm) {
+  Kernel op(params);
+  op.Init(gm...);
+  op.Process();
+}
+
 // Items 0..n-1, each a copy in and then a compute-and-copy-out. Double-buffered (depth 2), the
 // copy in of item i + 1 is issued before item i's compute, so MTE2 overlaps that compute even
 // when it stalls the scalar unit (a GetValue of a statistic); single-buffered, they alternate.

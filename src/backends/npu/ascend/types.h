@@ -34,11 +34,7 @@ using bfloat16_t = opreg::bfloat16;
 // AscendC::Std (lib/std/algorithm.h).
 template <class T, class U>
 struct IsSameType {
-  static constexpr bool value = false;
-};
-template <class T>
-struct IsSameType<T, T> {
-  static constexpr bool value = true;
+  static constexpr bool value = __is_same(T, U);  // the compiler's own test (GCC, Clang, bisheng)
 };
 namespace Std {
 template <class T>

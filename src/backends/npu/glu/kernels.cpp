@@ -30,13 +30,8 @@ namespace opreg::npu::glu {
 namespace {
 
 // ascend-c: begin
-using namespace AscendC;
-using kernel::AsFloat;
-using kernel::CopyRowsIn;
-using kernel::CopyRowsOut;
-using kernel::FloatScratch;
-using kernel::FloatTile;
-using kernel::StoreFloat;
+// The building blocks (kernel_util.h) and, through them, Ascend C's names.
+using namespace kernel;
 
 constexpr float kK = 0.7978845608028654f;  // sqrt(2 / pi)
 constexpr float kC = 0.044715f;

@@ -122,15 +122,8 @@ GluPlan plan_gpu_port(const Layout& layout, const GluSizes& s, const DeviceModel
 }  // namespace
 
 std::string_view to_string(Impl impl) {
-  switch (impl) {
-    case Impl::flat:
-      return "flat";
-    case Impl::sub_block:
-      return "sub_block";
-    case Impl::gpu_port:
-      return "gpu_port";
-  }
-  return "?";
+  constexpr std::string_view kNames[] = {"flat", "sub_block", "gpu_port"};  // Impl's order
+  return kNames[static_cast<int>(impl)];
 }
 
 std::string_view to_string(Act act) { return act == Act::gelu ? "gelu_tanh" : "silu"; }

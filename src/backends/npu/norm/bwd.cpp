@@ -18,12 +18,8 @@ namespace opreg::npu::norm {
 namespace {
 
 // ascend-c: begin
-using namespace AscendC;
-using kernel::AsFloat;
-using kernel::CopyRowsIn;
-using kernel::CopyRowsOut;
-using kernel::PipeSync;
-using kernel::StoreFloat;
+// The building blocks (kernel_util.h) and, through them, Ascend C's names.
+using namespace kernel;
 using namespace kernel_norm;
 
 constexpr int64_t kSetsPerBlockPartial = 32;
@@ -486,9 +482,7 @@ template <class X, class P>
 __global__ __aicore__ void norm_bwd(GM_ADDR dy, GM_ADDR x, GM_ADDR weight, GM_ADDR mean, GM_ADDR rstd, GM_ADDR dx,
                                     GM_ADDR dweight, GM_ADDR dbias, GM_ADDR workspace, const BwdParams& p) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIV_1_0);  // SyncAll before the dW / dB reduction
-  KernelNormGrad<X, P> op(p);
-  op.Init(dy, x, weight, mean, rstd, dx, dweight, dbias, workspace);
-  op.Process();
+  RunKernel<KernelNormGrad<X, P>>(p, dy, x, weight, mean, rstd, dx, dweight, dbias, workspace);
 }
 // ascend-c: end
 

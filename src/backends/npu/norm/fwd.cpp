@@ -17,12 +17,8 @@ namespace opreg::npu::norm {
 namespace {
 
 // ascend-c: begin
-using namespace AscendC;
-using kernel::AsFloat;
-using kernel::CopyRowsIn;
-using kernel::CopyRowsOut;
-using kernel::PipeSync;
-using kernel::StoreFloat;
+// The building blocks (kernel_util.h) and, through them, Ascend C's names.
+using namespace kernel;
 using namespace kernel_norm;
 
 struct FwdParams {
@@ -391,9 +387,7 @@ template <class X, class P>
 __global__ __aicore__ void norm_fwd(GM_ADDR x, GM_ADDR weight, GM_ADDR bias, GM_ADDR y, GM_ADDR mean, GM_ADDR rstd,
                                     const FwdParams& p) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
-  KernelNorm<X, P> op(p);
-  op.Init(x, weight, bias, y, mean, rstd);
-  op.Process();
+  RunKernel<KernelNorm<X, P>>(p, x, weight, bias, y, mean, rstd);
 }
 // ascend-c: end
 

@@ -221,15 +221,8 @@ NormPlan plan(Impl impl, const NormSizes& s0, const DeviceModel& device, std::sp
 }  // namespace
 
 std::string_view to_string(Impl impl) {
-  switch (impl) {
-    case Impl::single_pass:
-      return "single_pass";
-    case Impl::chunked:
-      return "chunked";
-    case Impl::gpu_port:
-      return "gpu_port";
-  }
-  return "?";
+  constexpr std::string_view kNames[] = {"single_pass", "chunked", "gpu_port"};  // Impl's order
+  return kNames[static_cast<int>(impl)];
 }
 
 NormSizes sizes_of(const family::NormFwd& d, NormOp op) { return from(d, op, d.bias != nullptr); }

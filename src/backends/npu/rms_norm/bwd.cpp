@@ -23,12 +23,8 @@ namespace opreg::npu::rms_norm {
 namespace {
 
 // ascend-c: begin
-using namespace AscendC;
-using kernel::AsFloat;
-using kernel::CopyRowsIn;
-using kernel::CopyRowsOut;
-using kernel::PipeSync;
-using kernel::StoreFloat;
+// The building blocks (kernel_util.h) and, through them, Ascend C's names.
+using namespace kernel;
 
 // Rows summed into the block partial before it joins the core's partial: the float chains stay
 // short however many rows a core has.
@@ -389,9 +385,7 @@ template <class X, class W>
 __global__ __aicore__ void rms_norm_bwd(GM_ADDR dy, GM_ADDR ds, GM_ADDR x, GM_ADDR weight, GM_ADDR rstd, GM_ADDR dx,
                                         GM_ADDR dweight, GM_ADDR workspace, const BwdParams& p) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIV_1_0);  // SyncAll before the dW reduction
-  KernelRmsNormGrad<X, W> op(p);
-  op.Init(dy, ds, x, weight, rstd, dx, dweight, workspace);
-  op.Process();
+  RunKernel<KernelRmsNormGrad<X, W>>(p, dy, ds, x, weight, rstd, dx, dweight, workspace);
 }
 // ascend-c: end
 

@@ -22,12 +22,8 @@ namespace opreg::npu::rms_norm {
 namespace {
 
 // ascend-c: begin
-using namespace AscendC;
-using kernel::AsFloat;
-using kernel::CopyRowsIn;
-using kernel::CopyRowsOut;
-using kernel::PipeSync;
-using kernel::StoreFloat;
+// The building blocks (kernel_util.h) and, through them, Ascend C's names.
+using namespace kernel;
 
 struct FwdParams {
   Tiles plan;
@@ -435,9 +431,7 @@ template <class X, class W>
 __global__ __aicore__ void rms_norm_fwd(GM_ADDR x, GM_ADDR residual, GM_ADDR weight, GM_ADDR y, GM_ADDR s, GM_ADDR rstd,
                                         const FwdParams& p) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
-  KernelRmsNorm<X, W> op(p);
-  op.Init(x, residual, weight, y, s, rstd);
-  op.Process();
+  RunKernel<KernelRmsNorm<X, W>>(p, x, residual, weight, y, s, rstd);
 }
 // ascend-c: end
 

@@ -43,15 +43,8 @@ Verdict verdict(bool fits, std::string why, Impl impl, const RowNormSizes& s, co
 }  // namespace
 
 std::string_view to_string(Impl impl) {
-  switch (impl) {
-    case Impl::single_pass:
-      return "single_pass";
-    case Impl::chunked:
-      return "chunked";
-    case Impl::atomic:
-      return "atomic";
-  }
-  return "?";
+  constexpr std::string_view kNames[] = {"single_pass", "chunked", "atomic"};  // Impl's order
+  return kNames[static_cast<int>(impl)];
 }
 
 RowNormSizes sizes_of(const family::RowNormFwd& d) { return sizes_from(d, d.residual != nullptr); }
