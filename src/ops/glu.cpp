@@ -4,6 +4,7 @@
 #include "ops/common.h"
 #include "ops/manifest.h"
 #include "registry/fail.h"
+#include "registry/spellings.h"
 
 namespace opreg {
 namespace {
@@ -31,20 +32,16 @@ GluGrads glu_bwd(const char* op, const Tensor& dc, const Tensor& a, const Tensor
 
 }  // namespace
 
-std::string_view to_string(Rounding rounding) {
-  switch (rounding) {
-    case Rounding::once: return "once";
-    case Rounding::torch: return "torch";
-  }
-  return "?";
-}
+namespace {
+constexpr auto kRoundingNames = spellings<Rounding>("once", "torch");
+}  // namespace
+
+std::string_view to_string(Rounding rounding) { return kRoundingNames(rounding); }
 
 Rounding parse_rounding(std::string_view text, std::string_view op) {
-  for (Rounding r : {Rounding::once, Rounding::torch}) {
-    if (text == to_string(r)) return r;
-  }
-  fail(ErrorKind::invalid_argument, "{}rounding mode '{}' is not accepted; accepted: once, torch",
-       op.empty() ? std::string() : fmt::format("{}: ", op), text);
+  if (const auto r = kRoundingNames.parse(text)) return *r;
+  fail(ErrorKind::invalid_argument, "{}rounding mode '{}' is not accepted; accepted: {}",
+       op.empty() ? std::string() : fmt::format("{}: ", op), text, kRoundingNames.accepted());
 }
 
 Tensor geglu(const Tensor& a, const Tensor& b, Rounding rounding, const ExecContext* ctx) {

@@ -10,6 +10,7 @@
 #include "ops/manifest.h"
 #include "opreg/ops.h"
 #include "registry/fail.h"
+#include "registry/spellings.h"
 
 namespace opreg {
 
@@ -80,20 +81,15 @@ const OpInfo* find_op(std::string_view name) {
 
 }  // namespace manifest
 
-std::string_view to_string(Casting casting) {
-  switch (casting) {
-    case Casting::llama: return "llama";
-    case Casting::gemma: return "gemma";
-    case Casting::none: return "none";
-  }
-  return "?";
-}
+namespace {
+constexpr auto kCastingNames = spellings<Casting>("llama", "gemma", "none");
+}  // namespace
+
+std::string_view to_string(Casting casting) { return kCastingNames(casting); }
 
 Casting parse_casting(std::string_view text) {
-  for (Casting c : {Casting::llama, Casting::gemma, Casting::none}) {
-    if (text == to_string(c)) return c;
-  }
-  fail(ErrorKind::invalid_argument, "casting mode '{}' is not accepted; accepted: llama, gemma, none", text);
+  if (const auto c = kCastingNames.parse(text)) return *c;
+  fail(ErrorKind::invalid_argument, "casting mode '{}' is not accepted; accepted: {}", text, kCastingNames.accepted());
 }
 
 void rows_overflow(const Shape& shape) {

@@ -12,6 +12,7 @@
 #include "ops/reference/reference.h"
 #include "registry/admission.h"
 #include "registry/fail.h"
+#include "registry/spellings.h"
 
 namespace opreg {
 namespace {
@@ -286,32 +287,18 @@ std::unique_ptr<ImplBase> make(Registry& registry, const ProblemSpec& spec, Devi
 
 }  // namespace
 
-std::string_view to_string(OutputKind kind) {
-  switch (kind) {
-    case OutputKind::y: return "y";
-    case OutputKind::dx: return "dx";
-    case OutputKind::dw: return "dw";
-    case OutputKind::stat: return "stat";
-  }
-  return "?";
-}
+namespace {
+constexpr auto kOutputKindNames = spellings<OutputKind>("y", "dx", "dw", "stat");
+constexpr auto kValuesNames = spellings<Values>("random", "large", "equal", "special");
+}  // namespace
 
-std::string_view to_string(Values values) {
-  switch (values) {
-    case Values::random: return "random";
-    case Values::large: return "large";
-    case Values::equal: return "equal";
-    case Values::special: return "special";
-  }
-  return "?";
-}
+std::string_view to_string(OutputKind kind) { return kOutputKindNames(kind); }
+
+std::string_view to_string(Values values) { return kValuesNames(values); }
 
 Values parse_values(std::string_view text) {
-  for (Values v : {Values::random, Values::large, Values::equal, Values::special}) {
-    if (text == to_string(v)) return v;
-  }
-  fail(ErrorKind::invalid_argument, "input values '{}' are not accepted; accepted: random, large, equal, special",
-       text);
+  if (const auto v = kValuesNames.parse(text)) return *v;
+  fail(ErrorKind::invalid_argument, "input values '{}' are not accepted; accepted: {}", text, kValuesNames.accepted());
 }
 
 Tolerance tolerance(OutputKind kind, DType dtype) {

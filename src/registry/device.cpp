@@ -14,19 +14,13 @@
 #include "opreg/error.h"
 #include "registry/admission.h"
 #include "registry/fail.h"
+#include "registry/spellings.h"
 
 namespace opreg {
 
 std::string_view to_string(FallbackPolicy policy) {
-  switch (policy) {
-    case FallbackPolicy::error:
-      return "error";
-    case FallbackPolicy::warn:
-      return "warn";
-    case FallbackPolicy::silent:
-      return "silent";
-  }
-  return "unknown";
+  static constexpr auto kNames = spellings<FallbackPolicy>("error", "warn", "silent");
+  return kNames(policy);
 }
 
 std::string_view DeviceProps::get(std::string_view key) const {

@@ -7,6 +7,7 @@
 
 #include "opreg/error.h"
 #include "registry/fail.h"
+#include "registry/spellings.h"
 
 namespace opreg {
 namespace {
@@ -112,30 +113,16 @@ void store(void* data, std::size_t i, T v) {
 
 }  // namespace
 
-std::string_view to_string(DType dtype) {
-  switch (dtype) {
-    case DType::f32:
-      return "f32";
-    case DType::f16:
-      return "f16";
-    case DType::bf16:
-      return "bf16";
-    case DType::f64:
-      return "f64";
-    case DType::i32:
-      return "i32";
-    case DType::i64:
-      return "i64";
-  }
-  return "unknown";
-}
+namespace {
+constexpr auto kDTypeNames = spellings<DType>("f32", "f16", "bf16", "f64", "i32", "i64");
+static_assert(kDTypeNames.names.size() == kNumDTypes, "a spelling for every dtype");
+}  // namespace
+
+std::string_view to_string(DType dtype) { return kDTypeNames(dtype); }
 
 DType parse_dtype(std::string_view text) {
-  for (int i = 0; i < kNumDTypes; ++i) {
-    const auto d = static_cast<DType>(i);
-    if (text == to_string(d)) return d;
-  }
-  fail(ErrorKind::invalid_argument, "invalid dtype '{}': accepted dtypes are f32, f16, bf16, f64, i32, i64", text);
+  if (const auto d = kDTypeNames.parse(text)) return *d;
+  fail(ErrorKind::invalid_argument, "invalid dtype '{}': accepted dtypes are {}", text, kDTypeNames.accepted());
 }
 
 std::size_t element_size(DType dtype) {

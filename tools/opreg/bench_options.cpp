@@ -6,6 +6,7 @@
 
 #include "bench.h"
 #include "opreg/ops.h"
+#include "registry/spellings.h"
 #include "run_options.h"
 
 namespace opreg::cli {
@@ -60,27 +61,13 @@ one's reason).
 )";
 
 std::string_view to_string(BenchMode mode) {
-  switch (mode) {
-    case BenchMode::forward:
-      return "forward";
-    case BenchMode::backward:
-      return "backward";
-    case BenchMode::full:
-      return "full";
-  }
-  return "?";
+  static constexpr auto kNames = spellings<BenchMode>("forward", "backward", "full");
+  return kNames(mode);
 }
 
 std::string_view option_name(BenchMode mode) {
-  switch (mode) {
-    case BenchMode::forward:
-      return "fwd";
-    case BenchMode::backward:
-      return "bwd";
-    case BenchMode::full:
-      return "fwdbwd";
-  }
-  return "?";
+  static constexpr auto kNames = spellings<BenchMode>("fwd", "bwd", "fwdbwd");
+  return kNames(mode);
 }
 
 namespace {
@@ -158,13 +145,7 @@ BenchOptions parse_bench_args(const std::vector<std::string_view>& args) {
       throw Usage{arg.starts_with("-") ? fmt::format("bench: unknown option '{}'", name)
                                        : fmt::format("bench: unexpected argument '{}'", arg)};
     }
-    std::string_view value;
-    if (inline_value) {
-      value = *inline_value;
-    } else {
-      if (i + 1 == args.size()) throw Usage{fmt::format("bench: {} needs a value", name)};
-      value = args[++i];
-    }
+    const std::string_view value = option_value(kCommand, name, inline_value, args, i);
     once(value);
     if (name == "--ops") {
       std::vector<std::pair<std::string_view, std::string_view>> names;
