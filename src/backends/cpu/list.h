@@ -93,6 +93,13 @@ ListedVariant<Args> isa_entry(Isa isa, Isa level, const char* file = __builtin_F
 #define OPREG_CPU_AVX2_ENTRY(...)
 #endif
 
+// Every cpu list has one shape: the op direction's family kernel `kernel` compiled for avx2, then
+// generic, e.g. OPREG_CPU_LIST(r, level, geglu_fwd_op(), GegluFwdArgs, geglu_fwd).
+#define OPREG_CPU_LIST(registry, level, op, Args, kernel)                                           \
+  register_list(registry, op, "cpu",                                                              \
+                {OPREG_CPU_AVX2_ENTRY(isa_entry<Args, &avx2::kernel>(Isa::avx2, level))            \
+                     isa_entry<Args, &generic::kernel>(Isa::generic, level)})
+
 // The family lists (each registers its ops' lists for the registry's lifetime).
 void register_rms_norm(Registry& registry, Isa level);
 void register_norm(Registry& registry, Isa level);

@@ -4,18 +4,10 @@
 namespace opreg::cpu {
 
 void register_glu(Registry& r, Isa level) {
-  register_list(r, geglu_fwd_op(), "cpu",
-                {OPREG_CPU_AVX2_ENTRY(isa_entry<GegluFwdArgs, &avx2::geglu_fwd>(Isa::avx2, level))
-                     isa_entry<GegluFwdArgs, &generic::geglu_fwd>(Isa::generic, level)});
-  register_list(r, geglu_bwd_op(), "cpu",
-                {OPREG_CPU_AVX2_ENTRY(isa_entry<GegluBwdArgs, &avx2::geglu_bwd>(Isa::avx2, level))
-                     isa_entry<GegluBwdArgs, &generic::geglu_bwd>(Isa::generic, level)});
-  register_list(r, swiglu_fwd_op(), "cpu",
-                {OPREG_CPU_AVX2_ENTRY(isa_entry<SwigluFwdArgs, &avx2::swiglu_fwd>(Isa::avx2, level))
-                     isa_entry<SwigluFwdArgs, &generic::swiglu_fwd>(Isa::generic, level)});
-  register_list(r, swiglu_bwd_op(), "cpu",
-                {OPREG_CPU_AVX2_ENTRY(isa_entry<SwigluBwdArgs, &avx2::swiglu_bwd>(Isa::avx2, level))
-                     isa_entry<SwigluBwdArgs, &generic::swiglu_bwd>(Isa::generic, level)});
+  OPREG_CPU_LIST(r, level, geglu_fwd_op(), GegluFwdArgs, geglu_fwd);
+  OPREG_CPU_LIST(r, level, geglu_bwd_op(), GegluBwdArgs, geglu_bwd);
+  OPREG_CPU_LIST(r, level, swiglu_fwd_op(), SwigluFwdArgs, swiglu_fwd);
+  OPREG_CPU_LIST(r, level, swiglu_bwd_op(), SwigluBwdArgs, swiglu_bwd);
 }
 
 }  // namespace opreg::cpu

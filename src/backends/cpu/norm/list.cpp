@@ -5,18 +5,10 @@
 namespace opreg::cpu {
 
 void register_norm(Registry& r, Isa level) {
-  register_list(r, layer_norm_fwd_op(), "cpu",
-                {OPREG_CPU_AVX2_ENTRY(isa_entry<LayerNormFwdArgs, &avx2::affine_norm_fwd>(Isa::avx2, level))
-                     isa_entry<LayerNormFwdArgs, &generic::affine_norm_fwd>(Isa::generic, level)});
-  register_list(r, layer_norm_bwd_op(), "cpu",
-                {OPREG_CPU_AVX2_ENTRY(isa_entry<LayerNormBwdArgs, &avx2::affine_norm_bwd>(Isa::avx2, level))
-                     isa_entry<LayerNormBwdArgs, &generic::affine_norm_bwd>(Isa::generic, level)});
-  register_list(r, group_norm_fwd_op(), "cpu",
-                {OPREG_CPU_AVX2_ENTRY(isa_entry<GroupNormFwdArgs, &avx2::affine_norm_fwd>(Isa::avx2, level))
-                     isa_entry<GroupNormFwdArgs, &generic::affine_norm_fwd>(Isa::generic, level)});
-  register_list(r, group_norm_bwd_op(), "cpu",
-                {OPREG_CPU_AVX2_ENTRY(isa_entry<GroupNormBwdArgs, &avx2::affine_norm_bwd>(Isa::avx2, level))
-                     isa_entry<GroupNormBwdArgs, &generic::affine_norm_bwd>(Isa::generic, level)});
+  OPREG_CPU_LIST(r, level, layer_norm_fwd_op(), LayerNormFwdArgs, affine_norm_fwd);
+  OPREG_CPU_LIST(r, level, layer_norm_bwd_op(), LayerNormBwdArgs, affine_norm_bwd);
+  OPREG_CPU_LIST(r, level, group_norm_fwd_op(), GroupNormFwdArgs, affine_norm_fwd);
+  OPREG_CPU_LIST(r, level, group_norm_bwd_op(), GroupNormBwdArgs, affine_norm_bwd);
 }
 
 }  // namespace opreg::cpu

@@ -6,18 +6,10 @@
 namespace opreg::cpu {
 
 void register_rms_norm(Registry& r, Isa level) {
-  register_list(r, rms_norm_fwd_op(), "cpu",
-                {OPREG_CPU_AVX2_ENTRY(isa_entry<RmsNormFwdArgs, &avx2::rms_norm_fwd>(Isa::avx2, level))
-                     isa_entry<RmsNormFwdArgs, &generic::rms_norm_fwd>(Isa::generic, level)});
-  register_list(r, rms_norm_bwd_op(), "cpu",
-                {OPREG_CPU_AVX2_ENTRY(isa_entry<RmsNormBwdArgs, &avx2::rms_norm_bwd>(Isa::avx2, level))
-                     isa_entry<RmsNormBwdArgs, &generic::rms_norm_bwd>(Isa::generic, level)});
-  register_list(r, fused_add_rms_norm_fwd_op(), "cpu",
-                {OPREG_CPU_AVX2_ENTRY(isa_entry<FusedAddRmsNormFwdArgs, &avx2::rms_norm_fwd>(Isa::avx2, level))
-                     isa_entry<FusedAddRmsNormFwdArgs, &generic::rms_norm_fwd>(Isa::generic, level)});
-  register_list(r, fused_add_rms_norm_bwd_op(), "cpu",
-                {OPREG_CPU_AVX2_ENTRY(isa_entry<FusedAddRmsNormBwdArgs, &avx2::rms_norm_bwd>(Isa::avx2, level))
-                     isa_entry<FusedAddRmsNormBwdArgs, &generic::rms_norm_bwd>(Isa::generic, level)});
+  OPREG_CPU_LIST(r, level, rms_norm_fwd_op(), RmsNormFwdArgs, rms_norm_fwd);
+  OPREG_CPU_LIST(r, level, rms_norm_bwd_op(), RmsNormBwdArgs, rms_norm_bwd);
+  OPREG_CPU_LIST(r, level, fused_add_rms_norm_fwd_op(), FusedAddRmsNormFwdArgs, rms_norm_fwd);
+  OPREG_CPU_LIST(r, level, fused_add_rms_norm_bwd_op(), FusedAddRmsNormBwdArgs, rms_norm_bwd);
 }
 
 void rms_norm_fwd_generic(const RmsNormFwdArgs& a, const KernelContext& c) { run<RowNormFwd, &generic::rms_norm_fwd>(family::describe(a), c); }
