@@ -31,6 +31,14 @@ T pick(std::string_view option, std::string_view text, std::initializer_list<std
 
 }  // namespace
 
+std::string_view option_value(std::string_view command, std::string_view name,
+                              std::optional<std::string_view> inline_value, const std::vector<std::string_view>& args,
+                              std::size_t& i) {
+  if (inline_value) return *inline_value;
+  if (i + 1 == args.size()) throw Usage{fmt::format("{}: {} needs a value", command, name)};
+  return args[++i];
+}
+
 void bad_option_value(std::string_view command, std::string_view option, std::string_view value,
                       std::string_view accepted) {
   throw Usage{fmt::format("{}: invalid {} '{}'; accepted: {}", command, option, value, accepted)};
@@ -90,13 +98,7 @@ RunOptions parse_run_args(const std::vector<std::string_view>& args) {
     if (std::find(std::begin(kValued), std::end(kValued), name) == std::end(kValued)) {
       throw Usage{fmt::format("run: unknown option '{}'", name)};
     }
-    std::string_view value;
-    if (inline_value) {
-      value = *inline_value;
-    } else {
-      if (i + 1 == args.size()) throw Usage{fmt::format("run: {} needs a value", name)};
-      value = args[++i];
-    }
+    const std::string_view value = option_value("run", name, inline_value, args, i);
     once(name, value);
     if (name == "--device") {
       if (value.empty()) bad_value(name, value, "a device such as cpu, cuda:0, npu (see `opreg devices`)");

@@ -24,6 +24,11 @@ struct Usage {
 // "<command>: invalid <option> '<value>'; accepted: <accepted>".
 [[noreturn]] void bad_option_value(std::string_view command, std::string_view option, std::string_view value,
                                    std::string_view accepted);
+// A valued option's value: the inline one (--name=value), else the next argument (args[++i]); a
+// Usage error "<command>: <name> needs a value" when there is none.
+std::string_view option_value(std::string_view command, std::string_view name,
+                              std::optional<std::string_view> inline_value, const std::vector<std::string_view>& args,
+                              std::size_t& i);
 // A whole decimal integer from lo to hi.
 template <class Int>
 Int parse_int_value(std::string_view command, std::string_view option, std::string_view text, Int lo, Int hi,
