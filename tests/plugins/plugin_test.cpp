@@ -127,14 +127,20 @@ TEST_F(Plugins, ItsKernelRunsAndVerboseLogNamesThePlugin) {
   EXPECT_THAT(log[0], HasSubstr("-> ctoy.rms_norm.fwd.c [accumulate=f64] from plugin '" + kToy + "'"));
 }
 
-TEST_F(Plugins, ARefusedProblemFallsBackWithThePluginsReason) {
-  reg.load_plugin(kToy);
+// An rms_norm.fwd on the toy plugin's device with bf16 activations (its kernel takes f32 only).
+RmsNormFwdArgs bf16_rms_norm_on_ctoy(Registry& reg, std::int64_t rows, std::int64_t hidden) {
   RmsNormFwdArgs a;
   const Device device = reg.parse_device("ctoy");
-  a.x = Tensor::empty({2, 3}, DType::bf16, device, reg);
-  a.y = Tensor::empty({2, 3}, DType::bf16, device, reg);
-  a.rstd = Tensor::empty({2}, DType::f32, device, reg);
+  a.x = Tensor::empty({rows, hidden}, DType::bf16, device, reg);
+  a.y = Tensor::empty({rows, hidden}, DType::bf16, device, reg);
+  a.rstd = Tensor::empty({rows}, DType::f32, device, reg);
   a.x.fill(1.0, reg);
+  return a;
+}
+
+TEST_F(Plugins, ARefusedProblemFallsBackWithThePluginsReason) {
+  reg.load_plugin(kToy);
+  const RmsNormFwdArgs a = bf16_rms_norm_on_ctoy(reg, 2, 3);
   const DispatchResult r = reg.call(rms_norm_fwd_op(), a);
   EXPECT_TRUE(r.fell_back);  // ctoy's policy: warn
   ASSERT_EQ(log.size(), 1U);
@@ -148,12 +154,7 @@ TEST_F(Plugins, ForcingAVariantPastItsRefusalIsAnErrorNamingItAndTheReason) {
   Config c;
   c.force_variants = {"ctoy.rms_norm.fwd.c"};
   reg.set_config(c);
-  RmsNormFwdArgs a;
-  const Device device = reg.parse_device("ctoy");
-  a.x = Tensor::empty({64, 5000}, DType::bf16, device, reg);
-  a.y = Tensor::empty({64, 5000}, DType::bf16, device, reg);
-  a.rstd = Tensor::empty({64}, DType::f32, device, reg);
-  a.x.fill(1.0, reg);
+  const RmsNormFwdArgs a = bf16_rms_norm_on_ctoy(reg, 64, 5000);
   EXPECT_TRUE(ThrowsError([&] { reg.call(rms_norm_fwd_op(), a); }, ErrorKind::unsupported,
                           {"ctoy.rms_norm.fwd.c is forced by OPREG_FORCE_VARIANT but refuses this problem",
                            "the C kernel takes f32 activations only"}));
@@ -161,7 +162,7 @@ TEST_F(Plugins, ForcingAVariantPastItsRefusalIsAnErrorNamingItAndTheReason) {
   EXPECT_EQ(reg.choose(rms_norm_fwd_op(), a, &why), nullptr);
   EXPECT_THAT(why, HasSubstr("refuses this problem"));
   // An f32 problem it accepts still runs, forced.
-  RmsNormFwdArgs f = problem(device, 3, 5);
+  RmsNormFwdArgs f = problem(reg.parse_device("ctoy"), 3, 5);
   EXPECT_EQ(reg.call(rms_norm_fwd_op(), f).variant->name, "ctoy.rms_norm.fwd.c");
 }
 

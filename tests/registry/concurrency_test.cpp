@@ -18,6 +18,7 @@
 #include "ops/problem.h"
 #include "ops/reference/reference.h"
 #include "support/host_backend.h"
+#include "support/real_backends.h"
 #include "support/test_op.h"
 
 namespace opreg::testing {
@@ -252,19 +253,10 @@ std::vector<Config> config_cycle(bool npu) {
 }
 
 TEST(RegistryConcurrency, EveryOpCheckedWhileVariantsAndConfigurationChurn) {
-#ifdef OPREG_TEST_NPU
-  constexpr bool kNpu = true;
-#else
-  constexpr bool kNpu = false;
-#endif
   Registry reg;
-  register_cpu(reg);
-#ifdef OPREG_TEST_NPU
-  register_npu(reg);
-#endif
-  reg.set_log_sink([](std::string_view) {});
+  register_real_backends(reg);
   std::vector<std::string> devices{"cpu"};
-  if (kNpu) devices.emplace_back("npu:0");
+  if (kWithNpu) devices.emplace_back("npu:0");
 
   constexpr int kDispatchers = 8;
   constexpr int kMinRounds = 3;        // each dispatcher: at least this many passes over its problems
@@ -332,7 +324,7 @@ TEST(RegistryConcurrency, EveryOpCheckedWhileVariantsAndConfigurationChurn) {
     overrides.fetch_add(1);
     std::this_thread::yield();
   }));
-  const std::vector<Config> configs = config_cycle(kNpu);
+  const std::vector<Config> configs = config_cycle(kWithNpu);
   threads.push_back(churner([&](int i) {
     if (i % 7 == 6) {
       reg.reload_config();

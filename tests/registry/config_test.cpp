@@ -393,25 +393,21 @@ TEST_F(ConfigSetConfig, RejectsMalformedDeviceLikeReload) {
   }
 }
 
-TEST_F(ConfigSetConfig, RejectsVerboseOutOfRangeLikeReload) {
-  for (int verbose : {3, -1}) {
-    SCOPED_TRACE(verbose);
+TEST_F(ConfigSetConfig, RejectsVerboseAndNumThreadsOutOfRangeLikeReload) {
+  struct Case {
+    int opreg::Config::*field;
+    int value;
+    const char* variable;
+  };
+  for (const Case& k : {Case{&opreg::Config::verbose, 3, "OPREG_VERBOSE"}, Case{&opreg::Config::verbose, -1, "OPREG_VERBOSE"},
+                        Case{&opreg::Config::num_threads, 5000, "OPREG_NUM_THREADS"},
+                        Case{&opreg::Config::num_threads, -1, "OPREG_NUM_THREADS"}}) {
+    SCOPED_TRACE(::testing::Message() << k.variable << " " << k.value);
     reg.set_config(opreg::Config{});  // a known starting point for each value
     opreg::Config c;
-    c.verbose = verbose;
-    EXPECT_TRUE(ThrowsError([&] { reg.set_config(c); }, ErrorKind::invalid_argument, {"OPREG_VERBOSE"}));
-    EXPECT_EQ(reg.config().verbose, 0);
-  }
-}
-
-TEST_F(ConfigSetConfig, RejectsNumThreadsOutOfRangeLikeReload) {
-  for (int threads : {5000, -1}) {
-    SCOPED_TRACE(threads);
-    reg.set_config(opreg::Config{});  // a known starting point for each value
-    opreg::Config c;
-    c.num_threads = threads;
-    EXPECT_TRUE(ThrowsError([&] { reg.set_config(c); }, ErrorKind::invalid_argument, {"OPREG_NUM_THREADS"}));
-    EXPECT_EQ(reg.config().num_threads, 0);
+    c.*k.field = k.value;
+    EXPECT_TRUE(ThrowsError([&] { reg.set_config(c); }, ErrorKind::invalid_argument, {k.variable}));
+    EXPECT_EQ(reg.config().*k.field, 0);
   }
 }
 

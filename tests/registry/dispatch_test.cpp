@@ -240,15 +240,9 @@ TEST_F(DispatchTest, FallbackErrorPolicyNamesOpDeviceAndReasons) {
   StrictMock<MockKernel> k;
   auto r = reg.add_variant(scale_op(), mock_variant("gpu", "k", 1, k, true));
   EXPECT_CALL(k, Supports(_, _)).WillRepeatedly(Return(Verdict::reject("needs 16-byte alignment")));
-  try {
-    reg.call(scale_op(), args_on(dev("gpu")));
-    FAIL() << "expected opreg::Error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::unsupported);
-    EXPECT_THAT(e.what(), HasSubstr("test_scale.fwd on gpu:0"));
-    EXPECT_THAT(e.what(), HasSubstr("gpu.test_scale.fwd.k: needs 16-byte alignment"));
-    EXPECT_THAT(e.what(), HasSubstr("fallback policy of gpu is error"));
-  }
+  EXPECT_TRUE(ThrowsError([&] { reg.call(scale_op(), args_on(dev("gpu"))); }, ErrorKind::unsupported,
+                          {"test_scale.fwd on gpu:0", "gpu.test_scale.fwd.k: needs 16-byte alignment",
+                           "fallback policy of gpu is error"}));
   EXPECT_EQ(reg.fallback_count(), 0U);
 }
 
@@ -286,13 +280,8 @@ TEST_F(DispatchTest, FallbackSilentDoesNotLogUnlessVerbose) {
 
 TEST_F(DispatchTest, CpuWithoutAnAcceptedVariantIsAnErrorNotAFallback) {
   configure({{"OPREG_FALLBACK", "warn"}});
-  try {
-    reg.call(scale_op(), args_on(Device{}));
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::unsupported);
-    EXPECT_THAT(e.what(), HasSubstr("test_scale.fwd on cpu"));
-  }
+  EXPECT_TRUE(
+      ThrowsError([&] { reg.call(scale_op(), args_on(Device{})); }, ErrorKind::unsupported, {"test_scale.fwd on cpu"}));
 }
 
 TEST_F(DispatchTest, DuplicateNameIsAnErrorNamingBothSites) {
@@ -355,11 +344,9 @@ TEST_F(DispatchTest, VariantNamesAreValidated) {
   EXPECT_THROW(auto r = reg.add_variant(scale_op(), mock_variant("gpu", "Bad-Name", 1, k)), Error);
   EXPECT_THROW(auto r = reg.add_variant(scale_op(), mock_variant("gpu", "ref", 1, k)), Error);  // reserved
   auto ok = reg.add_variant(scale_op(), mock_variant("cpu", "ref", 1, k));
-  try {
-    auto r = reg.add_variant(scale_op(), mock_variant("nosuch", "k", 1, k));
-  } catch (const Error& e) {
-    EXPECT_THAT(e.what(), HasSubstr("backend 'nosuch' is not registered (registered: cpu, gpu, npu)"));
-  }
+  EXPECT_TRUE(ThrowsError([&] { auto r = reg.add_variant(scale_op(), mock_variant("nosuch", "k", 1, k)); },
+                          ErrorKind::invalid_argument,
+                          {"backend 'nosuch' is not registered (registered: cpu, gpu, npu)"}));
 }
 
 TEST_F(DispatchTest, MixedDeviceArgumentsAreRefusedNamingEachTensorsDevice) {
@@ -367,13 +354,7 @@ TEST_F(DispatchTest, MixedDeviceArgumentsAreRefusedNamingEachTensorsDevice) {
   auto r = reg.add_variant(scale_op(), mock_variant("gpu", "k", 1, k));
   ScaleArgs a = args_on(dev("gpu"));
   a.y = Tensor::empty(a.x.shape(), DType::f32, Device{}, reg);
-  try {
-    reg.call(scale_op(), a);
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::invalid_argument);
-    EXPECT_THAT(e.what(), HasSubstr("x on gpu:0, y on cpu"));
-  }
+  EXPECT_TRUE(ThrowsError([&] { reg.call(scale_op(), a); }, ErrorKind::invalid_argument, {"x on gpu:0, y on cpu"}));
 }
 
 TEST_F(DispatchTest, CheckFunctionRunsBeforeAnyVariant) {

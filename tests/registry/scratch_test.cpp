@@ -12,6 +12,7 @@
 #include "backends/builtin.h"
 #include "ops/problem.h"
 #include "support/host_backend.h"
+#include "support/real_backends.h"
 #include "support/test_op.h"
 #include "support/throws_error.h"
 
@@ -209,11 +210,7 @@ class ScratchKernels : public ::testing::TestWithParam<RealCase> {};
 TEST_P(ScratchKernels, AllScratchOfABackwardComesFromTheAllocator) {
   const RealCase& c = GetParam();
   Registry reg;
-  register_cpu(reg);
-#ifdef OPREG_TEST_NPU
-  register_npu(reg);
-#endif
-  reg.set_log_sink([](std::string_view) {});
+  register_real_backends(reg);
   const std::string_view backend = std::string_view(c.device).substr(0, std::string_view(c.device).find(':'));
   bool here = false;
   for (const BackendInfo& b : reg.backends()) here = here || (b.name == backend && b.availability.available);
