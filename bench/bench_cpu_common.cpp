@@ -8,6 +8,11 @@
 
 namespace opreg::bench {
 
+Shape bench_shape(const std::string& base, std::int64_t rows, std::int64_t hidden) {
+  if (problem_options(base + ".fwd").groups) return Shape{32, hidden / 16, 4096};
+  return Shape{rows, hidden};
+}
+
 struct OpProblem::Impl {
   std::unique_ptr<Problem> problem;
 };

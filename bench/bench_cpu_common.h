@@ -23,12 +23,9 @@ inline void fill_pattern(Tensor& t, std::uint64_t seed) {
   }
 }
 
-// The shape of an op's input for a benchmark "hidden": rows x hidden, and for group_norm
-// N = 32, C = hidden / 16, HW = 4096 (32 groups).
-inline Shape bench_shape(const std::string& base, std::int64_t rows, std::int64_t hidden) {
-  if (base == "group_norm") return Shape{32, hidden / 16, 4096};
-  return Shape{rows, hidden};
-}
+// The shape of an op's input for a benchmark "hidden": rows x hidden, and for a grouped op
+// (group_norm) N = 32, C = hidden / 16, HW = 4096 (32 groups).
+Shape bench_shape(const std::string& base, std::int64_t rows, std::int64_t hidden);
 inline constexpr std::int64_t kGroups = 32;
 
 // One op direction's arguments, allocated and filled once; run() dispatches it.

@@ -8,6 +8,8 @@
 #include <random>
 #include <utility>
 
+#include "bench_cpu_common.h"
+
 namespace opreg::bench {
 
 namespace {
@@ -118,11 +120,7 @@ int bench_main(int argc, char** argv, const char* program, void (*register_cases
       ->Iterations(20)
       ->Unit(benchmark::kMicrosecond);
   register_cases();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return run_benchmarks(argc, argv);
 }
 
 }  // namespace opreg::bench

@@ -5,172 +5,77 @@
 // the same cases with the same method and writes the table from both.
 //
 // Method (bench_cuda_common.h): L2 flushed before each timed run, CUDA events around the work
-// alone on the default stream, the median of 20-200 runs after 3 warm-ups; inputs random in
-// [-2, 2]; weight and bias in x's dtype.
+// alone on the default stream, the median of 20-200 runs after 3 warm-ups. The tensors come from
+// the one problem factory (src/ops/problem.h), as the tests' and `opreg bench`'s do: inputs
+// random in [-2, 2], weight and bias in x's dtype, a backward's statistics from the reference
+// forward on the same inputs.
 //
 // Cases: ops/<op>/<dir>/<dtype>/<shape>, where dir is fwd, or fwdbwd (the forward then the
 // backward, parameter gradients included: dweight, and dbias for layer_norm and group_norm):
-//   rms_norm, fused_add_rms_norm, layer_norm, geglu, swiglu: rows x hidden, 4096 x {1024 .. 32768}
-//     and 65536 x 4096 (geglu and swiglu: a, b and c all of that shape), bf16 and f32;
-//   group_norm: N x C x HW = 32 x {256, 512, 1024, 2048} x 4096, 32 groups, bf16 and f32;
+//   every op of the manifest whose problem has rows: rows x hidden, 4096 x {1024 .. 32768} and
+//     65536 x 4096 (geglu and swiglu: a, b and c all of that shape), bf16 and f32;
+//   the grouped ops (group_norm): N x C x HW = 32 x {256, 512, 1024, 2048} x 4096, 32 groups,
+//     bf16 and f32;
 //   decode: the row ops at {1, 8, 64} x {4096, 8192}, bf16, forward only (a latency, in us).
 // Counters: us, GBps, bytes, copy_us, copy_GBps, of_copy; the label names the chosen variants
-// (forward+backward). The whole run takes about a minute on an H100.
+// (forward+backward). The problems are made on the host (the factory), so
+// the whole run takes a few minutes.
 #include <benchmark/benchmark.h>
 
 #include <array>
-#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
 
+#include "bench_cpu_common.h"
 #include "bench_cuda_common.h"
-#include "opreg/ops.h"
+#include "ops/problem.h"
 
 namespace {
 
 using namespace opreg;
 using namespace opreg::bench;
 
-constexpr std::int64_t kGroups = 32;
-constexpr std::array<std::string_view, 5> kRowOps{"rms_norm", "fused_add_rms_norm", "layer_norm", "geglu", "swiglu"};
+// Whether the op's problem is grouped (N, C, spatial...) rather than rows x hidden: the
+// manifest's word for it, through the factory.
+bool grouped(std::string_view op) { return problem_options(std::string(op) + ".fwd").groups; }
 
-// One problem's tensors and its two calls, kept while consecutive cases share (op, shape, dtype).
-struct Problem {
+// The factory's problems of one case, kept while consecutive cases share (op, shape, dtype):
+// the forward, and the backward once a fwdbwd case asks for it.
+struct Problems {
   std::string key;
-  std::function<DispatchResult()> fwd;
-  std::function<DispatchResult()> bwd;
+  std::unique_ptr<Problem> fwd;
+  std::unique_ptr<Problem> bwd;
 };
 
-template <class Fwd, class Bwd>
-struct Calls {
-  Fwd fwd;
-  Bwd bwd;
-};
-
-// The tensors of one op at one shape: inputs random (seed > 0), outputs left as allocated; the
-// forward runs once so that the backward finds its statistics.
-std::unique_ptr<Problem> make_problem(std::string_view op, const Shape& shape, DType dt) {
-  Gpu& g = gpu();
-  const auto t = [&](const Shape& s, DType d, std::uint64_t seed) {
-    Tensor x = Tensor::empty(s, d, g.dev, g.reg);
-    if (seed > 0) fill_random(x, seed);
-    return x;
-  };
-  const bool grouped = op == "group_norm";
-  const Shape params = grouped ? Shape{shape[1]} : Shape{shape[shape.ndim() - 1]};
-  const Shape stats = grouped ? Shape{shape[0], kGroups} : Shape{rows_hidden(shape).rows};
-  constexpr DType f32 = DType::f32;
-  auto p = std::make_unique<Problem>();
-  if (op == "rms_norm") {
-    auto c = std::make_shared<Calls<RmsNormFwdArgs, RmsNormBwdArgs>>();
-    c->fwd = {.x = t(shape, dt, 1), .weight = t(params, dt, 2), .y = t(shape, dt, 0), .rstd = t(stats, f32, 0)};
-    c->bwd = {.dy = t(shape, dt, 3),
-              .x = c->fwd.x,
-              .weight = c->fwd.weight,
-              .rstd = c->fwd.rstd,
-              .dx = t(shape, dt, 0),
-              .dweight = t(params, dt, 0)};
-    p->fwd = [c] { return rms_norm_fwd(c->fwd); };
-    p->bwd = [c] { return rms_norm_bwd(c->bwd); };
-  } else if (op == "fused_add_rms_norm") {
-    auto c = std::make_shared<Calls<FusedAddRmsNormFwdArgs, FusedAddRmsNormBwdArgs>>();
-    c->fwd = {.x = t(shape, dt, 1),
-              .residual = t(shape, dt, 4),
-              .weight = t(params, dt, 2),
-              .y = t(shape, dt, 0),
-              .s = t(shape, dt, 0),
-              .rstd = t(stats, f32, 0)};
-    c->bwd = {.dy = t(shape, dt, 3),
-              .ds_out = t(shape, dt, 5),
-              .s = c->fwd.s,
-              .weight = c->fwd.weight,
-              .rstd = c->fwd.rstd,
-              .dx = t(shape, dt, 0),
-              .dweight = t(params, dt, 0)};
-    p->fwd = [c] { return fused_add_rms_norm_fwd(c->fwd); };
-    p->bwd = [c] { return fused_add_rms_norm_bwd(c->bwd); };
-  } else if (op == "layer_norm" || grouped) {
-    auto c = std::make_shared<Calls<LayerNormFwdArgs, LayerNormBwdArgs>>();
-    c->fwd = {.x = t(shape, dt, 1),
-              .weight = t(params, dt, 2),
-              .bias = t(params, dt, 6),
-              .y = t(shape, dt, 0),
-              .mean = t(stats, f32, 0),
-              .rstd = t(stats, f32, 0)};
-    c->bwd = {.dy = t(shape, dt, 3),
-              .x = c->fwd.x,
-              .weight = c->fwd.weight,
-              .mean = c->fwd.mean,
-              .rstd = c->fwd.rstd,
-              .dx = t(shape, dt, 0),
-              .dweight = t(params, dt, 0),
-              .dbias = t(params, dt, 0)};
-    if (grouped) {
-      // The same tensors in group_norm's structs (its fields are layer_norm's and num_groups).
-      auto gc = std::make_shared<Calls<GroupNormFwdArgs, GroupNormBwdArgs>>();
-      const auto& f = c->fwd;
-      const auto& b = c->bwd;
-      gc->fwd = {.x = f.x,
-                 .weight = f.weight,
-                 .bias = f.bias,
-                 .y = f.y,
-                 .mean = f.mean,
-                 .rstd = f.rstd,
-                 .num_groups = kGroups};
-      gc->bwd = {.dy = b.dy,
-                 .x = b.x,
-                 .weight = b.weight,
-                 .mean = b.mean,
-                 .rstd = b.rstd,
-                 .dx = b.dx,
-                 .dweight = b.dweight,
-                 .dbias = b.dbias,
-                 .num_groups = kGroups};
-      p->fwd = [gc] { return group_norm_fwd(gc->fwd); };
-      p->bwd = [gc] { return group_norm_bwd(gc->bwd); };
-    } else {
-      p->fwd = [c] { return layer_norm_fwd(c->fwd); };
-      p->bwd = [c] { return layer_norm_bwd(c->bwd); };
-    }
-  } else if (op == "geglu" || op == "swiglu") {
-    auto c = std::make_shared<Calls<GluFwdArgs, GluBwdArgs>>();
-    c->fwd = {.a = t(shape, dt, 1), .b = t(shape, dt, 7), .c = t(shape, dt, 0)};
-    c->bwd = {.dc = t(shape, dt, 3), .a = c->fwd.a, .b = c->fwd.b, .da = t(shape, dt, 0), .db = t(shape, dt, 0)};
-    if (op == "geglu") {
-      p->fwd = [c] { return geglu_fwd(c->fwd); };
-      p->bwd = [c] { return geglu_bwd(c->bwd); };
-    } else {
-      p->fwd = [c] { return swiglu_fwd(c->fwd); };
-      p->bwd = [c] { return swiglu_bwd(c->bwd); };
-    }
-  } else {
-    return nullptr;
-  }
-  p->fwd();
-  gpu_check(gpuStreamSynchronize(nullptr), "cudaStreamSynchronize");
-  return p;
+std::unique_ptr<Problem> make_problem(std::string_view op, Direction dir, const Shape& shape, DType dt) {
+  ProblemSpec spec;
+  spec.op = std::string(op) + "." + std::string(to_string(dir));
+  spec.dtype = dt;
+  spec.wdtype = dt;
+  spec.shape = shape;
+  spec.groups = kGroups;
+  return std::make_unique<Problem>(gpu().reg, spec, gpu().dev);
 }
 
-// The problem of this case, made when the case differs from the last one in (op, shape, dtype);
-// the last one's tensors are freed first (the largest need 7 GiB).
-Problem* problem_for(std::string_view op, const Shape& shape, DType dt, std::string& why) {
-  static std::unique_ptr<Problem> current;
+// The problems of this case; the last case's tensors are freed first when it differs in (op,
+// shape, dtype) (the largest need 7 GiB). Null with `why` set when the factory refuses.
+Problems* problems_for(std::string_view op, const Shape& shape, DType dt, bool with_bwd, std::string& why) {
+  static Problems current;
   const std::string key = std::string(op) + "/" + shape.str() + "/" + std::string(to_string(dt));
-  if (current && current->key == key) return current.get();
-  current.reset();
   try {
-    current = make_problem(op, shape, dt);
+    if (current.key != key) {
+      current = {};
+      current.fwd = make_problem(op, Direction::fwd, shape, dt);
+      current.key = key;
+    }
+    if (with_bwd && !current.bwd) current.bwd = make_problem(op, Direction::bwd, shape, dt);
   } catch (const Error& e) {
+    current = {};
     why = e.what();
     return nullptr;
   }
-  if (!current) {
-    why = "unknown op " + std::string(op);
-    return nullptr;
-  }
-  current->key = key;
-  return current.get();
+  return &current;
 }
 
 std::string impl_of(const DispatchResult& r) {
@@ -186,7 +91,7 @@ std::uint64_t case_bytes(std::string_view op, const Shape& shape, DType dt, bool
 
 void run_case(benchmark::State& state, std::string op, Shape shape, DType dt, bool with_bwd) {
   std::string why;
-  Problem* p = problem_for(op, shape, dt, why);
+  Problems* p = problems_for(op, shape, dt, with_bwd, why);
   if (p == nullptr) {
     state.SkipWithError(("setup: " + why).c_str());
     return;
@@ -194,10 +99,10 @@ void run_case(benchmark::State& state, std::string op, Shape shape, DType dt, bo
   std::string label;
   timed(state, case_bytes(op, shape, dt, with_bwd), [&]() -> std::string {
     try {
-      label = impl_of(p->fwd());
+      label = impl_of(p->fwd->run());
       if (with_bwd) {
         label += '+';  // appended in two steps: "+" + string trips g++ 12's -Wrestrict
-        label += impl_of(p->bwd());
+        label += impl_of(p->bwd->run());
       }
       return {};
     } catch (const Error& e) {
@@ -219,19 +124,21 @@ void add_case(std::string_view op, const Shape& shape, DType dt, bool with_bwd) 
 void register_all() {
   const std::array<Shape, 7> rows{Shape{4096, 1024},  Shape{4096, 2048},  Shape{4096, 4096}, Shape{4096, 8192},
                                   Shape{4096, 16384}, Shape{4096, 32768}, Shape{65536, 4096}};
-  for (const std::string_view op : kRowOps) {
+  for (const std::string_view op : op_names()) {
     for (const DType dt : {DType::bf16, DType::f32}) {
-      for (const Shape& s : rows) {
-        for (const bool with_bwd : {false, true}) add_case(op, s, dt, with_bwd);
+      if (grouped(op)) {
+        for (const std::int64_t c : {256, 512, 1024, 2048}) {
+          for (const bool with_bwd : {false, true}) add_case(op, Shape{32, c, 4096}, dt, with_bwd);
+        }
+      } else {
+        for (const Shape& s : rows) {
+          for (const bool with_bwd : {false, true}) add_case(op, s, dt, with_bwd);
+        }
       }
     }
   }
-  for (const DType dt : {DType::bf16, DType::f32}) {
-    for (const std::int64_t c : {256, 512, 1024, 2048}) {
-      for (const bool with_bwd : {false, true}) add_case("group_norm", Shape{32, c, 4096}, dt, with_bwd);
-    }
-  }
-  for (const std::string_view op : kRowOps) {
+  for (const std::string_view op : op_names()) {
+    if (grouped(op)) continue;
     for (const std::int64_t r : {1, 8, 64}) {
       for (const std::int64_t h : {4096, 8192}) add_case(op, Shape{r, h}, DType::bf16, false);
     }
