@@ -93,12 +93,16 @@ ListedVariant<Args> isa_entry(Isa isa, Isa level, const char* file = __builtin_F
 #define OPREG_CPU_AVX2_ENTRY(...)
 #endif
 
-// Every cpu list has one shape: the op direction's family kernel `kernel` compiled for avx2, then
-// generic, e.g. OPREG_CPU_LIST(r, level, geglu_fwd_op(), GegluFwdArgs, geglu_fwd).
+// Every cpu list has one shape: the op direction's family kernel compiled for avx2, then generic.
+// OPREG_CPU_LISTS registers both directions of an op, Op##FwdArgs with kernel##_fwd and
+// Op##BwdArgs with kernel##_bwd, e.g. OPREG_CPU_LISTS(r, level, layer_norm, LayerNorm, affine_norm).
 #define OPREG_CPU_LIST(registry, level, op, Args, kernel)                                           \
   register_list(registry, op, "cpu",                                                              \
                 {OPREG_CPU_AVX2_ENTRY(isa_entry<Args, &avx2::kernel>(Isa::avx2, level))            \
                      isa_entry<Args, &generic::kernel>(Isa::generic, level)})
+#define OPREG_CPU_LISTS(registry, level, op, Op, kernel)                                            \
+  OPREG_CPU_LIST(registry, level, op##_fwd_op(), Op##FwdArgs, kernel##_fwd);                      \
+  OPREG_CPU_LIST(registry, level, op##_bwd_op(), Op##BwdArgs, kernel##_bwd)
 
 // The family lists (each registers its ops' lists for the registry's lifetime).
 void register_rms_norm(Registry& registry, Isa level);

@@ -4,10 +4,8 @@
 namespace opreg::cpu {
 
 void register_glu(Registry& r, Isa level) {
-  OPREG_CPU_LIST(r, level, geglu_fwd_op(), GegluFwdArgs, geglu_fwd);
-  OPREG_CPU_LIST(r, level, geglu_bwd_op(), GegluBwdArgs, geglu_bwd);
-  OPREG_CPU_LIST(r, level, swiglu_fwd_op(), SwigluFwdArgs, swiglu_fwd);
-  OPREG_CPU_LIST(r, level, swiglu_bwd_op(), SwigluBwdArgs, swiglu_bwd);
+  OPREG_CPU_LISTS(r, level, geglu, Geglu, geglu);
+  OPREG_CPU_LISTS(r, level, swiglu, Swiglu, swiglu);
 }
 
 }  // namespace opreg::cpu

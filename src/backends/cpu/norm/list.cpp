@@ -5,10 +5,8 @@
 namespace opreg::cpu {
 
 void register_norm(Registry& r, Isa level) {
-  OPREG_CPU_LIST(r, level, layer_norm_fwd_op(), LayerNormFwdArgs, affine_norm_fwd);
-  OPREG_CPU_LIST(r, level, layer_norm_bwd_op(), LayerNormBwdArgs, affine_norm_bwd);
-  OPREG_CPU_LIST(r, level, group_norm_fwd_op(), GroupNormFwdArgs, affine_norm_fwd);
-  OPREG_CPU_LIST(r, level, group_norm_bwd_op(), GroupNormBwdArgs, affine_norm_bwd);
+  OPREG_CPU_LISTS(r, level, layer_norm, LayerNorm, affine_norm);
+  OPREG_CPU_LISTS(r, level, group_norm, GroupNorm, affine_norm);
 }
 
 }  // namespace opreg::cpu

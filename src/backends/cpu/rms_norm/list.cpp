@@ -6,10 +6,8 @@
 namespace opreg::cpu {
 
 void register_rms_norm(Registry& r, Isa level) {
-  OPREG_CPU_LIST(r, level, rms_norm_fwd_op(), RmsNormFwdArgs, rms_norm_fwd);
-  OPREG_CPU_LIST(r, level, rms_norm_bwd_op(), RmsNormBwdArgs, rms_norm_bwd);
-  OPREG_CPU_LIST(r, level, fused_add_rms_norm_fwd_op(), FusedAddRmsNormFwdArgs, rms_norm_fwd);
-  OPREG_CPU_LIST(r, level, fused_add_rms_norm_bwd_op(), FusedAddRmsNormBwdArgs, rms_norm_bwd);
+  OPREG_CPU_LISTS(r, level, rms_norm, RmsNorm, rms_norm);
+  OPREG_CPU_LISTS(r, level, fused_add_rms_norm, FusedAddRmsNorm, rms_norm);
 }
 
 void rms_norm_fwd_generic(const RmsNormFwdArgs& a, const KernelContext& c) { run<RowNormFwd, &generic::rms_norm_fwd>(family::describe(a), c); }
