@@ -11,21 +11,13 @@
 #include "opreg/plugin.h"
 #include "test_plugin.h"
 
-static const char* refusal(const opreg_glu_fwd_args* a) {
+static const char* refusal(const void* args) {
+  const opreg_glu_fwd_args* a = args;
   /* The struct as this build's header has it: what opreg hands a plugin of that version. */
   if (a->struct_size != sizeof *a) return "unexpected argument struct";
   if (!is_f32(a->a) || !is_f32(a->b) || !is_f32(a->c)) return "the C kernel takes f32 tensors only";
   return NULL;
 }
-
-static int32_t glu_supports(void* user, const void* args, const opreg_device_props* props, char* reason,
-                            size_t size) {
-  (void)user, (void)props;
-  const char* why = refusal(args);
-  return why != NULL ? report(reason, size, 0, why) : 1;
-}
-
-static float* at(const DLTensor* t) { return t->data == NULL ? NULL : (float*)((char*)t->data + t->byte_offset); }
 
 static int32_t glu_run(void* user, const void* args, const opreg_kernel_context* ctx, char* message, size_t size) {
   (void)user, (void)ctx;
@@ -49,5 +41,5 @@ static int32_t glu_run(void* user, const void* args, const opreg_kernel_context*
 }
 
 OPREG_PLUGIN_EXPORT int32_t opreg_plugin_init(const opreg_host* host, char* message, size_t size) {
-  return register_cpu_variant(host, "geglu.fwd", "cglu", glu_supports, glu_run, message, size);
+  return register_cpu_variant(host, "geglu.fwd", "cglu", supports_unless_refused, glu_run, message, size);
 }

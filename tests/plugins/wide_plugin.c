@@ -10,25 +10,14 @@
 #include "opreg/plugin.h"
 #include "test_plugin.h"
 
-static const char* refusal(const opreg_group_norm_bwd_args* a) {
+static const char* refusal(const void* args) {
+  const opreg_group_norm_bwd_args* a = args;
   if (a->struct_size != sizeof *a) return "unexpected argument struct";
   const DLTensor* all[] = {a->dy, a->x, a->weight, a->mean, a->rstd, a->dx, a->dweight, a->dbias};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) {
     if (!is_f32(all[i])) return "the C kernel takes f32 tensors only";
   }
   return NULL;
-}
-
-static int32_t wide_supports(void* user, const void* args, const opreg_device_props* props, char* reason,
-                             size_t size) {
-  (void)user, (void)props;
-  const char* why = refusal(args);
-  return why != NULL ? report(reason, size, 0, why) : 1;
-}
-
-/* An empty tensor may have no memory at all. */
-static float* at(const DLTensor* t) {
-  return t == NULL || t->data == NULL ? NULL : (float*)((char*)t->data + t->byte_offset);
 }
 
 static int32_t wide_run(void* user, const void* args, const opreg_kernel_context* ctx, char* message, size_t size) {
@@ -94,5 +83,5 @@ static int32_t wide_run(void* user, const void* args, const opreg_kernel_context
 }
 
 OPREG_PLUGIN_EXPORT int32_t opreg_plugin_init(const opreg_host* host, char* message, size_t size) {
-  return register_cpu_variant(host, "group_norm.bwd", "cwide", wide_supports, wide_run, message, size);
+  return register_cpu_variant(host, "group_norm.bwd", "cwide", supports_unless_refused, wide_run, message, size);
 }
