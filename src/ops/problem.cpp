@@ -12,6 +12,7 @@
 #include "ops/reference/reference.h"
 #include "registry/admission.h"
 #include "registry/fail.h"
+#include "registry/splitmix.h"
 #include "registry/spellings.h"
 
 namespace opreg {
@@ -50,17 +51,6 @@ bool left_out(const Field& f, const ProblemSpec& s) {
 }
 
 // ---- Inputs: a seeded stream per tensor (see Values).
-
-struct SplitMix {
-  std::uint64_t state;
-  std::uint64_t next() {
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
-};
 
 // `set` is the length of a normalisation set (a row; group_norm: an (n, group)), for `equal`.
 void fill_random(Tensor& host, std::uint64_t seed, int stream, Values values, std::int64_t set) {

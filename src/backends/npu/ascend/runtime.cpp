@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "registry/fail.h"
+#include "registry/splitmix.h"
 
 namespace opreg::npu {
 namespace detail {
@@ -22,20 +23,6 @@ namespace {
 
 // A launch that was aborted by another block's error unwinds its blocks with this.
 struct Aborted {};
-
-struct SplitMix {
-  std::uint64_t state;
-  std::uint64_t next() {
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-  }
-  template <class It>
-  void shuffle(It first, It last) {
-    for (auto n = last - first; n > 1; --n) std::swap(first[n - 1], first[static_cast<std::ptrdiff_t>(next() % n)]);
-  }
-};
 
 std::string block_list(const std::vector<std::int64_t>& blocks) {
   std::string out;
@@ -471,7 +458,7 @@ LaunchCounters Emulator::launch(std::string_view kernel, std::int64_t block_dim,
   }
   std::lock_guard lock(launch_mutex_);
   const std::uint64_t n = launches_.fetch_add(1);
-  detail::SplitMix mix{seed_.load() ^ (n * 0xD1B54A32D192ED03ULL)};
+  SplitMix mix{seed_.load() ^ (n * 0xD1B54A32D192ED03ULL)};
   const std::uint64_t seed = mix.next();
   int threads = host_threads_.load();
   if (threads <= 0) threads = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
