@@ -60,15 +60,10 @@ written, a --compare that is not a regular file of at most 64 MiB), 3 a device i
 one's reason).
 )";
 
-std::string_view to_string(BenchMode mode) {
-  static constexpr auto kNames = spellings<BenchMode>("forward", "backward", "full");
-  return kNames(mode);
-}
-
-std::string_view option_name(BenchMode mode) {
-  static constexpr auto kNames = spellings<BenchMode>("fwd", "bwd", "fwdbwd");
-  return kNames(mode);
-}
+constexpr auto kModeNames = spellings<BenchMode>("forward", "backward", "full");
+constexpr auto kModeOptions = spellings<BenchMode>("fwd", "bwd", "fwdbwd");
+std::string_view to_string(BenchMode mode) { return kModeNames(mode); }
+std::string_view option_name(BenchMode mode) { return kModeOptions(mode); }
 
 namespace {
 

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 
+#include "backends/npu/profile.h"
+#include "registry/spellings.h"
+
 namespace opreg::npu {
 namespace {
 
@@ -82,28 +85,22 @@ std::int64_t layout_bytes(std::span<const UbItem> layout, const TileShape& shape
   return total;
 }
 
-std::string_view to_string(TileMode mode) {
-  switch (mode) {
-    case TileMode::one_row_per_core:
-      return "one_row_per_core";
-    case TileMode::multi_row:
-      return "multi_row";
-    case TileMode::split_row:
-      return "split_row";
-  }
-  return "?";
-}
+constexpr auto kTileModeNames = spellings<TileMode>("one_row_per_core", "multi_row", "split_row");
+constexpr auto kPartitionNames = spellings<Partition>("contiguous", "cann", "grid_stride");
+std::string_view to_string(TileMode mode) { return kTileModeNames(mode); }
+std::string_view to_string(Partition partition) { return kPartitionNames(partition); }
 
-std::string_view to_string(Partition partition) {
-  switch (partition) {
-    case Partition::contiguous:
-      return "contiguous";
-    case Partition::cann:
-      return "cann";
-    case Partition::grid_stride:
-      return "grid_stride";
-  }
-  return "?";
+PlanRequest request_on(const DeviceModel& device, std::string_view kernel, std::int64_t rows, std::int64_t cols,
+                       std::span<const UbItem> layout, family::Elem x) {
+  PlanRequest r;
+  r.kernel = kernel;
+  r.rows = rows;
+  r.cols = cols;
+  r.layout = layout;
+  r.gm_elem_bytes = elem_bytes(x);
+  r.vector_cores = device.profile->vector_cores;
+  r.ub_bytes = static_cast<std::int64_t>(device.ub_bytes);
+  return r;
 }
 
 Plan plan_tiles(const PlanRequest& r) {

@@ -7,42 +7,17 @@
 #include <string>
 
 #include "registry/fail.h"
+#include "registry/spellings.h"
 
 namespace opreg::npu::AscendC {
 
 namespace {
 
-const char* position_name(TPosition p) {
-  switch (p) {
-    case TPosition::GM:
-      return "GM";
-    case TPosition::VECIN:
-      return "VECIN";
-    case TPosition::VECOUT:
-      return "VECOUT";
-    case TPosition::VECCALC:
-      return "VECCALC";
-  }
-  return "?";
-}
+constexpr auto position_name = spellings<TPosition>("GM", "VECIN", "VECOUT", "VECCALC");
 
-const char* use_name(detail_::Use use) {
-  switch (use) {
-    case detail_::Use::vector_read:
-      return "read by a vector instruction";
-    case detail_::Use::vector_write:
-      return "written by a vector instruction";
-    case detail_::Use::dma_in:
-      return "filled by a copy from GM";
-    case detail_::Use::dma_out:
-      return "copied to GM";
-    case detail_::Use::scalar_read:
-      return "read by the scalar unit";
-    case detail_::Use::scalar_write:
-      return "written by the scalar unit";
-  }
-  return "used";
-}
+constexpr auto use_name =
+    spellings<detail_::Use>("read by a vector instruction", "written by a vector instruction", "filled by a copy from GM",
+                            "copied to GM", "read by the scalar unit", "written by the scalar unit");
 
 }  // namespace
 
@@ -100,7 +75,7 @@ void bad_use(const npu::detail::Core& core, const void* addr, std::uint64_t byte
   } else if (bytes > tensor_bytes) {
     why = fmt::format("would cover {} bytes of a LocalTensor of {} bytes", bytes, tensor_bytes);
   } else {
-    const char* pos = position_name(buffer->position);
+    const std::string_view pos = position_name(buffer->position);
     switch (buffer->state) {
       case BufState::free:
         why = fmt::format("is a free {} queue buffer (after FreeTensor)", pos);
