@@ -87,6 +87,12 @@ struct PlanRequest {
   std::int64_t max_stat_rows = 1024;  // statistics rows a split-row kernel batches
 };
 
+struct DeviceModel;
+// A request on `device` (its vector cores and UB): `rows` x `cols` of tile rows with `layout` in
+// UB, `x`'s elements in GM; the caller sets what else the kernel needs (splitting, partition).
+PlanRequest request_on(const DeviceModel& device, std::string_view kernel, std::int64_t rows, std::int64_t cols,
+                       std::span<const UbItem> layout, family::Elem x);
+
 // The tiling, plain data (a variant's supports() makes it, the choice cache keeps it, the kernel
 // runs it).
 struct Tiles {

@@ -21,23 +21,18 @@ std::vector<Tunable> tunables(Impl impl) {
   return {};
 }
 
-// geglu and swiglu: one descriptor, the gate a template argument of supports and run.
+// One direction's list: the impls I in priority order; geglu and swiglu share the descriptor, the
+// gate a template argument of supports and run.
+template <Act A, class Args, auto Run, Impl... I>
+void register_impls(Registry& r, const Op<Args>& op) {
+  using D = family::Descriptor<Args>;
+  register_list(r, op, "npu", {family_entry<Args, &supports<A, I, D>, Run>(std::string(to_string(I)), tunables(I))...});
+}
+
 template <Act A>
 void register_ops(Registry& r, const Op<GluFwdArgs>& fwd, const Op<GluBwdArgs>& bwd) {
-  using F = family::GluFwd;
-  using B = family::GluBwd;
-  register_list(r, fwd, "npu",
-                {family_entry<GluFwdArgs, &supports<A, Impl::flat, F>, &run_fwd<A>>("flat", tunables(Impl::flat)),
-                 family_entry<GluFwdArgs, &supports<A, Impl::sub_block, F>, &run_fwd<A>>("sub_block",
-                                                                                        tunables(Impl::sub_block)),
-                 family_entry<GluFwdArgs, &supports<A, Impl::gpu_port, F>, &run_fwd<A>>("gpu_port",
-                                                                                       tunables(Impl::gpu_port))});
-  register_list(r, bwd, "npu",
-                {family_entry<GluBwdArgs, &supports<A, Impl::flat, B>, &run_bwd<A>>("flat", tunables(Impl::flat)),
-                 family_entry<GluBwdArgs, &supports<A, Impl::sub_block, B>, &run_bwd<A>>("sub_block",
-                                                                                        tunables(Impl::sub_block)),
-                 family_entry<GluBwdArgs, &supports<A, Impl::gpu_port, B>, &run_bwd<A>>("gpu_port",
-                                                                                       tunables(Impl::gpu_port))});
+  register_impls<A, GluFwdArgs, &run_fwd<A>, Impl::flat, Impl::sub_block, Impl::gpu_port>(r, fwd);
+  register_impls<A, GluBwdArgs, &run_bwd<A>, Impl::flat, Impl::sub_block, Impl::gpu_port>(r, bwd);
 }
 
 }  // namespace

@@ -41,14 +41,8 @@ GluPlan plan_flat(const Layout& layout, const GluSizes& s, const DeviceModel& de
   while (line > z.align && bytes_at(layout, line, z.align, 1) > z.avail) line /= 2;
   p.line = line;
   const auto items = layout.items();
-  PlanRequest r;
-  r.kernel = s.backward ? "glu_bwd_flat" : "glu_fwd_flat";
-  r.rows = ceil_div(s.n, line);
-  r.cols = line;
-  r.layout = items;
-  r.gm_elem_bytes = elem_bytes(s.x);
-  r.vector_cores = device.profile->vector_cores;
-  r.ub_bytes = static_cast<std::int64_t>(device.ub_bytes);
+  PlanRequest r =
+      request_on(device, s.backward ? "glu_bwd_flat" : "glu_fwd_flat", ceil_div(s.n, line), line, items, s.x);
   r.allow_split = false;
   const Plan t = plan_tiles(r);
   p.fits = t.fits;
@@ -74,14 +68,8 @@ template <class Layout>
 GluPlan plan_sub_block(const Layout& layout, const GluSizes& s, const DeviceModel& device, std::string& why) {
   GluPlan p;
   const auto items = layout.items();
-  PlanRequest r;
-  r.kernel = s.backward ? "glu_bwd_sub_block" : "glu_fwd_sub_block";
-  r.rows = s.rows;
-  r.cols = s.cols;
-  r.layout = items;
-  r.gm_elem_bytes = elem_bytes(s.x);
-  r.vector_cores = device.profile->vector_cores;
-  r.ub_bytes = static_cast<std::int64_t>(device.ub_bytes);
+  PlanRequest r =
+      request_on(device, s.backward ? "glu_bwd_sub_block" : "glu_fwd_sub_block", s.rows, s.cols, items, s.x);
   r.force_split = true;
   const Plan t = plan_tiles(r);
   p.fits = t.fits;

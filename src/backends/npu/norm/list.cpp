@@ -22,20 +22,18 @@ std::vector<Tunable> tunables(Impl impl, bool backward) {
   return tiled_tunables(own);
 }
 
+// The same impls, in priority order, for both directions of both ops.
+template <NormOp N, class Fwd, class Bwd, Impl... I>
+void register_impls(Registry& r, const Op<Fwd>& fwd, const Op<Bwd>& bwd) {
+  register_list(r, fwd, "npu",
+                {family_entry<Fwd, &supports<N, I, family::NormFwd>, &run_fwd<N>>(std::string(to_string(I)), tunables(I, false))...});
+  register_list(r, bwd, "npu",
+                {family_entry<Bwd, &supports<N, I, family::NormBwd>, &run_bwd<N>>(std::string(to_string(I)), tunables(I, true))...});
+}
+
 template <NormOp N, class Fwd, class Bwd>
 void register_ops(Registry& r, const Op<Fwd>& fwd, const Op<Bwd>& bwd) {
-  register_list(
-      r, fwd, "npu",
-      {family_entry<Fwd, &fwd_supports<N, Impl::single_pass>, &run_fwd<N>>("single_pass",
-                                                                             tunables(Impl::single_pass, false)),
-       family_entry<Fwd, &fwd_supports<N, Impl::chunked>, &run_fwd<N>>("chunked", tunables(Impl::chunked, false)),
-       family_entry<Fwd, &fwd_supports<N, Impl::gpu_port>, &run_fwd<N>>("gpu_port", tunables(Impl::gpu_port, false))});
-  register_list(
-      r, bwd, "npu",
-      {family_entry<Bwd, &bwd_supports<N, Impl::single_pass>, &run_bwd<N>>("single_pass",
-                                                                             tunables(Impl::single_pass, true)),
-       family_entry<Bwd, &bwd_supports<N, Impl::chunked>, &run_bwd<N>>("chunked", tunables(Impl::chunked, true)),
-       family_entry<Bwd, &bwd_supports<N, Impl::gpu_port>, &run_bwd<N>>("gpu_port", tunables(Impl::gpu_port, true))});
+  register_impls<N, Fwd, Bwd, Impl::single_pass, Impl::chunked, Impl::gpu_port>(r, fwd, bwd);
 }
 
 }  // namespace

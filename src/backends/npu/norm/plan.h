@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "backends/npu/profile.h"
 #include "backends/npu/tiling.h"
@@ -130,19 +131,13 @@ struct NormPlan {
 NormPlan plan_fwd(Impl impl, const NormSizes& sizes, const DeviceModel& device, std::string* why = nullptr);
 NormPlan plan_bwd(Impl impl, const NormSizes& sizes, const DeviceModel& device, std::string* why = nullptr);
 
-// The variants' supports(): plans on the device's model and says what it planned or why it
-// refuses (gpu_port always refuses, naming the GPU kernel's numbers).
-template <NormOp Op, Impl I>
-Verdict fwd_supports(const family::NormFwd& d, const DeviceModel& device, NormPlan& plan) {
+// The variants' supports(), both directions: plans on the device's model and says what it
+// planned or why it refuses (gpu_port always refuses, naming the GPU kernel's numbers).
+template <NormOp Op, Impl I, class Desc>
+Verdict supports(const Desc& d, const DeviceModel& device, NormPlan& plan) {
   std::string why;
-  plan = plan_fwd(I, sizes_of(d, Op), device, &why);
-  if (I != Impl::gpu_port && plan.tiles.fits) return {true, std::move(why)};
-  return Verdict::reject(std::move(why));
-}
-template <NormOp Op, Impl I>
-Verdict bwd_supports(const family::NormBwd& d, const DeviceModel& device, NormPlan& plan) {
-  std::string why;
-  plan = plan_bwd(I, sizes_of(d, Op), device, &why);
+  constexpr bool kBwd = std::is_same_v<Desc, family::NormBwd>;
+  plan = (kBwd ? plan_bwd : plan_fwd)(I, sizes_of(d, Op), device, &why);
   if (I != Impl::gpu_port && plan.tiles.fits) return {true, std::move(why)};
   return Verdict::reject(std::move(why));
 }

@@ -24,15 +24,15 @@ void register_ops(Registry& r, const Op<Fwd>& fwd, const Op<Bwd>& bwd) {
   using FwdDesc = family::Descriptor<Fwd>;
   using BwdDesc = family::Descriptor<Bwd>;
   register_list(r, fwd, "npu",
-                {family_entry<Fwd, &fwd_supports<Impl::single_pass>, &run_fwd>(
+                {family_entry<Fwd, &supports<Impl::single_pass, FwdDesc, FwdPlan>, &run_fwd>(
                      "single_pass", tunables(Impl::single_pass, false)),
-                 family_entry<Fwd, &fwd_supports<Impl::chunked>, &run_fwd>("chunked", tunables(Impl::chunked, false)),
+                 family_entry<Fwd, &supports<Impl::chunked, FwdDesc, FwdPlan>, &run_fwd>("chunked", tunables(Impl::chunked, false)),
                  family_entry<Fwd, &port_supports<FwdDesc>, &port_run<FwdDesc>>("gpu_port", kPortTunables)});
   register_list(r, bwd, "npu",
-                {family_entry<Bwd, &bwd_supports<Impl::single_pass>, &run_bwd>(
+                {family_entry<Bwd, &supports<Impl::single_pass, BwdDesc, BwdPlan>, &run_bwd>(
                      "single_pass", tunables(Impl::single_pass, true)),
-                 family_entry<Bwd, &bwd_supports<Impl::chunked>, &run_bwd>("chunked", tunables(Impl::chunked, true)),
-                 family_entry<Bwd, &bwd_supports<Impl::atomic>, &run_bwd>("atomic", tunables(Impl::atomic, true)),
+                 family_entry<Bwd, &supports<Impl::chunked, BwdDesc, BwdPlan>, &run_bwd>("chunked", tunables(Impl::chunked, true)),
+                 family_entry<Bwd, &supports<Impl::atomic, BwdDesc, BwdPlan>, &run_bwd>("atomic", tunables(Impl::atomic, true)),
                  family_entry<Bwd, &port_supports<BwdDesc>, &port_run<BwdDesc>>("gpu_port", kPortTunables)});
 }
 

@@ -13,14 +13,9 @@ namespace {
 template <class Desc>
 constexpr bool kBackward = std::is_same_v<Desc, family::RowNormBwd>;
 
-PlanRequest request(const RowNormSizes& s, const DeviceModel& device, std::span<const UbItem> layout, Impl impl) {
-  PlanRequest r;
-  r.rows = s.rows;
-  r.cols = s.cols;
-  r.layout = layout;
-  r.gm_elem_bytes = elem_bytes(s.x);
-  r.vector_cores = device.profile->vector_cores;
-  r.ub_bytes = static_cast<std::int64_t>(device.ub_bytes);
+PlanRequest request(const RowNormSizes& s, const DeviceModel& device, std::span<const UbItem> layout, Impl impl,
+                    std::string_view kernel) {
+  PlanRequest r = request_on(device, kernel, s.rows, s.cols, layout, s.x);
   r.allow_split = impl != Impl::single_pass;
   r.force_split = impl == Impl::chunked;
   return r;
@@ -94,8 +89,7 @@ BwdLayout bwd_layout(family::Elem x, bool has_weight, bool fused) {
 
 FwdPlan plan_fwd(Impl impl, const RowNormSizes& s, const DeviceModel& device, std::string* why) {
   const auto items = fwd_layout(s.x, s.has_weight, s.fused, short_rows(s.cols)).items();
-  PlanRequest r = request(s, device, items, impl);
-  r.kernel = s.fused ? "fused_add_rms_norm_fwd" : "rms_norm_fwd";
+  const PlanRequest r = request(s, device, items, impl, s.fused ? "fused_add_rms_norm_fwd" : "rms_norm_fwd");
   Plan p = plan_tiles(r);
   if (why != nullptr) *why = std::move(p.why);
   return {impl, p};
@@ -106,8 +100,7 @@ BwdPlan plan_bwd(Impl impl, const RowNormSizes& s, const DeviceModel& device, st
   // No rows still leaves dweight to clear: one core, planned as for one row, takes none.
   RowNormSizes planned = s;
   planned.rows = s.rows == 0 ? 1 : s.rows;
-  PlanRequest r = request(planned, device, items, impl);
-  r.kernel = s.fused ? "fused_add_rms_norm_bwd" : "rms_norm_bwd";
+  const PlanRequest r = request(planned, device, items, impl, s.fused ? "fused_add_rms_norm_bwd" : "rms_norm_bwd");
   Plan tiles = plan_tiles(r);
   if (s.rows == 0) {
     tiles.rows = 0;
@@ -117,25 +110,23 @@ BwdPlan plan_bwd(Impl impl, const RowNormSizes& s, const DeviceModel& device, st
   return {impl, tiles, fit_reduce(s.w, exact_dw(s.x, s.has_weight), device.ub_bytes)};
 }
 
-template <Impl I>
-Verdict fwd_supports(const family::RowNormFwd& d, const DeviceModel& device, FwdPlan& plan) {
+template <Impl I, class Desc, class Plan>
+Verdict supports(const Desc& d, const DeviceModel& device, Plan& plan) {
+  constexpr bool kBwd = std::is_same_v<Desc, family::RowNormBwd>;
   std::string why;
   const RowNormSizes s = sizes_of(d);
-  plan = plan_fwd(I, s, device, &why);
-  return verdict(plan.tiles.fits, std::move(why), I, s, "fwd");
+  if constexpr (kBwd) {
+    plan = plan_bwd(I, s, device, &why);
+  } else {
+    plan = plan_fwd(I, s, device, &why);
+  }
+  return verdict(plan.tiles.fits, std::move(why), I, s, kBwd ? "bwd" : "fwd");
 }
-template <Impl I>
-Verdict bwd_supports(const family::RowNormBwd& d, const DeviceModel& device, BwdPlan& plan) {
-  std::string why;
-  const RowNormSizes s = sizes_of(d);
-  plan = plan_bwd(I, s, device, &why);
-  return verdict(plan.tiles.fits, std::move(why), I, s, "bwd");
-}
-template Verdict fwd_supports<Impl::single_pass>(const family::RowNormFwd&, const DeviceModel&, FwdPlan&);
-template Verdict fwd_supports<Impl::chunked>(const family::RowNormFwd&, const DeviceModel&, FwdPlan&);
-template Verdict bwd_supports<Impl::single_pass>(const family::RowNormBwd&, const DeviceModel&, BwdPlan&);
-template Verdict bwd_supports<Impl::chunked>(const family::RowNormBwd&, const DeviceModel&, BwdPlan&);
-template Verdict bwd_supports<Impl::atomic>(const family::RowNormBwd&, const DeviceModel&, BwdPlan&);
+template Verdict supports<Impl::single_pass>(const family::RowNormFwd&, const DeviceModel&, FwdPlan&);
+template Verdict supports<Impl::chunked>(const family::RowNormFwd&, const DeviceModel&, FwdPlan&);
+template Verdict supports<Impl::single_pass>(const family::RowNormBwd&, const DeviceModel&, BwdPlan&);
+template Verdict supports<Impl::chunked>(const family::RowNormBwd&, const DeviceModel&, BwdPlan&);
+template Verdict supports<Impl::atomic>(const family::RowNormBwd&, const DeviceModel&, BwdPlan&);
 
 template <class Desc>
 Verdict port_supports(const Desc& d, const DeviceModel& device, gpu_port::Port& port) {

@@ -81,11 +81,10 @@ struct BwdPlan {
 FwdPlan plan_fwd(Impl impl, const RowNormSizes& sizes, const DeviceModel& device, std::string* why = nullptr);
 BwdPlan plan_bwd(Impl impl, const RowNormSizes& sizes, const DeviceModel& device, std::string* why = nullptr);
 
-// The variants' supports(): plans on the device's model and says what it planned or why it refuses.
-template <Impl I>
-Verdict fwd_supports(const family::RowNormFwd& d, const DeviceModel& device, FwdPlan& plan);
-template <Impl I>
-Verdict bwd_supports(const family::RowNormBwd& d, const DeviceModel& device, BwdPlan& plan);
+// The variants' supports(), both directions (FwdPlan for RowNormFwd, BwdPlan for RowNormBwd):
+// plans on the device's model and says what it planned or why it refuses.
+template <Impl I, class Desc, class Plan>
+Verdict supports(const Desc& d, const DeviceModel& device, Plan& plan);
 
 // The kernels' launches (fwd.cpp, bwd.cpp): each runs the plan its variant's supports() made on
 // the emulator of the call's context and leaves its counters as the emulator's last launch. The
