@@ -45,6 +45,12 @@ inline void Split(const LocalTensor<float>& hi, const LocalTensor<float>& lo, co
   Sub(lo, a, hi, n);
 }
 
+// dst = a clamped to [-bound, bound] (a NaN stays NaN).
+inline void Clamp(const LocalTensor<float>& dst, const LocalTensor<float>& a, float bound, uint32_t n) {
+  Maxs(dst, a, -bound, n);
+  Mins(dst, dst, bound, n);
+}
+
 // e = a * b - fl(a * b), exactly (Dekker's TwoProduct without FMA) for |a|, |b| <= 2^63;
 // s[0..4] are scratch.
 inline void ProductError(const LocalTensor<float>& e, const LocalTensor<float>& a, const LocalTensor<float>& b,
@@ -54,10 +60,8 @@ inline void ProductError(const LocalTensor<float>& e, const LocalTensor<float>& 
   const LocalTensor<float>& bh = s[2];
   const LocalTensor<float>& bl = s[3];
   const LocalTensor<float>& tmp = s[4];
-  Maxs(al, a, -kExactBound, n);
-  Mins(al, al, kExactBound, n);
-  Maxs(bl, b, -kExactBound, n);
-  Mins(bl, bl, kExactBound, n);
+  Clamp(al, a, kExactBound, n);
+  Clamp(bl, b, kExactBound, n);
   Mul(e, al, bl, n);  // p, the clamped operands' product
   Split(ah, al, al, tmp, n);
   Split(bh, bl, bl, tmp, n);
@@ -83,10 +87,8 @@ inline void AddCompensated(const LocalTensor<float>& hi, const LocalTensor<float
   const LocalTensor<float>& err = s[2];
   const LocalTensor<float>& hc = s[3];
   const LocalTensor<float>& vc = s[4];
-  Maxs(hc, hi, -kSumBound, n);
-  Mins(hc, hc, kSumBound, n);
-  Maxs(vc, v, -kSumBound, n);
-  Mins(vc, vc, kSumBound, n);
+  Clamp(hc, hi, kSumBound, n);
+  Clamp(vc, v, kSumBound, n);
   Add(sum, hc, vc, n);
   Sub(z, sum, hc, n);    // the part of v that reached the sum
   Sub(err, sum, z, n);   // the part of hi that did

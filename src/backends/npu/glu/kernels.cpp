@@ -168,9 +168,23 @@ void Slope(const LocalTensor<float>& t, const LocalTensor<float>& a, const Local
 
 // ---- the kernels
 
-// What both directions share: the plan, the tile walk, the pipe.
-template <class X>
+// What both directions share: the plan, the pipe, and Process: the tile walk over the kernel's
+// own stages (Kernel::CopyIn, then Compute and CopyOut, pipelined).
+template <class X, class Kernel>
 class KernelGluBase {
+ public:
+  void Process() {
+    Kernel& k = static_cast<Kernel&>(*this);
+    const Walk walk(p_, GetBlockIdx());
+    kernel::Pipelined(
+        walk.count(), p_.depth, [&](int64_t i) { k.CopyIn(walk.span(i)); },
+        [&](int64_t i) {
+          const Span s = walk.span(i);
+          k.Compute(static_cast<uint32_t>(s.len));
+          k.CopyOut(s);
+        });
+  }
+
  protected:
   explicit KernelGluBase(const GluPlan& p) : p_(p), shape_{1, p.tile, 1, kernel::kRowAlign<X>} {}
 
@@ -180,21 +194,15 @@ class KernelGluBase {
     gm.SetGlobalBuffer(reinterpret_cast<__gm__ X*>(addr), static_cast<uint64_t>(p_.n));
   }
 
-  template <class In, class Body>
-  void ForEachTile(In&& in, Body&& body) {
-    const Walk walk(p_, GetBlockIdx());
-    kernel::Pipelined(
-        walk.count(), p_.depth, [&](int64_t i) { in(walk.span(i)); }, [&](int64_t i) { body(walk.span(i)); });
-  }
-
   GluPlan p_;
   TileShape shape_;
   TPipe pipe_;
 };
 
 template <class X, Act A>
-class KernelGluFwd : KernelGluBase<X> {
-  using Base = KernelGluBase<X>;
+class KernelGluFwd : public KernelGluBase<X, KernelGluFwd<X, A>> {
+  using Base = KernelGluBase<X, KernelGluFwd<X, A>>;
+  friend Base;
   using Base::bytes;
   using Base::depth;
   using Base::p_;
@@ -214,14 +222,6 @@ class KernelGluFwd : KernelGluBase<X> {
     pipe_.InitBuffer(outC_, depth(), bytes(l.c));
     if (l.af.size != 0) pipe_.InitBuffer(afBuf_, bytes(l.af));
     pipe_.InitBuffer(tBuf_, bytes(l.t));
-  }
-
-  void Process() {
-    this->ForEachTile([&](Span s) { CopyIn(s); },
-                      [&](Span s) {
-                        Compute(static_cast<uint32_t>(s.len));
-                        CopyOut(s);
-                      });
   }
 
  private:
@@ -267,8 +267,9 @@ class KernelGluFwd : KernelGluBase<X> {
 };
 
 template <class X, Act A>
-class KernelGluBwd : KernelGluBase<X> {
-  using Base = KernelGluBase<X>;
+class KernelGluBwd : public KernelGluBase<X, KernelGluBwd<X, A>> {
+  using Base = KernelGluBase<X, KernelGluBwd<X, A>>;
+  friend Base;
   using Base::bytes;
   using Base::depth;
   using Base::p_;
@@ -296,14 +297,6 @@ class KernelGluBwd : KernelGluBase<X> {
     pipe_.InitBuffer(sBuf_, bytes(l.s));
     if (l.slope.size != 0) pipe_.InitBuffer(slopeBuf_, bytes(l.slope));
     if (l.value.size != 0) pipe_.InitBuffer(valueBuf_, bytes(l.value));
-  }
-
-  void Process() {
-    this->ForEachTile([&](Span s) { CopyIn(s); },
-                      [&](Span s) {
-                        Compute(static_cast<uint32_t>(s.len));
-                        CopyOut(s);
-                      });
   }
 
  private:
