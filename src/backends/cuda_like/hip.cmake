@@ -9,11 +9,8 @@
 find_program(OPREG_HIPCC hipcc)
 find_package(hip CONFIG QUIET)
 if(NOT OPREG_HIPCC OR NOT hip_FOUND)
-  set(why "OPREG_GPU_VENDOR=hip needs hipcc and HIP's CMake package (Debian: apt-get install hipcc, or scripts/install-deps.sh hip)")
-  if(OPREG_WITH_CUDA STREQUAL "ON")
-    message(FATAL_ERROR "${why}")
-  endif()
-  message(STATUS "cuda backend (HIP): not built: ${why}")
+  opreg_backend_missing(OPREG_WITH_CUDA "cuda backend (HIP)"
+                        "OPREG_GPU_VENDOR=hip needs hipcc and HIP's CMake package (Debian: apt-get install hipcc, or scripts/install-deps.sh hip)")
   return()
 endif()
 # gfx90a (MI200) and gfx940 (MI300; ROCm 5.2 has no gfx942).

@@ -40,6 +40,14 @@
 #define FMT_F16 1
 #define FMT_BF16 2
 
+// The kernels of every element format, M(name, fmt), and of every (x, weight) format pair the ops
+// take, M(name, xf, wf): each family instantiates its kernel macros through these lists.
+#define FOR_EACH_FORMAT(M) M(f32, FMT_F32) M(f16, FMT_F16) M(bf16, FMT_BF16)
+#define FOR_EACH_FORMAT_PAIR(M)                                                                  \
+  M(f32_f32, FMT_F32, FMT_F32)                                                                   \
+  M(f16_f16, FMT_F16, FMT_F16) M(f16_f32, FMT_F16, FMT_F32) M(bf16_bf16, FMT_BF16, FMT_BF16)    \
+  M(bf16_f32, FMT_BF16, FMT_F32)
+
 #define CAST_LLAMA 0
 #define CAST_GEMMA 1
 #define CAST_NONE 2

@@ -138,9 +138,5 @@ inline void glu_bwd_chunk(global const uchar* dc, global const uchar* a, global 
 #define GLU_CHUNK(name, fmt) GLU_KERNELS(name, fmt, _chunk, GLU_COMMA ulong chunk, chunk GLU_COMMA)
 #define GLU_COMMA ,
 
-GLU_STREAM(f32, FMT_F32)
-GLU_STREAM(f16, FMT_F16)
-GLU_STREAM(bf16, FMT_BF16)
-GLU_CHUNK(f32, FMT_F32)
-GLU_CHUNK(f16, FMT_F16)
-GLU_CHUNK(bf16, FMT_BF16)
+FOR_EACH_FORMAT(GLU_STREAM)
+FOR_EACH_FORMAT(GLU_CHUNK)

@@ -545,11 +545,7 @@ inline void norm_bwd_split(global const uchar* dy, global const uchar* x, global
 
 #define NORM_ALL_KERNELS(name, xf, pf) NORM_SET_KERNELS(name, xf, pf) NORM_SPLIT_KERNELS(name, xf, pf)
 
-NORM_ALL_KERNELS(f32_f32, FMT_F32, FMT_F32)
-NORM_ALL_KERNELS(f16_f16, FMT_F16, FMT_F16)
-NORM_ALL_KERNELS(f16_f32, FMT_F16, FMT_F32)
-NORM_ALL_KERNELS(bf16_bf16, FMT_BF16, FMT_BF16)
-NORM_ALL_KERNELS(bf16_f32, FMT_BF16, FMT_F32)
+FOR_EACH_FORMAT_PAIR(NORM_ALL_KERNELS)
 
 #define NORM_DW_COLUMNS_KERNEL(name, xf)                                                                     \
   kernel void norm_dw_columns_##name(global const uchar* dy, ulong dy_off, global const uchar* x,            \
@@ -564,8 +560,6 @@ NORM_ALL_KERNELS(bf16_f32, FMT_BF16, FMT_F32)
                     want_w, want_b, xf);                                                                     \
   }
 
-NORM_DW_COLUMNS_KERNEL(f32, FMT_F32)
-NORM_DW_COLUMNS_KERNEL(f16, FMT_F16)
-NORM_DW_COLUMNS_KERNEL(bf16, FMT_BF16)
+FOR_EACH_FORMAT(NORM_DW_COLUMNS_KERNEL)
 
 DW_REDUCE_KERNELS(norm)

@@ -468,8 +468,4 @@ inline void norm_bwd_rows(global const uchar* dy, global const uchar* x, global 
                   spread, row_block, tile, has_weight, want_w, want_b, xf, pf);                                \
   }
 
-NORM_ROWS_KERNELS(f32_f32, FMT_F32, FMT_F32)
-NORM_ROWS_KERNELS(f16_f16, FMT_F16, FMT_F16)
-NORM_ROWS_KERNELS(f16_f32, FMT_F16, FMT_F32)
-NORM_ROWS_KERNELS(bf16_bf16, FMT_BF16, FMT_BF16)
-NORM_ROWS_KERNELS(bf16_f32, FMT_BF16, FMT_F32)
+FOR_EACH_FORMAT_PAIR(NORM_ROWS_KERNELS)

@@ -424,11 +424,7 @@ inline void rms_bwd_rows(global const uchar* dy, global const uchar* ds, global 
   kernel void rms_norm_fwd_rows_##name(RMS_FWD_PARAMS) { rms_fwd_rows(RMS_FWD_ARGS, xf, wf); }           \
   kernel void rms_norm_bwd_rows_##name(RMS_BWD_PARAMS) { rms_bwd_rows(RMS_BWD_ARGS, xf, wf); }
 
-RMS_ROW_KERNELS(f32_f32, FMT_F32, FMT_F32)
-RMS_ROW_KERNELS(f16_f16, FMT_F16, FMT_F16)
-RMS_ROW_KERNELS(f16_f32, FMT_F16, FMT_F32)
-RMS_ROW_KERNELS(bf16_bf16, FMT_BF16, FMT_BF16)
-RMS_ROW_KERNELS(bf16_f32, FMT_BF16, FMT_F32)
+FOR_EACH_FORMAT_PAIR(RMS_ROW_KERNELS)
 
 #define RMS_DW_COLUMNS_KERNEL(name, xf)                                                                       \
   kernel void rms_norm_dw_columns_##name(global const uchar* dy, ulong dy_off, global const uchar* x,         \
@@ -440,8 +436,6 @@ RMS_ROW_KERNELS(bf16_f32, FMT_BF16, FMT_F32)
                    xf);                                                                                      \
   }
 
-RMS_DW_COLUMNS_KERNEL(f32, FMT_F32)
-RMS_DW_COLUMNS_KERNEL(f16, FMT_F16)
-RMS_DW_COLUMNS_KERNEL(bf16, FMT_BF16)
+FOR_EACH_FORMAT(RMS_DW_COLUMNS_KERNEL)
 
 DW_REDUCE_KERNELS(rms_norm)
