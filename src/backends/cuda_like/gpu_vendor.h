@@ -3,41 +3,11 @@
 // Device code (.cu files) gets the 16-bit float types and their conversions from here too.
 #pragma once
 
+// Every gpu* name is the vendor's own name with "gpu" for "cuda" or "hip" (OPREG_GPU_NAME).
 #if defined(OPREG_USE_HIP)
 #include <hip/hip_runtime_api.h>
-using gpuError_t = hipError_t;
-using gpuStream_t = hipStream_t;
-using gpuEvent_t = hipEvent_t;
+#define OPREG_GPU_NAME(name) hip##name
 using gpuDeviceProp = hipDeviceProp_t;
-using gpuFuncAttribute_t = hipFuncAttribute;
-inline constexpr gpuError_t gpuSuccess = hipSuccess;
-inline constexpr gpuError_t gpuErrorNotSupported = hipErrorNotSupported;
-inline constexpr gpuError_t gpuErrorInvalidValue = hipErrorInvalidValue;
-inline constexpr auto gpuMemcpyDefault = hipMemcpyDefault;
-inline constexpr auto gpuFuncAttributeMaxDynamicSharedMemorySize = hipFuncAttributeMaxDynamicSharedMemorySize;
-#define gpuGetDeviceCount hipGetDeviceCount
-#define gpuGetDeviceProperties hipGetDeviceProperties
-#define gpuGetErrorString hipGetErrorString
-#define gpuGetLastError hipGetLastError
-#define gpuGetDevice hipGetDevice
-#define gpuSetDevice hipSetDevice
-#define gpuMalloc hipMalloc
-#define gpuMemGetInfo hipMemGetInfo
-#define gpuFree hipFree
-#define gpuMemcpyAsync hipMemcpyAsync
-#define gpuMemsetAsync hipMemsetAsync
-#define gpuStreamCreate hipStreamCreate
-#define gpuStreamDestroy hipStreamDestroy
-#define gpuStreamSynchronize hipStreamSynchronize
-#define gpuEventCreate hipEventCreate
-#define gpuEventDestroy hipEventDestroy
-#define gpuEventRecord hipEventRecord
-#define gpuEventSynchronize hipEventSynchronize
-#define gpuEventElapsedTime hipEventElapsedTime
-#define gpuFuncSetAttribute hipFuncSetAttribute
-#define gpuOccupancyMaxActiveBlocksPerMultiprocessor hipOccupancyMaxActiveBlocksPerMultiprocessor
-#define gpuRuntimeGetVersion hipRuntimeGetVersion
-#define gpuDriverGetVersion hipDriverGetVersion
 #define OPREG_GPU_RUNTIME "HIP"
 #define OPREG_GPU_DLPACK_DEVICE 10  // kDLROCM
 // HIP has no thread-block clusters: the cluster variants are not built.
@@ -46,39 +16,8 @@ inline constexpr auto gpuFuncAttributeMaxDynamicSharedMemorySize = hipFuncAttrib
 #define gpu_smem_optin(prop) ((prop).sharedMemPerBlock)
 #else
 #include <cuda_runtime_api.h>
-using gpuError_t = cudaError_t;
-using gpuStream_t = cudaStream_t;
-using gpuEvent_t = cudaEvent_t;
+#define OPREG_GPU_NAME(name) cuda##name
 using gpuDeviceProp = cudaDeviceProp;
-using gpuFuncAttribute_t = cudaFuncAttribute;
-inline constexpr gpuError_t gpuSuccess = cudaSuccess;
-inline constexpr gpuError_t gpuErrorNotSupported = cudaErrorNotSupported;
-inline constexpr gpuError_t gpuErrorInvalidValue = cudaErrorInvalidValue;
-inline constexpr auto gpuMemcpyDefault = cudaMemcpyDefault;
-inline constexpr auto gpuFuncAttributeMaxDynamicSharedMemorySize = cudaFuncAttributeMaxDynamicSharedMemorySize;
-#define gpuGetDeviceCount cudaGetDeviceCount
-#define gpuGetDeviceProperties cudaGetDeviceProperties
-#define gpuGetErrorString cudaGetErrorString
-#define gpuGetLastError cudaGetLastError
-#define gpuGetDevice cudaGetDevice
-#define gpuSetDevice cudaSetDevice
-#define gpuMalloc cudaMalloc
-#define gpuMemGetInfo cudaMemGetInfo
-#define gpuFree cudaFree
-#define gpuMemcpyAsync cudaMemcpyAsync
-#define gpuMemsetAsync cudaMemsetAsync
-#define gpuStreamCreate cudaStreamCreate
-#define gpuStreamDestroy cudaStreamDestroy
-#define gpuStreamSynchronize cudaStreamSynchronize
-#define gpuEventCreate cudaEventCreate
-#define gpuEventDestroy cudaEventDestroy
-#define gpuEventRecord cudaEventRecord
-#define gpuEventSynchronize cudaEventSynchronize
-#define gpuEventElapsedTime cudaEventElapsedTime
-#define gpuFuncSetAttribute cudaFuncSetAttribute
-#define gpuOccupancyMaxActiveBlocksPerMultiprocessor cudaOccupancyMaxActiveBlocksPerMultiprocessor
-#define gpuRuntimeGetVersion cudaRuntimeGetVersion
-#define gpuDriverGetVersion cudaDriverGetVersion
 #define OPREG_GPU_RUNTIME "CUDA"
 #define OPREG_GPU_DLPACK_DEVICE 2  // kDLCUDA
 // Thread-block clusters (sm_90 and later): cudaLaunchKernelEx with a cluster dimension, and
@@ -94,6 +33,39 @@ inline constexpr auto gpuLaunchAttributeClusterDimension = cudaLaunchAttributeCl
 inline constexpr auto gpuLaunchAttributeProgrammaticStreamSerialization =
     cudaLaunchAttributeProgrammaticStreamSerialization;
 #endif
+using gpuError_t = OPREG_GPU_NAME(Error_t);
+using gpuStream_t = OPREG_GPU_NAME(Stream_t);
+using gpuEvent_t = OPREG_GPU_NAME(Event_t);
+using gpuFuncAttribute_t = OPREG_GPU_NAME(FuncAttribute);
+inline constexpr gpuError_t gpuSuccess = OPREG_GPU_NAME(Success);
+inline constexpr gpuError_t gpuErrorNotSupported = OPREG_GPU_NAME(ErrorNotSupported);
+inline constexpr gpuError_t gpuErrorInvalidValue = OPREG_GPU_NAME(ErrorInvalidValue);
+inline constexpr auto gpuMemcpyDefault = OPREG_GPU_NAME(MemcpyDefault);
+inline constexpr auto gpuFuncAttributeMaxDynamicSharedMemorySize =
+    OPREG_GPU_NAME(FuncAttributeMaxDynamicSharedMemorySize);
+#define gpuGetDeviceCount OPREG_GPU_NAME(GetDeviceCount)
+#define gpuGetDeviceProperties OPREG_GPU_NAME(GetDeviceProperties)
+#define gpuGetErrorString OPREG_GPU_NAME(GetErrorString)
+#define gpuGetLastError OPREG_GPU_NAME(GetLastError)
+#define gpuGetDevice OPREG_GPU_NAME(GetDevice)
+#define gpuSetDevice OPREG_GPU_NAME(SetDevice)
+#define gpuMalloc OPREG_GPU_NAME(Malloc)
+#define gpuMemGetInfo OPREG_GPU_NAME(MemGetInfo)
+#define gpuFree OPREG_GPU_NAME(Free)
+#define gpuMemcpyAsync OPREG_GPU_NAME(MemcpyAsync)
+#define gpuMemsetAsync OPREG_GPU_NAME(MemsetAsync)
+#define gpuStreamCreate OPREG_GPU_NAME(StreamCreate)
+#define gpuStreamDestroy OPREG_GPU_NAME(StreamDestroy)
+#define gpuStreamSynchronize OPREG_GPU_NAME(StreamSynchronize)
+#define gpuEventCreate OPREG_GPU_NAME(EventCreate)
+#define gpuEventDestroy OPREG_GPU_NAME(EventDestroy)
+#define gpuEventRecord OPREG_GPU_NAME(EventRecord)
+#define gpuEventSynchronize OPREG_GPU_NAME(EventSynchronize)
+#define gpuEventElapsedTime OPREG_GPU_NAME(EventElapsedTime)
+#define gpuFuncSetAttribute OPREG_GPU_NAME(FuncSetAttribute)
+#define gpuOccupancyMaxActiveBlocksPerMultiprocessor OPREG_GPU_NAME(OccupancyMaxActiveBlocksPerMultiprocessor)
+#define gpuRuntimeGetVersion OPREG_GPU_NAME(RuntimeGetVersion)
+#define gpuDriverGetVersion OPREG_GPU_NAME(DriverGetVersion)
 
 // Clears the runtime's last error after a failed call that is reported otherwise (HIP's calls are
 // [[nodiscard]]).

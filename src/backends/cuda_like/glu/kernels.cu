@@ -12,6 +12,8 @@
 //   c = round(act(a)) * b;  geglu: da = round(dc * b) * slope(a), db = dc * round(act(a))
 // and geglu's activation is then eager PyTorch's tanh expression (GeluEager), bit for bit.
 // (Liger's swiglu backward keeps its products in f32: the same as without kTorch).
+#include <type_traits>
+
 #include "backends/cuda_like/elem.cuh"
 #include "backends/cuda_like/glu/launch.h"
 
@@ -190,24 +192,21 @@ gpuError_t with_rounding(family::GluRounding r, F&& f) {
 }
 
 }  // namespace
-}  // namespace dev
 
-gpuError_t launch_glu_fwd(const family::GluFwd& d, GluAct act, const GluLaunch& l, gpuStream_t stream) {
-  if (d.n == 0) return gpuSuccess;
-  return dev::with_elem(d.type, [&](auto e) {
+// Calls launch(e, a, torch, vec) with the kernels' template arguments for this call: the
+// descriptor's element type, the gate, the rounding and the accesses a thread (16 bytes where
+// the launch says vec16, else one element); then the launch's error.
+template <class Desc, class Launch>
+gpuError_t with_glu_args(const Desc& d, GluAct act, const GluLaunch& l, Launch&& launch) {
+  return with_elem(d.type, [&](auto e) {
     using E = decltype(e);
-    using T = typename E::T;
-    return dev::with_act(act, [&](auto a) {
-      using A = decltype(a);
-      return dev::with_rounding<E>(d.rounding, [&](auto torch) {
-        constexpr bool kTorch = decltype(torch)::value;
-        constexpr int kVec = static_cast<int>(16 / sizeof(T));
+    return with_act(act, [&](auto a) {
+      return with_rounding<E>(d.rounding, [&](auto torch) {
+        constexpr int kVec = static_cast<int>(16 / sizeof(typename E::T));
         if (l.vec16) {
-          dev::glu_fwd_kernel<E, A, kTorch, kVec><<<l.blocks, kGluThreads, 0, stream>>>(
-              static_cast<const T*>(d.a), static_cast<const T*>(d.b), static_cast<T*>(d.c), d.n);
+          launch(e, a, torch, std::integral_constant<int, kVec>{});
         } else {
-          dev::glu_fwd_kernel<E, A, kTorch, 1><<<l.blocks, kGluThreads, 0, stream>>>(
-              static_cast<const T*>(d.a), static_cast<const T*>(d.b), static_cast<T*>(d.c), d.n);
+          launch(e, a, torch, std::integral_constant<int, 1>{});
         }
         return gpuGetLastError();
       });
@@ -215,29 +214,28 @@ gpuError_t launch_glu_fwd(const family::GluFwd& d, GluAct act, const GluLaunch& 
   });
 }
 
-gpuError_t launch_glu_bwd(const family::GluBwd& d, GluAct act, const GluLaunch& l, gpuStream_t stream) {
+}  // namespace dev
+
+gpuError_t launch_glu_fwd(const family::GluFwd& d, GluAct act, const GluLaunch& l, gpuStream_t stream) {
   if (d.n == 0) return gpuSuccess;
-  return dev::with_elem(d.type, [&](auto e) {
+  return dev::with_glu_args(d, act, l, [&](auto e, auto a, auto torch, auto vec) {
     using E = decltype(e);
     using T = typename E::T;
-    return dev::with_act(act, [&](auto a) {
-      using A = decltype(a);
-      return dev::with_rounding<E>(d.rounding, [&](auto torch) {
-        constexpr bool kTorch = decltype(torch)::value;
-        constexpr int kVec = static_cast<int>(16 / sizeof(T));
-        auto* dc = static_cast<const T*>(d.dc);
-        auto* av = static_cast<const T*>(d.a);
-        auto* bv = static_cast<const T*>(d.b);
-        auto* da = static_cast<T*>(d.da);
-        auto* db = static_cast<T*>(d.db);
-        if (l.vec16) {
-          dev::glu_bwd_kernel<E, A, kTorch, kVec><<<l.blocks, kGluThreads, 0, stream>>>(dc, av, bv, da, db, d.n);
-        } else {
-          dev::glu_bwd_kernel<E, A, kTorch, 1><<<l.blocks, kGluThreads, 0, stream>>>(dc, av, bv, da, db, d.n);
-        }
-        return gpuGetLastError();
-      });
-    });
+    dev::glu_fwd_kernel<E, decltype(a), decltype(torch)::value, decltype(vec)::value>
+        <<<l.blocks, kGluThreads, 0, stream>>>(static_cast<const T*>(d.a), static_cast<const T*>(d.b),
+                                               static_cast<T*>(d.c), d.n);
+  });
+}
+
+gpuError_t launch_glu_bwd(const family::GluBwd& d, GluAct act, const GluLaunch& l, gpuStream_t stream) {
+  if (d.n == 0) return gpuSuccess;
+  return dev::with_glu_args(d, act, l, [&](auto e, auto a, auto torch, auto vec) {
+    using E = decltype(e);
+    using T = typename E::T;
+    dev::glu_bwd_kernel<E, decltype(a), decltype(torch)::value, decltype(vec)::value>
+        <<<l.blocks, kGluThreads, 0, stream>>>(static_cast<const T*>(d.dc), static_cast<const T*>(d.a),
+                                               static_cast<const T*>(d.b), static_cast<T*>(d.da),
+                                               static_cast<T*>(d.db), d.n);
   });
 }
 

@@ -15,34 +15,37 @@ namespace {
 template <class Args>
 constexpr bool kBwd = std::is_same_v<family::Descriptor<Args>, family::NormBwd>;
 
+// A variant's tunables, and a backward's way with the parameter gradients (dw_db).
 template <class Args>
+std::vector<Tunable> tunables(std::vector<Tunable> own, const char* dw_db) {
+  if (kBwd<Args>) own.push_back({"dw_db", dw_db});
+  return own;
+}
+
+template <class Args, class D = family::Descriptor<Args>>
 ListedVariant<Args> rows_entry() {
-  using D = family::Descriptor<Args>;
-  std::vector<Tunable> t{
-      {"threads", "a row over up to 1024 (backward: 512 past 8 columns a thread)"},
-      {"accesses", kBwd<Args> ? "1, 2 or 4 of 16 bytes; 8 of 1 element" : "4 or 8 of 16 bytes; 8 of 1 element"}};
-  if (kBwd<Args>) t.push_back({"dw_db", "per-block partial rows (f64 for f32 inputs), added in order"});
-  return family_entry<Args, &ln_rows_supports<D>, &ln_rows_run<D>>("rows", std::move(t));
+  return family_entry<Args, &ln_rows_supports<D>, &ln_rows_run<D>>(
+      "rows", tunables<Args>({{"threads", "a row over up to 1024 (backward: 512 past 8 columns a thread)"},
+                              {"accesses", kBwd<Args> ? "1, 2 or 4 of 16 bytes; 8 of 1 element"
+                                                      : "4 or 8 of 16 bytes; 8 of 1 element"}},
+                             "per-block partial rows (f64 for f32 inputs), added in order"));
 }
 
-template <class Args>
+template <class Args, class D = family::Descriptor<Args>>
 ListedVariant<Args> split_entry() {
-  using D = family::Descriptor<Args>;
-  std::vector<Tunable> t{{"threads", std::to_string(kNormSplitThreads)},
-                         {"chunk", kBwd<Args> ? "2 accesses a thread (columns, or whole channels)"
-                                              : "4 accesses a thread (columns, or whole channels)"},
-                         {"grid", "chunks x set groups, twice the resident blocks"}};
-  if (kBwd<Args>) t.push_back({"dw_db", "f64 partial rows per set group (columns) or per n (channels), added in order"});
-  return family_entry<Args, &split_supports<D>, &split_run<D>>("split", std::move(t));
+  return family_entry<Args, &split_supports<D>, &split_run<D>>(
+      "split", tunables<Args>({{"threads", std::to_string(kNormSplitThreads)},
+                               {"chunk", kBwd<Args> ? "2 accesses a thread (columns, or whole channels)"
+                                                    : "4 accesses a thread (columns, or whole channels)"},
+                               {"grid", "chunks x set groups, twice the resident blocks"}},
+                              "f64 partial rows per set group (columns) or per n (channels), added in order"));
 }
 
-template <class Args>
+template <class Args, class D = family::Descriptor<Args>>
 ListedVariant<Args> sets_entry() {
-  using D = family::Descriptor<Args>;
-  std::vector<Tunable> t{{"threads", std::to_string(kNormThreads)},
-                         {"grid", "a block per set, up to 8 a multiprocessor"}};
-  if (kBwd<Args>) t.push_back({"dw_db", "per-block or per-(n, channel) double sums, added in order"});
-  return family_entry<Args, &sets_supports<D>, &sets_run<D>>("sets", std::move(t));
+  return family_entry<Args, &sets_supports<D>, &sets_run<D>>(
+      "sets", tunables<Args>({{"threads", std::to_string(kNormThreads)}, {"grid", "a block per set, up to 8 a multiprocessor"}},
+                             "per-block or per-(n, channel) double sums, added in order"));
 }
 
 }  // namespace
