@@ -30,6 +30,13 @@ struct GroupShape {
   std::int64_t groups = 1;
 };
 
+// Every (x, weight) dtype pair the ops accept.
+inline const std::vector<std::pair<DType, DType>> kAllPairs{{DType::f32, DType::f32},
+                                                            {DType::f16, DType::f16},
+                                                            {DType::f16, DType::f32},
+                                                            {DType::bf16, DType::bf16},
+                                                            {DType::bf16, DType::f32}};
+
 struct Grid {
   std::vector<std::string> variants;                  // the op comes from each name
   std::vector<std::pair<DType, DType>> dtypes{{DType::f32, DType::f32}};  // (x, weight); glu ops use x only

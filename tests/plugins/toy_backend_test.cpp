@@ -14,10 +14,6 @@
 namespace opreg::conformance {
 namespace {
 
-const std::vector<std::pair<DType, DType>> kAllPairs{{DType::f32, DType::f32}, {DType::f16, DType::f16},
-                                                     {DType::f16, DType::f32}, {DType::bf16, DType::bf16},
-                                                     {DType::bf16, DType::f32}};
-
 // Every dtype pair, casting mode, offset, optional weight and in-place form on small and odd shapes ...
 Grid toy_grid() {
   Grid g;

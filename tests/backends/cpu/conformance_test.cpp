@@ -19,10 +19,6 @@
 namespace opreg::conformance {
 namespace {
 
-const std::vector<std::pair<DType, DType>> kAllPairs{{DType::f32, DType::f32}, {DType::f16, DType::f16},
-                                                     {DType::f16, DType::f32}, {DType::bf16, DType::bf16},
-                                                     {DType::bf16, DType::f32}};
-
 std::vector<std::string> fast_variants() {
   std::vector<std::string> v = variants_of("cpu", "generic");
   for (auto& name : variants_of("cpu", "avx2")) v.push_back(name);

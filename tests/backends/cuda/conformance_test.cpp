@@ -36,12 +36,6 @@ int gpu_count() { return have_gpu() ? cuda_availability().device_count : 0; }
 #define REQUIRE_GPU() \
   if (!have_gpu()) GTEST_SKIP() << "no usable GPU: " << cuda_availability().reason
 
-const std::vector<std::pair<DType, DType>> kAllPairs{{DType::f32, DType::f32},
-                                                     {DType::f16, DType::f16},
-                                                     {DType::f16, DType::f32},
-                                                     {DType::bf16, DType::bf16},
-                                                     {DType::bf16, DType::f32}};
-
 // The shared shapes, plus what picks each variant's paths: many rows of 16-byte aligned short
 // rows (several rows a warp, persistent grid), aligned rows over several warps (5120) and over a
 // whole block (16384: the cluster variant for few rows), rows longer than one block holds
@@ -61,7 +55,7 @@ std::vector<conformance::Case> forced_cases() {
   if (!have_gpu()) return {};
   conformance::Grid g;
   g.variants = conformance::variants_of("cuda");
-  g.dtypes = kAllPairs;
+  g.dtypes = conformance::kAllPairs;
   g.shapes = cuda_shapes();
   g.rms_modes = {{Casting::llama, 0.0}, {Casting::gemma, 1.0}, {Casting::none, 0.5}};
   g.in_place_too = true;
@@ -144,7 +138,7 @@ std::vector<ChosenCase> chosen_cases() {
                          "layer_norm.fwd", "layer_norm.bwd"}) {
     const bool fused = std::string(op).starts_with("fused");
     const bool rms = !std::string(op).starts_with("layer_norm");
-    for (const auto& [x, w] : kAllPairs) {
+    for (const auto& [x, w] : conformance::kAllPairs) {
       std::vector<Shape> shapes = cuda_shapes();
       if (fused && w == x && x != DType::f16) shapes.push_back(Shape{4096, 32768});
       for (const Shape& shape : shapes) {

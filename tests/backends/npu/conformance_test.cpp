@@ -12,11 +12,6 @@ namespace {
 
 constexpr int kGrid = OPREG_NPU_GRID;
 
-const std::vector<std::pair<DType, DType>> kAllPairs{{DType::f32, DType::f32},
-                                                     {DType::f16, DType::f16},
-                                                     {DType::f16, DType::f32},
-                                                     {DType::bf16, DType::bf16},
-                                                     {DType::bf16, DType::f32}};
 const std::vector<std::pair<Casting, double>> kModes{
     {Casting::llama, 0.0}, {Casting::gemma, 1.0}, {Casting::none, 0.5}};
 

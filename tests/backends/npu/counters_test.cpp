@@ -7,20 +7,8 @@
 namespace opreg::npu::testing {
 namespace {
 
-class Counted : public ::testing::Test {
+class Counted : public NpuTest {
  protected:
-  void use(const DeviceModel& m) {
-    reg = npu_registry(m);
-    npu = reg->parse_device("npu");
-    em = emulator_of(*reg);
-  }
-  void SetUp() override { use(model()); }
-
-  Tensor filled(const Shape& shape, DType dtype, double value) {
-    Tensor t = Tensor::empty(shape, dtype, npu, *reg);
-    t.fill(value, *reg);
-    return t;
-  }
 
   LaunchCounters fwd(const std::string& variant, std::int64_t rows, std::int64_t cols, DType x, DType w) {
     RmsNormFwdArgs a;
@@ -46,9 +34,6 @@ class Counted : public ::testing::Test {
     return *em->last_launch();
   }
 
-  std::unique_ptr<Registry> reg;
-  Device npu;
-  Emulator* em = nullptr;
 };
 
 std::uint64_t bytes(std::int64_t elems, DType d) { return static_cast<std::uint64_t>(elems) * element_size(d); }

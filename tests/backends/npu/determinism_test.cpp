@@ -10,12 +10,10 @@
 namespace opreg::npu::testing {
 namespace {
 
-class Determinism : public ::testing::Test {
+class Determinism : public NpuTest {
  protected:
   void SetUp() override {
-    reg = npu_registry(model());
-    npu = reg->parse_device("npu");
-    em = emulator_of(*reg);
+    NpuTest::SetUp();
     const Shape shape{kRows, kCols};
     std::mt19937 rng(99);
     std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
@@ -52,9 +50,6 @@ class Determinism : public ::testing::Test {
 
   static constexpr std::int64_t kRows = 400;
   static constexpr std::int64_t kCols = 256;
-  std::unique_ptr<Registry> reg;
-  Device npu;
-  Emulator* em = nullptr;
   RmsNormBwdArgs args;
 };
 

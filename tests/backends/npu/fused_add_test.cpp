@@ -9,18 +9,8 @@ namespace {
 
 std::uint64_t bytes(std::int64_t elems, DType d) { return static_cast<std::uint64_t>(elems) * element_size(d); }
 
-class FusedAdd : public ::testing::Test {
+class FusedAdd : public NpuTest {
  protected:
-  void SetUp() override {
-    reg = npu_registry(model());
-    npu = reg->parse_device("npu");
-    em = emulator_of(*reg);
-  }
-  Tensor filled(const Shape& shape, DType dtype, double value) {
-    Tensor t = Tensor::empty(shape, dtype, npu, *reg);
-    t.fill(value, *reg);
-    return t;
-  }
   FusedAddRmsNormFwdArgs fwd_args(std::int64_t rows, std::int64_t cols, DType x, DType w) {
     FusedAddRmsNormFwdArgs a;
     a.x = filled({rows, cols}, x, 0.75);
@@ -56,9 +46,6 @@ class FusedAdd : public ::testing::Test {
     return *em->last_launch();
   }
 
-  std::unique_ptr<Registry> reg;
-  Device npu;
-  Emulator* em = nullptr;
 };
 
 TEST_F(FusedAdd, SinglePassReadsXAndTheResidualOnceAndWritesSOnce) {

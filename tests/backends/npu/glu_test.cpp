@@ -12,28 +12,21 @@ namespace {
 
 const char* const kOps[] = {"geglu.fwd", "geglu.bwd", "swiglu.fwd", "swiglu.bwd"};
 
-class Glu : public ::testing::Test {
+class Glu : public NpuTest {
  protected:
-  void SetUp() override {
-    reg = npu_registry(model());
-    npu = reg->parse_device("npu");
-    em = emulator_of(*reg);
-  }
-
-  static ProblemSpec spec(const std::string& op, Shape shape, DType dtype, std::uint64_t seed = 7) {
-    ProblemSpec s;
-    s.op = op;
-    s.shape = shape;
-    s.dtype = dtype;
-    s.wdtype = dtype;
-    s.seed = seed;
-    return s;
-  }
-
   void force(const std::string& variant) {
     Config c = reg->config();
     c.force_variants = {variant};
     reg->set_config(c);
+  }
+
+  // Forced to flat, the problem runs and matches the reference.
+  void flat_passes(const ProblemSpec& s, const char* op) {
+    Problem p(*reg, s, npu);
+    p.poison();
+    force(std::string("npu.") + op + ".flat");
+    p.run();
+    EXPECT_TRUE(p.check().pass()) << op;
   }
 
   // The outputs' bytes after `variant` ran (checked against the reference).
@@ -53,9 +46,6 @@ class Glu : public ::testing::Test {
     return out;
   }
 
-  std::unique_ptr<Registry> reg;
-  Device npu;
-  Emulator* em = nullptr;
 };
 
 TEST_F(Glu, GpuPortIsNeverChosenAndSaysWhatItWouldDo) {
@@ -88,11 +78,7 @@ TEST_F(Glu, GpuPortForcedOnTheSeedRowFailsWithUbOverflowWhereFlatPasses) {
           {std::string("ub overflow, requires ") + bits + " bits while 1572864 bits available!", "multi-buffer"}))
           << op;
     }
-    Problem p(*reg, s, npu);
-    p.poison();
-    force(std::string("npu.") + op + ".flat");
-    p.run();
-    EXPECT_TRUE(p.check().pass()) << op;
+    flat_passes(s, op);
   }
 }
 
@@ -106,11 +92,7 @@ TEST_F(Glu, GpuPortForcedOnMoreThan65535RowsHitsTheGridLimitWhereFlatPasses) {
                               {"grid should be less than 65536!", "TRITON_ALL_BLOCKS_PARALLEL=1"}))
           << op;
     }
-    Problem p(*reg, s, npu);
-    p.poison();
-    force(std::string("npu.") + op + ".flat");
-    p.run();
-    EXPECT_TRUE(p.check().pass()) << op;
+    flat_passes(s, op);
     EXPECT_LE(em->last_launch()->block_dim, 40);
   }
 }

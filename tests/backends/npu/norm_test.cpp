@@ -12,25 +12,8 @@
 namespace opreg::npu::testing {
 namespace {
 
-class NormNpu : public ::testing::Test {
+class NormNpu : public NpuTest {
  protected:
-  void SetUp() override {
-    reg = npu_registry(model());
-    npu = reg->parse_device("npu");
-  }
-
-  static ProblemSpec spec(const std::string& op, Shape shape, DType dtype, std::int64_t groups = 1) {
-    ProblemSpec s;
-    s.op = op;
-    s.shape = std::move(shape);
-    s.dtype = dtype;
-    s.wdtype = dtype;
-    s.groups = groups;
-    s.eps = 1e-5;
-    s.seed = 7;
-    return s;
-  }
-
   // The registry's choice runs on the npu (no fallback) and matches the reference; returns its name.
   std::string chosen_passes(const ProblemSpec& s) {
     Problem p(*reg, s, npu);
@@ -51,8 +34,6 @@ class NormNpu : public ::testing::Test {
     reg->set_config(config);
   }
 
-  std::unique_ptr<Registry> reg;
-  Device npu;
 };
 
 const std::string kGrid =
@@ -156,7 +137,6 @@ TEST_F(NormNpu, ForcedSinglePassOnALongRowIsAnUbOverflow) {
 // dW and dB: per-core partials summed in core order after SyncAll, the same bits whatever order
 // the blocks run in.
 TEST_F(NormNpu, ParamGradientsAreBitIdentical) {
-  Emulator* em = emulator_of(*reg);
   for (const auto& [op, shape, groups] : {std::tuple{"layer_norm.bwd", Shape{300, 96}, 1},
                                           std::tuple{"layer_norm.bwd", Shape{50, 20011}, 1},
                                           std::tuple{"group_norm.bwd", Shape{60, 8, 5}, 4}}) {

@@ -16,6 +16,7 @@
 #include "backends/npu/npu_backend.h"
 #include "backends/npu/profile.h"
 #include "opreg/ops.h"
+#include "ops/problem.h"
 #include "opreg/registry.h"
 #include "support/throws_error.h"
 
@@ -39,6 +40,39 @@ inline std::unique_ptr<Registry> npu_registry(const DeviceModel& m) {
   register_glu(*reg);
   return reg;
 }
+
+// A test on the npu backend of a registry of its own: the registry, its npu device and the
+// emulator behind it (the default profile; use() picks another), and constant input tensors there.
+class NpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override { use(model()); }
+  void use(const DeviceModel& m) {
+    reg = npu_registry(m);
+    npu = reg->parse_device("npu");
+    em = emulator_of(*reg);
+  }
+  // A problem of the factory (src/ops/problem.h): parameters in x's dtype, eps 1e-5, seed 7.
+  static ProblemSpec spec(const std::string& op, Shape shape, DType dtype, std::int64_t groups = 1) {
+    ProblemSpec s;
+    s.op = op;
+    s.shape = std::move(shape);
+    s.dtype = dtype;
+    s.wdtype = dtype;
+    s.groups = groups;
+    s.eps = 1e-5;
+    s.seed = 7;
+    return s;
+  }
+  Tensor filled(const Shape& shape, DType dtype, double value) {
+    Tensor t = Tensor::empty(shape, dtype, npu, *reg);
+    t.fill(value, *reg);
+    return t;
+  }
+
+  std::unique_ptr<Registry> reg;
+  Device npu;
+  Emulator* em = nullptr;
+};
 
 // Host memory standing for a GM tensor, with the argument naming it.
 template <class T>

@@ -13,11 +13,6 @@
 namespace opreg::conformance {
 namespace {
 
-const std::vector<std::pair<DType, DType>> kAllPairs{{DType::f32, DType::f32},
-                                                     {DType::f16, DType::f16},
-                                                     {DType::f16, DType::f32},
-                                                     {DType::bf16, DType::bf16},
-                                                     {DType::bf16, DType::f32}};
 // Without a weight its dtype plays no part: one pair per x dtype.
 const std::vector<std::pair<DType, DType>> kOnePerX{
     {DType::f32, DType::f32}, {DType::f16, DType::f16}, {DType::bf16, DType::bf16}};
