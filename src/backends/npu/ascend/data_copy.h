@@ -38,6 +38,25 @@ void check_params(npu::detail::Core& core, const char* api, const DataCopyParams
 // logging a truncation.
 std::uint64_t block_bytes(npu::detail::Core& core, const char* api, std::uint64_t count, std::size_t elem_bytes);
 
+// DataCopy's strided blocks: lengths and strides in 32-byte blocks; `in` (GM -> UB): srcStride is
+// the GM side's, else dstStride.
+inline Blocks strided_blocks(const DataCopyParams& p, bool in) {
+  check_params(npu::detail::current(), "DataCopy", p);
+  const std::uint64_t len = std::uint64_t{p.blockLen} * ONE_BLK_SIZE;
+  const std::uint64_t src = std::uint64_t{p.srcStride} * ONE_BLK_SIZE;
+  const std::uint64_t dst = std::uint64_t{p.dstStride} * ONE_BLK_SIZE;
+  return {p.blockCount, len, len, in ? src : dst, in ? dst : src};
+}
+
+// DataCopyPad's blocks: blockLen bytes, each UB block rounded up to 32 bytes; the GM side's stride
+// in bytes, the UB side's in 32-byte blocks (`in`, GM -> UB: srcStride is the GM side's).
+inline Blocks pad_blocks(const DataCopyExtParams& p, bool in) {
+  const std::uint64_t ub_len = (std::uint64_t{p.blockLen} + 31) / 32 * 32;
+  const std::uint64_t gm_gap = in ? p.srcStride : p.dstStride;
+  const std::uint64_t ub_gap = std::uint64_t{in ? p.dstStride : p.srcStride} * ONE_BLK_SIZE;
+  return {p.blockCount, p.blockLen, ub_len, gm_gap, ub_gap};
+}
+
 template <class T>
 void copy_in_checked(const char* api, const LocalTensor<T>& dst, const GlobalTensor<T>& src, const Blocks& b,
                      const void* pad_value, std::uint32_t right_pad) {
@@ -83,22 +102,13 @@ void DataCopy(const GlobalTensor<T>& dst, const LocalTensor<T>& src, const std::
 // Strided blocks, GM -> UB; lengths and strides in 32-byte blocks.
 template <class T>
 void DataCopy(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const DataCopyParams& p) {
-  detail_::check_params(npu::detail::current(), "DataCopy", p);
-  const std::uint64_t len = std::uint64_t{p.blockLen} * ONE_BLK_SIZE;
-  detail_::copy_in_checked(
-      "DataCopy", dst, src,
-      {p.blockCount, len, len, std::uint64_t{p.srcStride} * ONE_BLK_SIZE, std::uint64_t{p.dstStride} * ONE_BLK_SIZE},
-      nullptr, 0);
+  detail_::copy_in_checked("DataCopy", dst, src, detail_::strided_blocks(p, true), nullptr, 0);
 }
 
 // Strided blocks, UB -> GM; lengths and strides in 32-byte blocks.
 template <class T>
 void DataCopy(const GlobalTensor<T>& dst, const LocalTensor<T>& src, const DataCopyParams& p) {
-  detail_::check_params(npu::detail::current(), "DataCopy", p);
-  const std::uint64_t len = std::uint64_t{p.blockLen} * ONE_BLK_SIZE;
-  detail_::copy_out_checked(
-      "DataCopy", dst, src,
-      {p.blockCount, len, len, std::uint64_t{p.dstStride} * ONE_BLK_SIZE, std::uint64_t{p.srcStride} * ONE_BLK_SIZE});
+  detail_::copy_out_checked("DataCopy", dst, src, detail_::strided_blocks(p, false));
 }
 
 // Exact bytes, GM -> UB: block i lands at dst + i * (blockLen rounded up to 32 + dstStride * 32);
@@ -115,10 +125,8 @@ void DataCopyPad(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const Da
                              "DataCopyPad: padding must stay within each block's last 32-byte granule (and "
                              "left padding is not emulated)");
   }
-  const std::uint64_t ub_len = (std::uint64_t{p.blockLen} + 31) / 32 * 32;
-  detail_::copy_in_checked("DataCopyPad", dst, src,
-                           {p.blockCount, p.blockLen, ub_len, p.srcStride, std::uint64_t{p.dstStride} * ONE_BLK_SIZE},
-                           pad.isPad ? &pad.paddingValue : nullptr, pad.isPad ? pad.rightPadding : 0);
+  detail_::copy_in_checked("DataCopyPad", dst, src, detail_::pad_blocks(p, true), pad.isPad ? &pad.paddingValue : nullptr,
+                           pad.isPad ? pad.rightPadding : 0);
 }
 
 // Exact bytes, UB -> GM: block i is read at src + i * (blockLen rounded up to 32 + srcStride * 32)
@@ -126,9 +134,7 @@ void DataCopyPad(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const Da
 template <class T>
 void DataCopyPad(const GlobalTensor<T>& dst, const LocalTensor<T>& src, const DataCopyExtParams& p) {
   detail_::check_pad_params(npu::detail::current(), "DataCopyPad", p);
-  const std::uint64_t ub_len = (std::uint64_t{p.blockLen} + 31) / 32 * 32;
-  detail_::copy_out_checked("DataCopyPad", dst, src,
-                            {p.blockCount, p.blockLen, ub_len, p.dstStride, std::uint64_t{p.srcStride} * ONE_BLK_SIZE});
+  detail_::copy_out_checked("DataCopyPad", dst, src, detail_::pad_blocks(p, false));
 }
 
 // DataCopyPad's older form: DataCopyParams (blockLen in bytes here, strides uint16: GM in bytes,

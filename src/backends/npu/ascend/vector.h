@@ -224,37 +224,25 @@ void Mins(const LocalTensor<T>& dst, const LocalTensor<T>& src, const T& scalarV
   detail_::unary("Mins", dst, src, calCount, [s](auto a) { return a < s ? a : s; });
 }
 
+// The float unary instructions, each X(Name, f) with f of a float `a`: their contiguous form below,
+// their repeat form in vector_repeat.h.
+#define OPREG_NPU_FLOAT_UNARIES(X) \
+  X(Exp, std::exp(a))              \
+  X(Ln, std::log(a))               \
+  X(Sqrt, std::sqrt(a))            \
+  X(Rsqrt, 1.0f / std::sqrt(a))    \
+  X(Reciprocal, 1.0f / a)          \
+  X(Abs, std::fabs(a))
+
 // ---- dst = f(src), float and half
-template <class T>
-void Exp(const LocalTensor<T>& dst, const LocalTensor<T>& src, std::uint32_t calCount) {
-  static_assert(detail_::kFloatLike<T>, "Exp: float or half");
-  detail_::unary("Exp", dst, src, calCount, [](float a) { return std::exp(a); });
-}
-template <class T>
-void Ln(const LocalTensor<T>& dst, const LocalTensor<T>& src, std::uint32_t calCount) {
-  static_assert(detail_::kFloatLike<T>, "Ln: float or half");
-  detail_::unary("Ln", dst, src, calCount, [](float a) { return std::log(a); });
-}
-template <class T>
-void Sqrt(const LocalTensor<T>& dst, const LocalTensor<T>& src, std::uint32_t calCount) {
-  static_assert(detail_::kFloatLike<T>, "Sqrt: float or half");
-  detail_::unary("Sqrt", dst, src, calCount, [](float a) { return std::sqrt(a); });
-}
-template <class T>
-void Rsqrt(const LocalTensor<T>& dst, const LocalTensor<T>& src, std::uint32_t calCount) {
-  static_assert(detail_::kFloatLike<T>, "Rsqrt: float or half");
-  detail_::unary("Rsqrt", dst, src, calCount, [](float a) { return 1.0f / std::sqrt(a); });
-}
-template <class T>
-void Reciprocal(const LocalTensor<T>& dst, const LocalTensor<T>& src, std::uint32_t calCount) {
-  static_assert(detail_::kFloatLike<T>, "Reciprocal: float or half");
-  detail_::unary("Reciprocal", dst, src, calCount, [](float a) { return 1.0f / a; });
-}
-template <class T>
-void Abs(const LocalTensor<T>& dst, const LocalTensor<T>& src, std::uint32_t calCount) {
-  static_assert(detail_::kFloatLike<T>, "Abs: float or half");
-  detail_::unary("Abs", dst, src, calCount, [](float a) { return std::fabs(a); });
-}
+#define OPREG_NPU_FLOAT_UNARY(name, f)                                                   \
+  template <class T>                                                                     \
+  void name(const LocalTensor<T>& dst, const LocalTensor<T>& src, std::uint32_t calCount) { \
+    static_assert(detail_::kFloatLike<T>, #name ": float or half");                      \
+    detail_::unary(#name, dst, src, calCount, [](float a) { return f; });                \
+  }
+OPREG_NPU_FLOAT_UNARIES(OPREG_NPU_FLOAT_UNARY)
+#undef OPREG_NPU_FLOAT_UNARY
 
 // ---- dst[i] = scalar
 template <class T>
@@ -367,36 +355,38 @@ constexpr std::uint8_t event_pipe(HardEvent e, bool target) {
 // visible to B's later work; a WaitFlag without its SetFlag (a hang), a SetFlag on a flag still
 // raised, and an id outside 0..7 are errors. No time is charged: the emulator's scoreboard
 // already orders the data they protect.
+namespace detail_ {
+// The pending slot of flag `eventID` of `event`'s pipe pair, after the checks SetFlag and WaitFlag
+// share: a vector core's pipes and an id in 0..7; `raised` says whether the call needs the flag
+// raised (WaitFlag) or clear (SetFlag), `why` what it is if not.
 template <HardEvent event>
-void SetFlag(std::int32_t eventID) {
-  constexpr std::uint8_t from = detail_::event_pipe(event, false);
-  constexpr std::uint8_t to = detail_::event_pipe(event, true);
+std::uint32_t& flag_slot(npu::detail::Core& core, const char* api, std::int32_t eventID, bool raised,
+                         const char* why) {
+  constexpr std::uint8_t from = event_pipe(event, false);
+  constexpr std::uint8_t to = event_pipe(event, true);
   static_assert(from != npu::detail::kNoPipe, "the emulated vector core has no cube pipes (MTE1, M, FIX)");
-  npu::detail::Core& core = npu::detail::current();
   if (eventID < 0 || eventID >= npu::detail::kEventIds) [[unlikely]] {
-    detail_::bad_flag(core, "SetFlag", from, to, eventID, "eventID is 0..7");
+    bad_flag(core, api, from, to, eventID, "eventID is 0..7");
   }
   std::uint32_t& pending = core.pipes.pending[from][to][eventID];
-  if (pending != 0) [[unlikely]] {
-    detail_::bad_flag(core, "SetFlag", from, to, eventID, "the flag is already set and not yet waited for");
-  }
-  pending = core.pipes.seq + 1;
+  if ((pending != 0) != raised) [[unlikely]] bad_flag(core, api, from, to, eventID, why);
+  return pending;
+}
+}  // namespace detail_
+
+template <HardEvent event>
+void SetFlag(std::int32_t eventID) {
+  npu::detail::Core& core = npu::detail::current();
+  detail_::flag_slot<event>(core, "SetFlag", eventID, false, "the flag is already set and not yet waited for") =
+      core.pipes.seq + 1;
 }
 
 template <HardEvent event>
 void WaitFlag(std::int32_t eventID) {
-  constexpr std::uint8_t from = detail_::event_pipe(event, false);
-  constexpr std::uint8_t to = detail_::event_pipe(event, true);
-  static_assert(from != npu::detail::kNoPipe, "the emulated vector core has no cube pipes (MTE1, M, FIX)");
   npu::detail::Core& core = npu::detail::current();
-  if (eventID < 0 || eventID >= npu::detail::kEventIds) [[unlikely]] {
-    detail_::bad_flag(core, "WaitFlag", from, to, eventID, "eventID is 0..7");
-  }
-  std::uint32_t& pending = core.pipes.pending[from][to][eventID];
-  if (pending == 0) [[unlikely]] {
-    detail_::bad_flag(core, "WaitFlag", from, to, eventID, "no SetFlag raised it: on the device this waits forever");
-  }
-  std::uint32_t& synced = core.pipes.synced[from][to];
+  std::uint32_t& pending =
+      detail_::flag_slot<event>(core, "WaitFlag", eventID, true, "no SetFlag raised it: on the device this waits forever");
+  std::uint32_t& synced = core.pipes.synced[detail_::event_pipe(event, false)][detail_::event_pipe(event, true)];
   if (pending > synced) synced = pending;
   pending = 0;
 }

@@ -9,6 +9,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 #include "backends/npu/ascend/vector.h"
@@ -58,10 +59,6 @@ class Mask {
   bool continuous_;
 };
 
-template <class F>
-inline void check_field(const char* api, const char* name, const RepeatField<F>& f) {
-  if (f.value() < 0 || f.value() > RepeatField<F>::kMax) [[unlikely]] bad_field(api, name, f.value(), RepeatField<F>::kMax);
-}
 
 inline void check_repeats(const char* api, std::int32_t repeatTimes) {
   if (repeatTimes < 0 || repeatTimes > static_cast<std::int32_t>(MAX_REPEAT_TIMES)) [[unlikely]] {
@@ -87,6 +84,26 @@ struct Placement {
   }
 };
 
+// Field `params`.`operand``stride` of a repeat-parameter struct, refused if the device's field
+// cannot hold it.
+template <class F>
+void check_field(const char* api, const char* params, const char* operand, const char* stride,
+                 const RepeatField<F>& f) {
+  if (f.value() < 0 || f.value() > RepeatField<F>::kMax) [[unlikely]] {
+    bad_field(api, (std::string(params) + "." + operand + stride).c_str(), f.value(), RepeatField<F>::kMax);
+  }
+}
+
+// An operand's placement from its block and repeat strides in `params` (the struct's name),
+// each checked against its device field.
+template <class B, class R>
+Placement placement(const char* api, const char* params, const char* operand, const RepeatField<B>& blk,
+                    const RepeatField<R>& rep) {
+  check_field(api, params, operand, "BlkStride", blk);
+  check_field(api, params, operand, "RepStride", rep);
+  return {std::uint64_t(blk.value()), std::uint64_t(rep.value())};
+}
+
 inline void charge_repeats(std::int32_t repeatTimes, npu::detail::Buffer* w, npu::detail::Buffer* r0,
                            npu::detail::Buffer* r1) {
   npu::detail::Core& core = npu::detail::current();
@@ -106,15 +123,10 @@ void binary_repeat(const char* api, const LocalTensor<T>& dst, const LocalTensor
                    Mask mask, std::int32_t repeatTimes, const BinaryRepeatParams& p, F f) {
   check_repeats(api, repeatTimes);
   const std::uint32_t last = mask.check<T>(api);
-  check_field(api, "BinaryRepeatParams.dstBlkStride", p.dstBlkStride);
-  check_field(api, "BinaryRepeatParams.src0BlkStride", p.src0BlkStride);
-  check_field(api, "BinaryRepeatParams.src1BlkStride", p.src1BlkStride);
-  check_field(api, "BinaryRepeatParams.dstRepStride", p.dstRepStride);
-  check_field(api, "BinaryRepeatParams.src0RepStride", p.src0RepStride);
-  check_field(api, "BinaryRepeatParams.src1RepStride", p.src1RepStride);
-  const Placement pd{std::uint64_t(p.dstBlkStride.value()), std::uint64_t(p.dstRepStride.value())};
-  const Placement p0{std::uint64_t(p.src0BlkStride.value()), std::uint64_t(p.src0RepStride.value())};
-  const Placement p1{std::uint64_t(p.src1BlkStride.value()), std::uint64_t(p.src1RepStride.value())};
+  constexpr const char* kParams = "BinaryRepeatParams";
+  const Placement pd = placement(api, kParams, "dst", p.dstBlkStride, p.dstRepStride);
+  const Placement p0 = placement(api, kParams, "src0", p.src0BlkStride, p.src0RepStride);
+  const Placement p1 = placement(api, kParams, "src1", p.src1BlkStride, p.src1RepStride);
   npu::detail::Core& core = npu::detail::current();
   npu::detail::Buffer* w = Access::use(core, dst, pd.span<T>(repeatTimes, last), Use::vector_write, api, "dst");
   npu::detail::Buffer* r0 = Access::use(core, a, p0.span<T>(repeatTimes, last), Use::vector_read, api, "src0");
@@ -134,12 +146,8 @@ void unary_repeat(const char* api, const LocalTensor<T>& dst, const LocalTensor<
                   std::int32_t repeatTimes, const UnaryRepeatParams& p, F f) {
   check_repeats(api, repeatTimes);
   const std::uint32_t last = mask.check<T>(api);
-  check_field(api, "UnaryRepeatParams.dstBlkStride", p.dstBlkStride);
-  check_field(api, "UnaryRepeatParams.srcBlkStride", p.srcBlkStride);
-  check_field(api, "UnaryRepeatParams.dstRepStride", p.dstRepStride);
-  check_field(api, "UnaryRepeatParams.srcRepStride", p.srcRepStride);
-  const Placement pd{std::uint64_t(p.dstBlkStride.value()), std::uint64_t(p.dstRepStride.value())};
-  const Placement ps{std::uint64_t(p.srcBlkStride.value()), std::uint64_t(p.srcRepStride.value())};
+  const Placement pd = placement(api, "UnaryRepeatParams", "dst", p.dstBlkStride, p.dstRepStride);
+  const Placement ps = placement(api, "UnaryRepeatParams", "src", p.srcBlkStride, p.srcRepStride);
   npu::detail::Core& core = npu::detail::current();
   npu::detail::Buffer* w = Access::use(core, dst, pd.span<T>(repeatTimes, last), Use::vector_write, api, "dst");
   npu::detail::Buffer* r0 = Access::use(core, a, ps.span<T>(repeatTimes, last), Use::vector_read, api, "src");
@@ -194,12 +202,7 @@ OPREG_NPU_SCALAR_REPEAT(Mins, a < s ? a : s)
     detail_::require_type<T, true>();                                                                    \
     detail_::unary_repeat(#Name, dst, src, mask, repeatTimes, repeatParams, [](float a) { return expr; }); \
   }
-OPREG_NPU_UNARY_REPEAT(Exp, std::exp(a))
-OPREG_NPU_UNARY_REPEAT(Ln, std::log(a))
-OPREG_NPU_UNARY_REPEAT(Sqrt, std::sqrt(a))
-OPREG_NPU_UNARY_REPEAT(Rsqrt, 1.0f / std::sqrt(a))
-OPREG_NPU_UNARY_REPEAT(Reciprocal, 1.0f / a)
-OPREG_NPU_UNARY_REPEAT(Abs, std::fabs(a))
+OPREG_NPU_FLOAT_UNARIES(OPREG_NPU_UNARY_REPEAT)
 #undef OPREG_NPU_UNARY_REPEAT
 
 // ---- dst[r * dstRepStride] = the sum of repeat r's selected lanes [S24]: each repeat summed as
@@ -243,10 +246,8 @@ void Brcb(const LocalTensor<T>& dst, const LocalTensor<T>& src0, std::int32_t re
   constexpr const char* api = "Brcb";
   constexpr std::uint32_t per_block = ONE_BLK_SIZE / sizeof(T);
   detail_::check_repeats(api, repeatTime);
-  detail_::check_field(api, "BrcbRepeatParams.dstBlkStride", repeatParams.dstBlkStride);
-  detail_::check_field(api, "BrcbRepeatParams.dstRepStride", repeatParams.dstRepStride);
-  const detail_::Placement pd{std::uint64_t(repeatParams.dstBlkStride.value()),
-                              std::uint64_t(repeatParams.dstRepStride.value())};
+  const detail_::Placement pd =
+      detail_::placement(api, "BrcbRepeatParams", "dst", repeatParams.dstBlkStride, repeatParams.dstRepStride);
   npu::detail::Core& core = npu::detail::current();
   // dst: through the last lane of block 7 of the last repeat.
   npu::detail::Buffer* w =
