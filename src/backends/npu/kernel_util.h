@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "backends/npu/ascend/kernel_operator.h"
 #include "backends/npu/compensated.h"
@@ -47,31 +48,47 @@ constexpr int64_t kRowAlign = 32 / static_cast<int64_t>(sizeof(T));
 
 inline int64_t row_pitch(int64_t width, int64_t align) { return (width + align - 1) / align * align; }
 
-// `rows` rows of `width` elements, row r at src[r * gm_pitch], into a tile of 32-byte padded rows
-// (`gm_pitch` matters only for several rows).
+// DataCopyPad's parameters for `rows` rows of `width` elements of T whose GM rows are `gm_pitch`
+// elements apart (`gm_pitch` matters only for several rows): the GM gap is the source's stride
+// copying in (`in`), the destination's copying out; UB rows land 32-byte padded.
+template <class T>
+DataCopyExtParams RowsParams(int64_t rows, int64_t width, int64_t gm_pitch, bool in) {
+  const auto count = field<uint16_t>("blockCount", rows);
+  const auto len = field<uint32_t>("blockLen", width * static_cast<int64_t>(sizeof(T)));
+  const auto gap = field<uint32_t>(in ? "srcStride" : "dstStride",
+                                   rows > 1 ? (gm_pitch - width) * static_cast<int64_t>(sizeof(T)) : 0);
+  return {count, len, in ? gap : 0, in ? 0 : gap, 0};
+}
+
+// `rows` rows of `width` elements, row r at src[r * gm_pitch], into a tile of 32-byte padded rows.
 template <class T>
 void CopyRowsIn(const LocalTensor<T>& dst, const GlobalTensor<T>& src, int64_t rows, int64_t width,
                 int64_t gm_pitch) {
   if (rows == 0 || width == 0) return;
-  const DataCopyExtParams p{
-      field<uint16_t>("blockCount", rows),
-      field<uint32_t>("blockLen", width * static_cast<int64_t>(sizeof(T))),
-      field<uint32_t>("srcStride", rows > 1 ? (gm_pitch - width) * static_cast<int64_t>(sizeof(T)) : 0), 0,
-      0};
-  DataCopyPad(dst, src, p, DataCopyPadExtParams<T>{});
+  DataCopyPad(dst, src, RowsParams<T>(rows, width, gm_pitch, true), DataCopyPadExtParams<T>{});
 }
 
-// The inverse: a tile of 32-byte padded rows out to rows `gm_pitch` elements apart (`gm_pitch`
-// matters only for several rows).
+// The inverse: a tile of 32-byte padded rows out to rows `gm_pitch` elements apart.
 template <class T>
 void CopyRowsOut(const GlobalTensor<T>& dst, const LocalTensor<T>& src, int64_t rows, int64_t width,
                  int64_t gm_pitch) {
   if (rows == 0 || width == 0) return;
-  const DataCopyExtParams p{
-      field<uint16_t>("blockCount", rows),
-      field<uint32_t>("blockLen", width * static_cast<int64_t>(sizeof(T))), 0,
-      field<uint32_t>("dstStride", rows > 1 ? (gm_pitch - width) * static_cast<int64_t>(sizeof(T)) : 0), 0};
-  DataCopyPad(dst, src, p);
+  DataCopyPad(dst, src, RowsParams<T>(rows, width, gm_pitch, false));
+}
+
+// A tile copied in through queue `que` (allocated, filled by CopyRowsIn, enqueued), and the next
+// tile of a queue copied out (dequeued, CopyRowsOut, freed).
+template <class T, TPosition pos>
+void QueueRowsIn(TQue<pos, 2>& que, const GlobalTensor<T>& src, int64_t rows, int64_t width, int64_t gm_pitch) {
+  LocalTensor<T> t = que.template AllocTensor<T>();
+  CopyRowsIn(t, src, rows, width, gm_pitch);
+  que.EnQue(t);
+}
+template <class T, TPosition pos>
+void QueueRowsOut(const GlobalTensor<T>& dst, TQue<pos, 2>& que, int64_t rows, int64_t width, int64_t gm_pitch) {
+  LocalTensor<T> t = que.template DeQue<T>();
+  CopyRowsOut(dst, t, rows, width, gm_pitch);
+  que.FreeTensor(t);
 }
 
 // A float view of `n` elements of `src`: src itself when T is float, else src cast into `scratch`.
@@ -221,6 +238,22 @@ inline float Pow2(int32_t e) {
 // 2^-e for largest = m * 2^e, m in [0.5, 1): exact, and it brings largest below 1.
 inline float ScaleFor(float largest) { return Pow2(-ExponentOf(largest)); }
 
+// rstd[i] = scale[i] / sqrt(ss[i] / n + eps * scale[i]^2) for `count` statistics, where ss[i] is
+// the sum of squares over n elements (of x for rms_norm, of x - mean for layer and group norm)
+// scaled by scale[i]: 1, or the power of two that brought a sum that overflowed float back
+// (ScaleFor). n = 0 gives 0 / n = 0. Consumes ss.
+inline void ScaledRstd(const LocalTensor<float>& rstd, const LocalTensor<float>& ss, const LocalTensor<float>& scale,
+                       int64_t n, float eps, int64_t count) {
+  const auto c = static_cast<uint32_t>(count);
+  Muls(rstd, ss, n == 0 ? 0.0f : 1.0f / static_cast<float>(n), c);
+  Mul(ss, scale, scale, c);
+  Muls(ss, ss, eps, c);
+  Add(rstd, rstd, ss, c);
+  Sqrt(rstd, rstd, c);
+  Reciprocal(rstd, rstd, c);
+  Mul(rstd, rstd, scale, c);
+}
+
 // Columns [first, first + count) of `cols` that part `part` of `parts` takes, in units of `unit`
 // columns (512-byte pieces keep the parts on L2 lines): the split of a column reduction.
 struct ColumnRange {
@@ -328,13 +361,49 @@ class ParamReduce {
   TQue<TPosition::VECOUT, 2> outP_;
 };
 
-// A kernel entry's body: the kernel object of the launch's parameters, Init with its GM
-// arguments, Process (the shape of every Ascend C kernel entry).
+// A kernel's entry (in Ascend C an extern "C" __global__ __aicore__ function of GM_ADDR
+// arguments): the kernel type its class declares (Kernel::kType: KERNEL_TYPE_MIX_AIV_1_0 where it
+// calls SyncAll) first, then the kernel object of the launch's parameters, Init with the GM
+// arguments, Process.
 template <class Kernel, class Params, class... Gm>
-__aicore__ inline void RunKernel(const Params& params, Gm... gm) {
+__global__ __aicore__ void KernelEntry(const Params& params, Gm... gm) {
+  KERNEL_TASK_TYPE_DEFAULT(Kernel::kType);
   Kernel op(params);
   op.Init(gm...);
   op.Process();
+}
+
+// What a kernel over rows holds (the norm families' kernels, one base as Ascend C kernels share
+// one): its launch's parameters, the tile shape its UB was planned at, its block and the rows the
+// tiling gives that block, and its pipe.
+template <class Params>
+class RowKernel {
+ protected:
+  RowKernel(const Params& p, const Tiles& tiles)
+      : p_(p), shape_(tiles.shape()), block_(GetBlockIdx()), range_(rows_of_block(tiles, block_)) {}
+
+  Params p_;
+  TileShape shape_;
+  int64_t block_;
+  RowRange range_;
+  TPipe pipe_;
+};
+
+// A kernel's UB from its layout (tiling.h), as planned: InitUb(pipe, shape, depth, que, l.x, buf,
+// l.y, ...) gives each queue `depth` buffers and each TBuf one, of its item's bytes at `shape`,
+// and leaves out an absent item (size 0).
+inline void InitUb(TPipe&, const TileShape&, int) {}
+template <TPosition pos, class... Rest>
+void InitUb(TPipe& pipe, const TileShape& shape, int depth, TBuf<pos>& buf, const UbItem& item, Rest&... rest);
+template <TPosition pos, class... Rest>
+void InitUb(TPipe& pipe, const TileShape& shape, int depth, TQue<pos, 2>& que, const UbItem& item, Rest&... rest) {
+  if (item.size != 0) pipe.InitBuffer(que, static_cast<uint8_t>(depth), static_cast<uint32_t>(item_bytes(item, shape)));
+  InitUb(pipe, shape, depth, rest...);
+}
+template <TPosition pos, class... Rest>
+void InitUb(TPipe& pipe, const TileShape& shape, int depth, TBuf<pos>& buf, const UbItem& item, Rest&... rest) {
+  if (item.size != 0) pipe.InitBuffer(buf, static_cast<uint32_t>(item_bytes(item, shape)));
+  InitUb(pipe, shape, depth, rest...);
 }
 
 // Items 0..n-1, each a copy in and then a compute-and-copy-out. Double-buffered (depth 2), the
@@ -444,6 +513,18 @@ void with_types(family::Elem x, family::Elem w, F&& f) {
     case family::Elem::bf16:
       return on_x(Tag<bfloat16_t>{});
   }
+}
+
+// Runs kernel class Kernel<X, W> of the problem's types (with_types) on `blocks` blocks of the
+// emulator: its entry with the launch's parameters and GM arguments.
+template <template <class, class> class Kernel, class Params, class... Gm>
+void launch(Emulator& emulator, const std::string& name, int64_t blocks, const std::vector<GmArg>& args,
+            family::Elem x, family::Elem w, const Params& params, Gm... gm) {
+  emulator.launch(name, blocks, args, [&] {
+    with_types(x, w, [&](auto xt, auto wt) {
+      KernelEntry<Kernel<typename decltype(xt)::type, typename decltype(wt)::type>>(params, gm...);
+    });
+  });
 }
 
 }  // namespace opreg::npu::kernel

@@ -40,15 +40,14 @@ struct BwdParams {
 };
 
 template <class X, class P>
-class KernelNormGrad {
+class KernelNormGrad : public kernel::RowKernel<BwdParams> {
  public:
-  explicit KernelNormGrad(const BwdParams& p) : p_(p), s_(p.s), shape_(p.plan.tiles.shape()) {}
+  static constexpr KernelMetaType kType = KERNEL_TYPE_MIX_AIV_1_0;  // SyncAll before the dW / dB reduction
+  explicit KernelNormGrad(const BwdParams& p) : RowKernel(p, p.plan.tiles), s_(p.s) {}
 
   void Init(GM_ADDR dy, GM_ADDR x, GM_ADDR weight, GM_ADDR mean, GM_ADDR rstd, GM_ADDR dx, GM_ADDR dweight,
             GM_ADDR dbias, GM_ADDR workspace) {
     const Tiles& t = p_.plan.tiles;
-    block_ = GetBlockIdx();
-    range_ = rows_of_block(t, block_);
     size_ = s_.size();
     params_ = s_.params();
     const auto elems = static_cast<uint64_t>(s_.sets * size_);
@@ -66,33 +65,10 @@ class KernelNormGrad {
       wsGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(workspace), static_cast<uint64_t>(p_.ws_floats));
     }
     const BwdLayout l = bwd_layout(s_);
-    const auto depth = static_cast<uint8_t>(t.depth);
-    pipe_.InitBuffer(inDy_, depth, bytes(l.dy));
-    pipe_.InitBuffer(inX_, depth, bytes(l.x));
-    pipe_.InitBuffer(outDx_, depth, bytes(l.dx));
-    if (l.dyf.size != 0) pipe_.InitBuffer(dyfBuf_, bytes(l.dyf));
-    if (l.xf.size != 0) pipe_.InitBuffer(xfBuf_, bytes(l.xf));
-    pipe_.InitBuffer(tBuf_, bytes(l.t));
-    if (l.wf.size != 0) {
-      pipe_.InitBuffer(wfBuf_, bytes(l.wf));
-      pipe_.InitBuffer(dwpBuf_, bytes(l.dwp));
-      pipe_.InitBuffer(dwbBuf_, bytes(l.dwb));
-    }
-    if (l.dbp.size != 0) {
-      pipe_.InitBuffer(dbpBuf_, bytes(l.dbp));
-      pipe_.InitBuffer(dbbBuf_, bytes(l.dbb));
-    }
-    if (l.wc.size != 0) pipe_.InitBuffer(wcBuf_, bytes(l.wc));
-    if (l.dwc.size != 0) pipe_.InitBuffer(dwcBuf_, bytes(l.dwc));
-    if (l.dbc.size != 0) pipe_.InitBuffer(dbcBuf_, bytes(l.dbc));
-    if (l.p_raw.size != 0) pipe_.InitBuffer(rawBuf_, bytes(l.p_raw));
-    pipe_.InitBuffer(meanBuf_, bytes(l.mean));
-    pipe_.InitBuffer(rstdBuf_, bytes(l.rstd));
-    pipe_.InitBuffer(c1Buf_, bytes(l.c1));
-    pipe_.InitBuffer(c2Buf_, bytes(l.c2));
-    pipe_.InitBuffer(accBuf_, bytes(l.acc));
-    pipe_.InitBuffer(workBuf_, bytes(l.work));
-    if (l.exact.size != 0) pipe_.InitBuffer(exactBuf_, bytes(l.exact));
+    InitUb(pipe_, shape_, t.depth, inDy_, l.dy, inX_, l.x, outDx_, l.dx, dyfBuf_, l.dyf, xfBuf_, l.xf, tBuf_, l.t, wfBuf_,
+           l.wf, dwpBuf_, l.dwp, dwbBuf_, l.dwb, dbpBuf_, l.dbp, dbbBuf_, l.dbb, wcBuf_, l.wc, dwcBuf_, l.dwc, dbcBuf_,
+           l.dbc, rawBuf_, l.p_raw, meanBuf_, l.mean, rstdBuf_, l.rstd, c1Buf_, l.c1, c2Buf_, l.c2, accBuf_, l.acc, workBuf_,
+           l.work, exactBuf_, l.exact);
   }
 
   void Process() {
@@ -119,7 +95,6 @@ class KernelNormGrad {
   }
 
  private:
-  uint32_t bytes(const UbItem& item) const { return static_cast<uint32_t>(item_bytes(item, shape_)); }
   uint64_t at(int64_t set, int64_t row = 0, int64_t col = 0) const {
     return static_cast<uint64_t>(set * size_ + row * p_.plan.row_len + col);
   }
@@ -145,18 +120,12 @@ class KernelNormGrad {
   }
 
   void CopyIn(uint64_t offset, int64_t rows, int64_t width) {
-    LocalTensor<X> dy = inDy_.AllocTensor<X>();
-    LocalTensor<X> x = inX_.AllocTensor<X>();
-    CopyRowsIn(dy, dyGm_[offset], rows, width, p_.plan.row_len);
-    CopyRowsIn(x, xGm_[offset], rows, width, p_.plan.row_len);
-    inDy_.EnQue(dy);
-    inX_.EnQue(x);
+    QueueRowsIn(inDy_, dyGm_[offset], rows, width, p_.plan.row_len);
+    QueueRowsIn(inX_, xGm_[offset], rows, width, p_.plan.row_len);
   }
 
   void CopyOut(uint64_t offset, int64_t rows, int64_t width) {
-    LocalTensor<X> dx = outDx_.DeQue<X>();
-    CopyRowsOut(dxGm_[offset], dx, rows, width, p_.plan.row_len);
-    outDx_.FreeTensor(dx);
+    QueueRowsOut(dxGm_[offset], outDx_, rows, width, p_.plan.row_len);
   }
 
   void GradTile(int64_t set0, int64_t n) {
@@ -164,12 +133,10 @@ class KernelNormGrad {
     const int64_t L = p_.plan.row_len;
     const int64_t pitch = shape_.pitch();
     const int64_t span = n * R * pitch;
-    LocalTensor<X> dy = inDy_.DeQue<X>();
-    LocalTensor<X> x = inX_.DeQue<X>();
-    LocalTensor<X> dx = outDx_.AllocTensor<X>();
-    const LocalTensor<float> dyf = AsFloat(dy, kernel::FloatScratch<X>(dyfBuf_), span);
-    const LocalTensor<float> xf = AsFloat(x, kernel::FloatScratch<X>(xfBuf_), span);
-    const LocalTensor<float> dxf = kernel::FloatTile(dx, dyf);
+    const Tile tile = TakeTile(span);
+    const LocalTensor<float> dyf = tile.dyf;
+    const LocalTensor<float> xf = tile.xf;
+    const LocalTensor<float> dxf = tile.dxf;
     const LocalTensor<float> t = tBuf_.Get<float>();
     const LocalTensor<float> mean = meanBuf_.Get<float>();
     const LocalTensor<float> rstd = rstdBuf_.Get<float>();
@@ -186,10 +153,30 @@ class KernelNormGrad {
       const float inv = size_ == 0 ? 0.0f : 1.0f / static_cast<float>(size_);
       Dx(dxf[base], dyf[base], xf[base], t[base], R, pitch, s1 * inv, s2 * inv, rs);
     }
-    StoreFloat(dx, dxf, span);
-    outDx_.EnQue(dx);
-    inDy_.FreeTensor(dy);
-    inX_.FreeTensor(x);
+    GiveTile(tile, span);
+  }
+
+  // A tile's dy and x taken from their queues and dx's tile allocated, as floats (dx computed in
+  // dy's float tile); GiveTile stores dx and sends it out, freeing dy and x.
+  struct Tile {
+    LocalTensor<X> dy, x, dx;
+    LocalTensor<float> dyf, xf, dxf;
+  };
+  Tile TakeTile(int64_t span) {
+    Tile t;
+    t.dy = inDy_.DeQue<X>();
+    t.x = inX_.DeQue<X>();
+    t.dx = outDx_.AllocTensor<X>();
+    t.dyf = AsFloat(t.dy, kernel::FloatScratch<X>(dyfBuf_), span);
+    t.xf = AsFloat(t.x, kernel::FloatScratch<X>(xfBuf_), span);
+    t.dxf = kernel::FloatTile(t.dx, t.dyf);
+    return t;
+  }
+  void GiveTile(const Tile& t, int64_t span) {
+    StoreFloat(t.dx, t.dxf, span);
+    outDx_.EnQue(t.dx);
+    inDy_.FreeTensor(t.dy);
+    inX_.FreeTensor(t.x);
   }
 
   // ---- pieces
@@ -247,23 +234,15 @@ class KernelNormGrad {
             CopyRowsOut(wsGm_[static_cast<uint64_t>(p_.ws_c + s_.sets + g0)], c2, 1, gn, gn);
           }
         });
-    if (spill) {
-      PipeBarrier<PIPE_ALL>();
-    } else {
-      PipeSync<HardEvent::V_S>();  // the one group's c1 and c2 stay in UB for pass 2's scalar reads
-    }
-    walk.pass2(
+    StatsPass2(
+        walk, mean, rstd, meanGm_, rstdGm_,
         [&](int64_t i) {
           const Piece pc = p_.plan.piece(i);
           if (!s_.channel_mode()) StartPartials(pc.col0, pc.width);
         },
-        [&](int64_t set, int64_t gn) {
-          if (!spill) return;
-          CopyRowsIn(mean, meanGm_[static_cast<uint64_t>(set)], 1, gn, gn);
-          CopyRowsIn(rstd, rstdGm_[static_cast<uint64_t>(set)], 1, gn, gn);
+        [&](int64_t set, int64_t gn) {  // and the group's c1 and c2
           CopyRowsIn(c1, wsGm_[static_cast<uint64_t>(p_.ws_c + set)], 1, gn, gn);
           CopyRowsIn(c2, wsGm_[static_cast<uint64_t>(p_.ws_c + s_.sets + set)], 1, gn, gn);
-          PipeSync<HardEvent::MTE2_S>();
         },
         in,
         [&](int64_t j, int64_t i) {
@@ -271,23 +250,17 @@ class KernelNormGrad {
           const int64_t set = range_.first + j;
           const auto r = u32(j % walk.group);
           const int64_t span = pc.rows * pitch;
-          LocalTensor<X> dy = inDy_.DeQue<X>();
-          LocalTensor<X> x = inX_.DeQue<X>();
-          LocalTensor<X> dx = outDx_.AllocTensor<X>();
-          const LocalTensor<float> dyf = AsFloat(dy, kernel::FloatScratch<X>(dyfBuf_), span);
-          const LocalTensor<float> xf = AsFloat(x, kernel::FloatScratch<X>(xfBuf_), span);
-          const LocalTensor<float> dxf = kernel::FloatTile(dx, dyf);
+          const Tile tile = TakeTile(span);
+          const LocalTensor<float> dyf = tile.dyf;
+          const LocalTensor<float> xf = tile.xf;
           const LocalTensor<float> t = tBuf_.Get<float>();
           const float rs = rstd.GetValue(r);
           ExactPartials(dyf, xf, t, pc.width, mean.GetValue(r), rs);
           Xhat(xf, pc.rows, pitch, mean.GetValue(r), rs);
           Partials(dyf, xf, t, set, pc.row0, pc.rows, pc.width, pitch);
           Gradient(dyf, set, pc.row0, pc.rows, pc.width, pitch);
-          Dx(dxf, dyf, xf, t, pc.rows, pitch, c1.GetValue(r), c2.GetValue(r), rs);
-          StoreFloat(dx, dxf, span);
-          outDx_.EnQue(dx);
-          inDy_.FreeTensor(dy);
-          inX_.FreeTensor(x);
+          Dx(tile.dxf, dyf, xf, t, pc.rows, pitch, c1.GetValue(r), c2.GetValue(r), rs);
+          GiveTile(tile, span);
           CopyOut(at(set, pc.row0, pc.col0), pc.rows, pc.width);
         },
         [&](int64_t i) {
@@ -460,15 +433,10 @@ class KernelNormGrad {
     if (p_.grads_b) reduce.Run(dbGm_, {wsGm_, p_.ws_db, cores, params_, lo}, mine);
   }
 
-  BwdParams p_;
   NormSizes s_;
-  TileShape shape_;
-  int64_t block_ = 0;
-  RowRange range_;
   int64_t size_ = 0;
   int64_t params_ = 0;
   int64_t block_sets_ = 0;
-  TPipe pipe_;
   TQue<TPosition::VECIN, 2> inDy_, inX_;
   TQue<TPosition::VECOUT, 2> outDx_;
   TBuf<TPosition::VECCALC> dyfBuf_, xfBuf_, tBuf_, wfBuf_, dwpBuf_, dwbBuf_, dbpBuf_, dbbBuf_, wcBuf_, dwcBuf_, dbcBuf_,
@@ -477,13 +445,6 @@ class KernelNormGrad {
   GlobalTensor<P> wGm_, dwGm_, dbGm_;
   GlobalTensor<float> meanGm_, rstdGm_, wsGm_;
 };
-
-template <class X, class P>
-__global__ __aicore__ void norm_bwd(GM_ADDR dy, GM_ADDR x, GM_ADDR weight, GM_ADDR mean, GM_ADDR rstd, GM_ADDR dx,
-                                    GM_ADDR dweight, GM_ADDR dbias, GM_ADDR workspace, const BwdParams& p) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIV_1_0);  // SyncAll before the dW / dB reduction
-  RunKernel<KernelNormGrad<X, P>>(p, dy, x, weight, mean, rstd, dx, dweight, dbias, workspace);
-}
 // ascend-c: end
 
 }  // namespace
@@ -525,13 +486,9 @@ void launch_bwd(const family::NormBwd& d, const NormSizes& s, const NormPlan& pl
   if (s.has_weight) args.push_back({"weight", d.weight, pbytes});
   if (d.dweight != nullptr) args.push_back({"dweight", d.dweight, pbytes});
   if (d.dbias != nullptr) args.push_back({"dbias", d.dbias, pbytes});
-  emulator.launch(name, cores, args, [&] {
-    kernel::with_types(s.x, s.p, [&](auto xt, auto pt) {
-      norm_bwd<typename decltype(xt)::type, typename decltype(pt)::type>(
-          gm_addr(d.dy), gm_addr(d.x), gm_addr(d.weight), gm_addr(d.mean), gm_addr(d.rstd), gm_addr(d.dx),
-          gm_addr(d.dweight), gm_addr(d.dbias), gm_addr(lease.data()), p);
-    });
-  });
+  kernel::launch<KernelNormGrad>(emulator, name, cores, args, s.x, s.p, p, gm_addr(d.dy), gm_addr(d.x), gm_addr(d.weight),
+                                 gm_addr(d.mean), gm_addr(d.rstd), gm_addr(d.dx), gm_addr(d.dweight), gm_addr(d.dbias),
+                                 gm_addr(lease.data()));
 }
 
 }  // namespace opreg::npu::norm

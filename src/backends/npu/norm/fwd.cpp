@@ -28,13 +28,13 @@ struct FwdParams {
 };
 
 template <class X, class P>
-class KernelNorm {
+class KernelNorm : public kernel::RowKernel<FwdParams> {
  public:
-  explicit KernelNorm(const FwdParams& p) : p_(p), s_(p.s), shape_(p.plan.tiles.shape()) {}
+  static constexpr KernelMetaType kType = KERNEL_TYPE_AIV_ONLY;
+  explicit KernelNorm(const FwdParams& p) : RowKernel(p, p.plan.tiles), s_(p.s) {}
 
   void Init(GM_ADDR x, GM_ADDR weight, GM_ADDR bias, GM_ADDR y, GM_ADDR mean, GM_ADDR rstd) {
     const Tiles& t = p_.plan.tiles;
-    range_ = rows_of_block(t, GetBlockIdx());
     size_ = s_.size();
     const auto elems = static_cast<uint64_t>(s_.sets * size_);
     xGm_.SetGlobalBuffer(reinterpret_cast<__gm__ X*>(x), elems);
@@ -45,22 +45,9 @@ class KernelNorm {
     if (s_.has_weight) wGm_.SetGlobalBuffer(reinterpret_cast<__gm__ P*>(weight), params);
     if (s_.has_bias) bGm_.SetGlobalBuffer(reinterpret_cast<__gm__ P*>(bias), params);
     const FwdLayout l = fwd_layout(s_);
-    const auto depth = static_cast<uint8_t>(t.depth);
-    pipe_.InitBuffer(inX_, depth, bytes(l.x));
-    pipe_.InitBuffer(outY_, depth, bytes(l.y));
-    if (l.xf.size != 0) pipe_.InitBuffer(xfBuf_, bytes(l.xf));
-    if (l.yf.size != 0) pipe_.InitBuffer(yfBuf_, bytes(l.yf));
-    if (l.wf.size != 0) pipe_.InitBuffer(wfBuf_, bytes(l.wf));
-    if (l.bf.size != 0) pipe_.InitBuffer(bfBuf_, bytes(l.bf));
-    if (l.wc.size != 0) pipe_.InitBuffer(wcBuf_, bytes(l.wc));
-    if (l.bc.size != 0) pipe_.InitBuffer(bcBuf_, bytes(l.bc));
-    if (l.p_raw.size != 0) pipe_.InitBuffer(rawBuf_, bytes(l.p_raw));
-    pipe_.InitBuffer(meanBuf_, bytes(l.mean));
-    pipe_.InitBuffer(m2Buf_, bytes(l.m2));
-    pipe_.InitBuffer(scaleBuf_, bytes(l.scale));
-    pipe_.InitBuffer(rstdBuf_, bytes(l.rstd));
-    pipe_.InitBuffer(accBuf_, bytes(l.acc));
-    pipe_.InitBuffer(workBuf_, bytes(l.work));
+    InitUb(pipe_, shape_, t.depth, inX_, l.x, outY_, l.y, xfBuf_, l.xf, yfBuf_, l.yf, wfBuf_, l.wf, bfBuf_, l.bf, wcBuf_,
+           l.wc, bcBuf_, l.bc, rawBuf_, l.p_raw, meanBuf_, l.mean, m2Buf_, l.m2, scaleBuf_, l.scale, rstdBuf_, l.rstd,
+           accBuf_, l.acc, workBuf_, l.work);
   }
 
   void Process() {
@@ -77,7 +64,6 @@ class KernelNorm {
   }
 
  private:
-  uint32_t bytes(const UbItem& item) const { return static_cast<uint32_t>(item_bytes(item, shape_)); }
   LocalTensor<float> l_raw() { return fwd_layout(s_).p_raw.size != 0 ? rawBuf_.Get<float>() : LocalTensor<float>{}; }
   uint64_t at(int64_t set, int64_t row = 0, int64_t col = 0) const {
     return static_cast<uint64_t>(set * size_ + row * p_.plan.row_len + col);
@@ -104,15 +90,11 @@ class KernelNorm {
   }
 
   void CopyIn(uint64_t offset, int64_t rows, int64_t width) {
-    LocalTensor<X> x = inX_.AllocTensor<X>();
-    CopyRowsIn(x, xGm_[offset], rows, width, p_.plan.row_len);
-    inX_.EnQue(x);
+    QueueRowsIn(inX_, xGm_[offset], rows, width, p_.plan.row_len);
   }
 
   void CopyOut(uint64_t offset, int64_t rows, int64_t width) {
-    LocalTensor<X> y = outY_.DeQue<X>();
-    CopyRowsOut(yGm_[offset], y, rows, width, p_.plan.row_len);
-    outY_.FreeTensor(y);
+    QueueRowsOut(yGm_[offset], outY_, rows, width, p_.plan.row_len);
   }
 
   void ComputeSets(int64_t set0, int64_t n) {
@@ -207,25 +189,14 @@ class KernelNorm {
                  CopyRowsOut(meanGm_[static_cast<uint64_t>(g0)], mean, 1, gn, gn);
                  CopyRowsOut(rstdGm_[static_cast<uint64_t>(g0)], rstd, 1, gn, gn);
                });
-    // Pass 2: piece by piece over every set of the core; with several groups the statistics come
-    // back from GM (MTE3 -> MTE2: a barrier first).
-    const bool spill = walk.groups() > 1;
-    if (spill) {
-      PipeBarrier<PIPE_ALL>();
-    } else {
-      PipeSync<HardEvent::V_S>();  // the one group's rstd stays in UB for pass 2's scalar reads
-    }
-    walk.pass2(
+    // Pass 2: piece by piece over every set of the core.
+    StatsPass2(
+        walk, mean, rstd, meanGm_, rstdGm_,
         [&](int64_t i) {
           const Piece pc = p_.plan.piece(i);
           if (!s_.channel_mode()) LoadRowParams(pc.col0, pc.width);
         },
-        [&](int64_t set, int64_t gn) {
-          if (!spill) return;
-          CopyRowsIn(mean, meanGm_[static_cast<uint64_t>(set)], 1, gn, gn);
-          CopyRowsIn(rstd, rstdGm_[static_cast<uint64_t>(set)], 1, gn, gn);
-          PipeSync<HardEvent::MTE2_S>();
-        },
+        [](int64_t, int64_t) {},
         in,
         [&](int64_t j, int64_t i) {
           const Piece pc = p_.plan.piece(i);
@@ -267,20 +238,9 @@ class KernelNorm {
     scaleBuf_.Get<float>().SetValue(u32(k), scale);
   }
 
-  // rstd = scale / sqrt(M2s / n + eps * scale^2) for n sets, where M2s is M2 of (x - mean) * scale
-  // (scale 1 but for sets whose M2 overflows; an empty set has M2 0).
+  // rstd of n sets from their M2 and scale (kernel::ScaledRstd; an empty set has M2 0).
   void Rstd(int64_t n) {
-    const auto count = u32(n);
-    const LocalTensor<float> m2 = m2Buf_.Get<float>();
-    const LocalTensor<float> scale = scaleBuf_.Get<float>();
-    const LocalTensor<float> rstd = rstdBuf_.Get<float>();
-    Muls(rstd, m2, size_ == 0 ? 0.0f : 1.0f / static_cast<float>(size_), count);
-    Mul(m2, scale, scale, count);
-    Muls(m2, m2, p_.eps, count);
-    Add(rstd, rstd, m2, count);
-    Sqrt(rstd, rstd, count);
-    Reciprocal(rstd, rstd, count);
-    Mul(rstd, rstd, scale, count);
+    kernel::ScaledRstd(rstdBuf_.Get<float>(), m2Buf_.Get<float>(), scaleBuf_.Get<float>(), size_, p_.eps, n);
   }
 
   // A resident set whose M2 overflowed: M2 of (x - mean) scaled by the power of two that brings
@@ -368,12 +328,8 @@ class KernelNorm {
     if (s_.has_bias) kernel::LoadRowAsFloat(bfBuf_.Get<float>(), bGm_, col0, width, scratch);
   }
 
-  FwdParams p_;
   NormSizes s_;
-  TileShape shape_;
-  RowRange range_;
   int64_t size_ = 0;
-  TPipe pipe_;
   TQue<TPosition::VECIN, 2> inX_;
   TQue<TPosition::VECOUT, 2> outY_;
   TBuf<TPosition::VECCALC> xfBuf_, yfBuf_, wfBuf_, bfBuf_, wcBuf_, bcBuf_, rawBuf_, meanBuf_, m2Buf_, scaleBuf_, rstdBuf_,
@@ -382,13 +338,6 @@ class KernelNorm {
   GlobalTensor<P> wGm_, bGm_;
   GlobalTensor<float> meanGm_, rstdGm_;
 };
-
-template <class X, class P>
-__global__ __aicore__ void norm_fwd(GM_ADDR x, GM_ADDR weight, GM_ADDR bias, GM_ADDR y, GM_ADDR mean, GM_ADDR rstd,
-                                    const FwdParams& p) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
-  RunKernel<KernelNorm<X, P>>(p, x, weight, bias, y, mean, rstd);
-}
 // ascend-c: end
 
 }  // namespace
@@ -410,12 +359,8 @@ void launch_fwd(const family::NormFwd& d, const NormSizes& s, const NormPlan& pl
   std::vector<GmArg> args{{"x", d.x, xbytes}, {"y", d.y, xbytes}, {"mean", d.mean, sbytes}, {"rstd", d.rstd, sbytes}};
   if (s.has_weight) args.push_back({"weight", d.weight, pbytes});
   if (s.has_bias) args.push_back({"bias", d.bias, pbytes});
-  emulator.launch(name, plan.tiles.block_dim, args, [&] {
-    kernel::with_types(s.x, s.p, [&](auto xt, auto pt) {
-      norm_fwd<typename decltype(xt)::type, typename decltype(pt)::type>(
-          gm_addr(d.x), gm_addr(d.weight), gm_addr(d.bias), gm_addr(d.y), gm_addr(d.mean), gm_addr(d.rstd), p);
-    });
-  });
+  kernel::launch<KernelNorm>(emulator, name, plan.tiles.block_dim, args, s.x, s.p, p, gm_addr(d.x), gm_addr(d.weight),
+                             gm_addr(d.bias), gm_addr(d.y), gm_addr(d.mean), gm_addr(d.rstd));
 }
 
 }  // namespace opreg::npu::norm

@@ -24,31 +24,37 @@ using namespace AscendC;
 
 inline uint32_t u32(int64_t v) { return static_cast<uint32_t>(v); }
 
-// The sum of `rows` rows of `width` floats `pitch` apart, each row by ReduceSum into `acc` (a
-// 32-byte slot) and the row sums added on the scalar unit in row order (V_S before each read).
-inline float RowsSum(const LocalTensor<float>& v, int64_t rows, int64_t width, int64_t pitch,
-                     const LocalTensor<float>& acc, const LocalTensor<float>& work) {
-  float sum = 0.0f;
-  if (width == 0) return sum;
+// The sum (kMax: the largest, a NaN winning) of `rows` rows of `width` floats `pitch` apart, each
+// row by ReduceSum (ReduceMax) into `acc` (a 32-byte slot) and the rows combined on the scalar
+// unit in row order (V_S before each read).
+template <bool kMax>
+inline float RowsReduce(const LocalTensor<float>& v, int64_t rows, int64_t width, int64_t pitch,
+                        const LocalTensor<float>& acc, const LocalTensor<float>& work) {
+  float result = 0.0f;
+  if (width == 0) return result;
   for (int64_t r = 0; r < rows; ++r) {
-    ReduceSum(acc, v[u32(r * pitch)], work, u32(width));
-    kernel::PipeSync<HardEvent::V_S>();
-    sum += acc.GetValue(0);
-  }
-  return sum;
-}
-
-inline float RowsMax(const LocalTensor<float>& v, int64_t rows, int64_t width, int64_t pitch,
-                     const LocalTensor<float>& acc, const LocalTensor<float>& work) {
-  float largest = 0.0f;
-  if (width == 0) return largest;
-  for (int64_t r = 0; r < rows; ++r) {
-    ReduceMax(acc, v[u32(r * pitch)], work, u32(width));
+    if constexpr (kMax) {
+      ReduceMax(acc, v[u32(r * pitch)], work, u32(width));
+    } else {
+      ReduceSum(acc, v[u32(r * pitch)], work, u32(width));
+    }
     kernel::PipeSync<HardEvent::V_S>();
     const float m = acc.GetValue(0);
-    largest = kernel::IsNan(m) || m > largest ? m : largest;
+    if constexpr (kMax) {
+      result = kernel::IsNan(m) || m > result ? m : result;
+    } else {
+      result += m;
+    }
   }
-  return largest;
+  return result;
+}
+inline float RowsSum(const LocalTensor<float>& v, int64_t rows, int64_t width, int64_t pitch,
+                     const LocalTensor<float>& acc, const LocalTensor<float>& work) {
+  return RowsReduce<false>(v, rows, width, pitch, acc, work);
+}
+inline float RowsMax(const LocalTensor<float>& v, int64_t rows, int64_t width, int64_t pitch,
+                     const LocalTensor<float>& acc, const LocalTensor<float>& work) {
+  return RowsReduce<true>(v, rows, width, pitch, acc, work);
 }
 
 using kernel::ScaleFor;
@@ -128,6 +134,32 @@ inline Moments PieceMoments(const LocalTensor<float>& x, const LocalTensor<float
     m.m2 = q;
   }
   return m;
+}
+
+// Pass 2 of a chunked kernel (kernel::SplitRows::pass2) whose sets' statistics pass 1 left for a
+// group of sets at a time: with one group they stay in UB (V_S: the scalar unit reads what the
+// vector unit made); with several, each group's mean and rstd come back from GM before its sets
+// (a barrier first: MTE3 -> MTE2), with what `reload(set, gn)` copies besides.
+template <class ChunkBegin, class Reload, class In, class Body, class ChunkEnd>
+inline void StatsPass2(const kernel::SplitRows& walk, const LocalTensor<float>& mean, const LocalTensor<float>& rstd,
+                       const GlobalTensor<float>& meanGm, const GlobalTensor<float>& rstdGm, ChunkBegin&& chunk_begin,
+                       Reload&& reload, In&& in, Body&& body, ChunkEnd&& chunk_end) {
+  const bool spill = walk.groups() > 1;
+  if (spill) {
+    PipeBarrier<PIPE_ALL>();
+  } else {
+    kernel::PipeSync<HardEvent::V_S>();
+  }
+  walk.pass2(
+      chunk_begin,
+      [&](int64_t set, int64_t gn) {
+        if (!spill) return;
+        kernel::CopyRowsIn(mean, meanGm[static_cast<uint64_t>(set)], 1, gn, gn);
+        kernel::CopyRowsIn(rstd, rstdGm[static_cast<uint64_t>(set)], 1, gn, gn);
+        reload(set, gn);
+        kernel::PipeSync<HardEvent::MTE2_S>();
+      },
+      in, body, chunk_end);
 }
 
 // dst[0, n) = the GM params [0, n) as float, in DataCopyPad-sized pieces through `raw` (16-bit P),

@@ -50,15 +50,14 @@ struct BwdParams {
 };
 
 template <class X, class W>
-class KernelRmsNormGrad {
+class KernelRmsNormGrad : public kernel::RowKernel<BwdParams> {
  public:
-  explicit KernelRmsNormGrad(const BwdParams& p) : p_(p), shape_(p.plan.shape()) {}
+  static constexpr KernelMetaType kType = KERNEL_TYPE_MIX_AIV_1_0;  // SyncAll before the dW reduction
+  explicit KernelRmsNormGrad(const BwdParams& p) : RowKernel(p, p.plan) {}
 
   void Init(GM_ADDR dy, GM_ADDR ds, GM_ADDR x, GM_ADDR weight, GM_ADDR rstd, GM_ADDR dx, GM_ADDR dweight,
             GM_ADDR workspace) {
     const Tiles& plan = p_.plan;
-    block_ = GetBlockIdx();
-    range_ = rows_of_block(plan, block_);
     cols_ = plan.cols;
     const auto elems = static_cast<uint64_t>(plan.rows * cols_);
     dyGm_.SetGlobalBuffer(reinterpret_cast<__gm__ X*>(dy), elems);
@@ -74,25 +73,9 @@ class KernelRmsNormGrad {
       wsGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(workspace), static_cast<uint64_t>(p_.ws_floats));
     }
     const BwdLayout l = bwd_layout(kernel::elem_of<X>(), p_.has_weight, p_.fused);
-    const auto depth = static_cast<uint8_t>(plan.depth);
-    pipe_.InitBuffer(inDy_, depth, bytes(l.dy));
-    if (p_.fused) pipe_.InitBuffer(inDs_, depth, bytes(l.ds));
-    pipe_.InitBuffer(inX_, depth, bytes(l.x));
-    pipe_.InitBuffer(outDx_, depth, bytes(l.dx));
-    if (l.dyf.size != 0) pipe_.InitBuffer(dyfBuf_, bytes(l.dyf));
-    if (l.xf.size != 0) pipe_.InitBuffer(xfBuf_, bytes(l.xf));
-    pipe_.InitBuffer(tBuf_, bytes(l.t));
-    if (p_.has_weight) {
-      pipe_.InitBuffer(wfBuf_, bytes(l.wf));
-      pipe_.InitBuffer(dwpBuf_, bytes(l.dwp));
-      pipe_.InitBuffer(blkBuf_, bytes(l.blk));
-    }
-    pipe_.InitBuffer(rstdBuf_, bytes(l.rstd));
-    pipe_.InitBuffer(dotBuf_, bytes(l.dot));
-    pipe_.InitBuffer(coeffBuf_, bytes(l.coeff));
-    pipe_.InitBuffer(accBuf_, bytes(l.acc));
-    pipe_.InitBuffer(workBuf_, bytes(l.work));
-    if (l.exact.size != 0) pipe_.InitBuffer(exactBuf_, bytes(l.exact));
+    InitUb(pipe_, shape_, plan.depth, inDy_, l.dy, inDs_, l.ds, inX_, l.x, outDx_, l.dx, dyfBuf_, l.dyf, xfBuf_, l.xf,
+           tBuf_, l.t, wfBuf_, l.wf, dwpBuf_, l.dwp, blkBuf_, l.blk, rstdBuf_, l.rstd, dotBuf_, l.dot, coeffBuf_, l.coeff,
+           accBuf_, l.acc, workBuf_, l.work, exactBuf_, l.exact);
   }
 
   void Process() {
@@ -125,7 +108,6 @@ class KernelRmsNormGrad {
   }
 
  private:
-  uint32_t bytes(const UbItem& item) const { return static_cast<uint32_t>(item_bytes(item, shape_)); }
   uint64_t at(int64_t row, int64_t col = 0) const {
     return static_cast<uint64_t>(row * cols_ + col);
   }
@@ -364,14 +346,9 @@ class KernelRmsNormGrad {
       kernel::PrepareScale(wfBuf_.Get<float>(), wGm_, tBuf_.Get<float>(), col0, width, p_.offset, p_.scale_round);
   }
 
-  BwdParams p_;
-  TileShape shape_;
-  int64_t block_ = 0;
-  RowRange range_;
   int64_t cols_ = 0;
   int64_t stat0_ = 0;
   int64_t block_rows_ = 0;
-  TPipe pipe_;
   TQue<TPosition::VECIN, 2> inDy_, inDs_, inX_;
   TQue<TPosition::VECOUT, 2> outDx_;
   TBuf<TPosition::VECCALC> dyfBuf_, xfBuf_, tBuf_, wfBuf_, dwpBuf_, blkBuf_, rstdBuf_, dotBuf_, coeffBuf_, accBuf_,
@@ -380,13 +357,6 @@ class KernelRmsNormGrad {
   GlobalTensor<W> wGm_, dwGm_;
   GlobalTensor<float> rstdGm_, wsGm_;
 };
-
-template <class X, class W>
-__global__ __aicore__ void rms_norm_bwd(GM_ADDR dy, GM_ADDR ds, GM_ADDR x, GM_ADDR weight, GM_ADDR rstd, GM_ADDR dx,
-                                        GM_ADDR dweight, GM_ADDR workspace, const BwdParams& p) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIV_1_0);  // SyncAll before the dW reduction
-  RunKernel<KernelRmsNormGrad<X, W>>(p, dy, ds, x, weight, rstd, dx, dweight, workspace);
-}
 // ascend-c: end
 
 }  // namespace
@@ -440,13 +410,9 @@ void run_bwd(const family::RowNormBwd& d, const BwdPlan& plan, const KernelConte
     args.push_back({"dweight", d.dweight, wbytes});
   }
   if (s.fused) args.push_back({"ds_out", d.ds_out, xbytes});
-  emulator.launch(name, cores, args, [&] {
-    kernel::with_types(s.x, s.w, [&](auto xt, auto wt) {
-      rms_norm_bwd<typename decltype(xt)::type, typename decltype(wt)::type>(
-          gm_addr(d.dy), gm_addr(d.ds_out), gm_addr(d.x), gm_addr(d.weight), gm_addr(d.rstd), gm_addr(d.dx),
-          gm_addr(d.dweight), gm_addr(lease.data()), p);
-    });
-  });
+  kernel::launch<KernelRmsNormGrad>(emulator, name, cores, args, s.x, s.w, p, gm_addr(d.dy), gm_addr(d.ds_out),
+                                    gm_addr(d.x), gm_addr(d.weight), gm_addr(d.rstd), gm_addr(d.dx), gm_addr(d.dweight),
+                                    gm_addr(lease.data()));
 }
 
 }  // namespace opreg::npu::rms_norm

@@ -36,13 +36,13 @@ struct FwdParams {
 };
 
 template <class X, class W>
-class KernelRmsNorm {
+class KernelRmsNorm : public kernel::RowKernel<FwdParams> {
  public:
-  explicit KernelRmsNorm(const FwdParams& p) : p_(p), shape_(p.plan.shape()) {}
+  static constexpr KernelMetaType kType = KERNEL_TYPE_AIV_ONLY;
+  explicit KernelRmsNorm(const FwdParams& p) : RowKernel(p, p.plan) {}
 
   void Init(GM_ADDR x, GM_ADDR residual, GM_ADDR weight, GM_ADDR y, GM_ADDR s, GM_ADDR rstd) {
     const Tiles& plan = p_.plan;
-    range_ = rows_of_block(plan, GetBlockIdx());
     cols_ = plan.cols;
     const auto elems = static_cast<uint64_t>(plan.rows * cols_);
     xGm_.SetGlobalBuffer(reinterpret_cast<__gm__ X*>(x), elems);
@@ -54,20 +54,9 @@ class KernelRmsNorm {
     rstdGm_.SetGlobalBuffer(reinterpret_cast<__gm__ float*>(rstd), static_cast<uint64_t>(plan.rows));
     if (p_.has_weight) wGm_.SetGlobalBuffer(reinterpret_cast<__gm__ W*>(weight), static_cast<uint64_t>(cols_));
     const FwdLayout l = fwd_layout(kernel::elem_of<X>(), p_.has_weight, p_.fused, short_rows(cols_));
-    const auto depth = static_cast<uint8_t>(plan.depth);
-    pipe_.InitBuffer(inX_, depth, bytes(l.x));
-    if (p_.fused) pipe_.InitBuffer(inR_, depth, bytes(l.res));
-    pipe_.InitBuffer(outY_, depth, bytes(l.y));
-    if (p_.fused) pipe_.InitBuffer(outS_, depth, bytes(l.s));
-    if (l.xf.size != 0) pipe_.InitBuffer(xfBuf_, bytes(l.xf));
-    if (l.sq.size != 0) pipe_.InitBuffer(sqBuf_, bytes(l.sq));
-    if (l.wf.size != 0) pipe_.InitBuffer(wfBuf_, bytes(l.wf));
-    pipe_.InitBuffer(sumsBuf_, bytes(l.sums));
-    pipe_.InitBuffer(scaleBuf_, bytes(l.scale));
-    pipe_.InitBuffer(rstdBuf_, bytes(l.rstd));
-    if (l.rstd_blocks.size != 0) pipe_.InitBuffer(rstdBlocksBuf_, bytes(l.rstd_blocks));
-    pipe_.InitBuffer(accBuf_, bytes(l.acc));
-    pipe_.InitBuffer(workBuf_, bytes(l.work));
+    InitUb(pipe_, shape_, plan.depth, inX_, l.x, inR_, l.res, outY_, l.y, outS_, l.s, xfBuf_, l.xf, sqBuf_, l.sq, wfBuf_,
+           l.wf, sumsBuf_, l.sums, scaleBuf_, l.scale, rstdBuf_, l.rstd, rstdBlocksBuf_, l.rstd_blocks, accBuf_, l.acc,
+           workBuf_, l.work);
   }
 
   void Process() {
@@ -79,7 +68,6 @@ class KernelRmsNorm {
   }
 
  private:
-  uint32_t bytes(const UbItem& item) const { return static_cast<uint32_t>(item_bytes(item, shape_)); }
   uint64_t at(int64_t row, int64_t col = 0) const {
     return static_cast<uint64_t>(row * cols_ + col);
   }
@@ -318,19 +306,10 @@ class KernelRmsNorm {
 
   // ---- shared steps
 
-  // rstd[i] = scale[i] / sqrt(sums[i] / cols + eps * scale[i]^2) for n rows, where sums[i] is the
-  // sum of (x * scale[i])^2 (scale 1 but for rows whose squares overflow; the mean of an empty
-  // row is 0). Consumes sums.
+  // rstd of n rows from their sums of squares (kernel::ScaledRstd; the mean of an empty row is 0).
+  // Consumes sums.
   void Rstd(const LocalTensor<float>& rstd, const LocalTensor<float>& sums, int64_t n) {
-    const auto count = static_cast<uint32_t>(n);
-    const LocalTensor<float> scale = scaleBuf_.Get<float>();
-    Muls(rstd, sums, cols_ == 0 ? 0.0f : 1.0f / static_cast<float>(cols_), count);
-    Mul(sums, scale, scale, count);
-    Muls(sums, sums, p_.eps, count);
-    Add(rstd, rstd, sums, count);
-    Sqrt(rstd, rstd, count);
-    Reciprocal(rstd, rstd, count);
-    Mul(rstd, rstd, scale, count);
+    kernel::ScaledRstd(rstd, sums, scaleBuf_.Get<float>(), cols_, p_.eps, n);
   }
 
   // A row whose sum of squares overflowed float (values past ~2^64): summed again scaled by a
@@ -412,12 +391,8 @@ class KernelRmsNorm {
       kernel::PrepareScale(wfBuf_.Get<float>(), wGm_, kernel::FloatScratch<X>(sqBuf_), col0, width, p_.offset, p_.scale_round);
   }
 
-  FwdParams p_;
-  TileShape shape_;
-  RowRange range_;
   int64_t cols_ = 0;
   int64_t groupStart_ = 0;  // split rows: the first row of the statistics group in pass 1
-  TPipe pipe_;
   TQue<TPosition::VECIN, 2> inX_, inR_;
   TQue<TPosition::VECOUT, 2> outY_, outS_;
   LocalTensor<X> pendingS_;  // the fused op's s tile between AddResidual and CopyOutS
@@ -426,13 +401,6 @@ class KernelRmsNorm {
   GlobalTensor<W> wGm_;
   GlobalTensor<float> rstdGm_;
 };
-
-template <class X, class W>
-__global__ __aicore__ void rms_norm_fwd(GM_ADDR x, GM_ADDR residual, GM_ADDR weight, GM_ADDR y, GM_ADDR s, GM_ADDR rstd,
-                                        const FwdParams& p) {
-  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
-  RunKernel<KernelRmsNorm<X, W>>(p, x, residual, weight, y, s, rstd);
-}
 // ascend-c: end
 
 }  // namespace
@@ -463,12 +431,8 @@ void run_fwd(const family::RowNormFwd& d, const FwdPlan& plan, const KernelConte
     args.push_back({"residual", d.residual, xbytes});
     args.push_back({"s", d.s, xbytes});
   }
-  emulator.launch(name, p.plan.block_dim, args, [&] {
-    kernel::with_types(s.x, s.w, [&](auto xt, auto wt) {
-      rms_norm_fwd<typename decltype(xt)::type, typename decltype(wt)::type>(
-          gm_addr(d.x), gm_addr(d.residual), gm_addr(d.weight), gm_addr(d.y), gm_addr(d.s), gm_addr(d.rstd), p);
-    });
-  });
+  kernel::launch<KernelRmsNorm>(emulator, name, p.plan.block_dim, args, s.x, s.w, p, gm_addr(d.x), gm_addr(d.residual),
+                                gm_addr(d.weight), gm_addr(d.y), gm_addr(d.s), gm_addr(d.rstd));
 }
 
 }  // namespace opreg::npu::rms_norm
