@@ -270,6 +270,20 @@ inline Teams teams_of(uint team, uint h) {
 // This work-item's row in the turn of the groups starting at `base`.
 inline ulong team_row(Teams g, ulong base) { return base + g.lid / g.team; }
 
+// The team kernels' walk over `rows` rows of `h` elements: declares the Teams `g` (teams of `team`
+// work-items), then runs `body` once for each turn of the groups over the rows, with `row` the
+// team's row, `valid` whether the team has one in this turn (every work-item of a group turns as
+// often as the others, for the barriers) and `first` the row's first element. `body` may hold
+// commas.
+#define FOR_TEAM_ROWS(g, team, rows, h, row, valid, first, ...)                  \
+  const Teams g = teams_of(team, h);                                             \
+  for (ulong g##_base = g.first; g##_base < (rows); g##_base += g.stride) {      \
+    const ulong row = team_row(g, g##_base);                                     \
+    const bool valid = row < (rows);                                             \
+    const ulong first = row * (h);                                               \
+    __VA_ARGS__                                                                  \
+  }
+
 // ---- Parameter gradients from per-slot partials.
 
 // A parameter gradient (dweight, dbias) = the column sums of `partial`'s slots (each slot h

@@ -128,25 +128,20 @@ inline void norm_fwd(global const uchar* x, global const uchar* w, global const 
                      uint spread, uint team, float eps, int has_weight, int has_bias, local float* scratch, int xf,
                      int pf) {
   const uint size = channels * spread;
-  const Teams g = teams_of(team, size);
-  const uint t = g.t;
-  for (ulong base = g.first; base < sets; base += g.stride) {
-    const ulong set = team_row(g, base);
-    const bool valid = set < sets;
-    const ulong first = set * size;
+  FOR_TEAM_ROWS(g, team, sets, size, set, valid, first, {
     const uint end = valid ? size : 0;
-    const float total = range_total(x, first, 0, end, t, team, g.steps, g.lid, scratch, xf);
+    const float total = range_total(x, first, 0, end, g.t, team, g.steps, g.lid, scratch, xf);
     const float mean = size == 0 ? 0.0f : total / (float)size;
     int m;
-    const float deviation = range_squares(x, first, 0, end, mean, t, team, g.steps, g.lid, scratch, &m, xf);
+    const float deviation = range_squares(x, first, 0, end, mean, g.t, team, g.steps, g.lid, scratch, &m, xf);
     const float r = scaled_rstd(deviation, m, size, eps);
-    if (valid && t == 0) {
+    if (valid && g.t == 0) {
       mean_out[set] = mean;
       rstd_out[set] = r;
     }
-    range_y(x, w, b, y, first, 0, end, (uint)(set % groups) * channels, spread, mean, r, t, team, g.steps,
+    range_y(x, w, b, y, first, 0, end, (uint)(set % groups) * channels, spread, mean, r, g.t, team, g.steps,
             has_weight, has_bias, xf, pf);
-  }
+  })
 }
 
 // dx = (g - (xhat c1 + c2)) rstd with g = w dy, c1 = mean(xhat g), c2 = mean(g) over the set.
@@ -157,23 +152,18 @@ inline void norm_bwd(global const uchar* dy, global const uchar* x, global const
                      uint groups, uint channels, uint spread, uint team, int has_weight, local float* scratch, int xf,
                      int pf) {
   const uint size = channels * spread;
-  const Teams g = teams_of(team, size);
-  const uint t = g.t;
-  for (ulong base = g.first; base < sets; base += g.stride) {
-    const ulong set = team_row(g, base);
-    const bool valid = set < sets;
-    const ulong first = set * size;
+  FOR_TEAM_ROWS(g, team, sets, size, set, valid, first, {
     const uint end = valid ? size : 0;
     const float mean = valid ? mean_in[set] : 0.0f;
     const float r = valid ? rstd_in[set] : 0.0f;
     const uint pbase = valid ? (uint)(set % groups) * channels : 0;
     const float2 sums =
-        range_bwd_sums(dy, x, w, first, 0, end, pbase, spread, mean, r, t, team, g.steps, g.lid, scratch, has_weight,
+        range_bwd_sums(dy, x, w, first, 0, end, pbase, spread, mean, r, g.t, team, g.steps, g.lid, scratch, has_weight,
                        xf, pf);
     const float c1 = size == 0 ? 0.0f : sums.x / (float)size;
     const float c2 = size == 0 ? 0.0f : sums.y / (float)size;
-    range_dx(dy, x, w, dx, first, 0, end, pbase, spread, mean, r, c1, c2, t, team, g.steps, has_weight, xf, pf);
-  }
+    range_dx(dy, x, w, dx, first, 0, end, pbase, spread, mean, r, c1, c2, g.t, team, g.steps, has_weight, xf, pf);
+  })
 }
 
 // One dweight term dy * xhat, xhat = (x - mean) rstd, as hi + *lo to twice f32's precision (the
@@ -191,6 +181,49 @@ inline float norm_dw_term(float g, float xv, float mean, float r, float* lo) {
   const float xhat_lo = isfinite(d_error) ? xhat_error + d_error * r : xhat_error;
   *lo = term_error + g * xhat_lo;
   return term;
+}
+
+// A parameter's dweight and dbias sums over its elements, each compensated: norm_dw_term's terms
+// and dy's.
+typedef struct {
+  float w_sum;
+  float w_comp;
+  float b_sum;
+  float b_comp;
+} ParamSums;
+
+inline ParamSums no_param_sums(void) {
+  ParamSums p;
+  p.w_sum = 0.0f;
+  p.w_comp = 0.0f;
+  p.b_sum = 0.0f;
+  p.b_comp = 0.0f;
+  return p;
+}
+
+// Adds element i (dy's value g; x is read only for dweight) of a set with statistics mean and r.
+OPREG_INLINE void param_sums_add(ParamSums* p, float g, global const uchar* x, ulong i, float mean, float r,
+                                 int want_w, int want_b, int xf) {
+  if (want_w) {
+    float lo;
+    const float hi = norm_dw_term(g, load_elem(x, i, xf), mean, r, &lo);
+    add_term(&p->w_sum, &p->w_comp, hi, lo);
+  }
+  if (want_b) compensated_add(&p->b_sum, &p->b_comp, g);
+}
+
+// Parameter c's sums into slots `sw` (dweight) and `sb` (dbias): sums at [c], compensations at
+// [params + c].
+OPREG_INLINE void param_sums_store(ParamSums p, global float* sw, global float* sb, ulong c, uint params, int want_w,
+                                   int want_b) {
+  if (want_w) {
+    sw[c] = p.w_sum;
+    sw[params + c] = p.w_comp;
+  }
+  if (want_b) {
+    sb[c] = p.b_sum;
+    sb[params + c] = p.b_comp;
+  }
 }
 
 // dweight and dbias partials: the batch is `n` items of C = groups * channels parameters, each
@@ -212,34 +245,18 @@ inline void norm_dw_columns(global const uchar* dy, global const uchar* x, globa
     if (c >= params) continue;
     const ulong begin = chunk * per_chunk;
     const ulong end = min(n, begin + per_chunk);
-    float w_sum = 0.0f;
-    float w_comp = 0.0f;
-    float b_sum = 0.0f;
-    float b_comp = 0.0f;
+    ParamSums sums = no_param_sums();
     for (ulong i = begin; i < end; ++i) {
       const ulong set = i * groups + c / channels;
       const float mean = mean_in[set];
       const float r = rstd_in[set];
       const ulong at = i * row + (ulong)c * spread;
       for (uint s = 0; s < spread; ++s) {
-        const float g = load_elem(dy, at + s, xf);
-        if (want_w) {
-          float lo;
-          const float hi = norm_dw_term(g, load_elem(x, at + s, xf), mean, r, &lo);
-          add_term(&w_sum, &w_comp, hi, lo);
-        }
-        if (want_b) compensated_add(&b_sum, &b_comp, g);
+        param_sums_add(&sums, load_elem(dy, at + s, xf), x, at + s, mean, r, want_w, want_b, xf);
       }
     }
     const ulong slot = chunk * 2 * params;
-    if (want_w) {
-      pw[slot + c] = w_sum;
-      pw[slot + params + c] = w_comp;
-    }
-    if (want_b) {
-      pb[slot + c] = b_sum;
-      pb[slot + params + c] = b_comp;
-    }
+    param_sums_store(sums, pw + slot, pb + slot, c, params, want_w, want_b);
   }
 }
 
@@ -262,6 +279,36 @@ inline void norm_dw_columns(global const uchar* dy, global const uchar* x, globa
 
 // The first element of part `part` (size for the parts past the set's end).
 inline uint part_begin(uint part, uint span, uint size) { return (uint)min((ulong)size, (ulong)part * span); }
+
+// Unit u's set, its part's elements [begin, end) of the set, and the set's first element.
+typedef struct {
+  ulong set;
+  uint part;
+  uint begin;
+  uint end;
+  ulong first;
+} SplitUnit;
+
+inline SplitUnit split_unit(ulong u, uint parts, uint span, uint size) {
+  SplitUnit unit;
+  unit.set = u / parts;
+  unit.part = (uint)(u % parts);
+  unit.begin = part_begin(unit.part, span, size);
+  unit.end = part_begin(unit.part + 1, span, size);
+  unit.first = unit.set * size;
+  return unit;
+}
+
+// Phase 1's walk: `body` for each `set` of this work-item's (a work-item per set), with trip
+// counts the whole launch shares and the set tested inside, as part_param_grads' are. `body` may
+// hold commas.
+#define FOR_SPLIT_SETS(set, sets, ...)                                                      \
+  const ulong set##_turns = ((sets) + get_global_size(0) - 1) / get_global_size(0);         \
+  for (ulong set##_turn = 0; set##_turn < set##_turns; ++set##_turn) {                      \
+    const ulong set = get_global_id(0) + set##_turn * get_global_size(0);                   \
+    if (set >= (sets)) continue;                                                            \
+    __VA_ARGS__                                                                             \
+  }
 
 // (*sum, *m) += (other, other_m), scaled sums of squares (the value is sum * 2^2m), joined as
 // team_square_sum joins two work-items' pairs.
@@ -314,34 +361,14 @@ OPREG_INLINE void part_param_grads(global const uchar* dy, global const uchar* x
       const uint from = max(begin, c * spread);
       const uint to = min(end, (c + 1) * spread);
       const uint steps = (to - from + team - 1) / team;
-      float w_sum = 0.0f;
-      float w_comp = 0.0f;
-      float b_sum = 0.0f;
-      float b_comp = 0.0f;
+      ParamSums sums = no_param_sums();
       for (uint k = 0; k < steps; ++k) {
         const uint j = from + lid + k * team;
-        if (j < to) {
-          const float g = load_elem(dy, first + j, xf);
-          if (want_w) {
-            float term_lo;
-            const float term = norm_dw_term(g, load_elem(x, first + j, xf), mean, r, &term_lo);
-            add_term(&w_sum, &w_comp, term, term_lo);
-          }
-          if (want_b) compensated_add(&b_sum, &b_comp, g);
-        }
+        if (j < to) param_sums_add(&sums, load_elem(dy, first + j, xf), x, first + j, mean, r, want_w, want_b, xf);
       }
-      if (want_w) group_pair_join(scratch, lid, team, &w_sum, &w_comp);
-      if (want_b) group_pair_join(scratch, lid, team, &b_sum, &b_comp);
-      if (lid == 0) {
-        if (want_w) {
-          sw[pbase + c] = w_sum;
-          sw[params + pbase + c] = w_comp;
-        }
-        if (want_b) {
-          sb[pbase + c] = b_sum;
-          sb[params + pbase + c] = b_comp;
-        }
-      }
+      if (want_w) group_pair_join(scratch, lid, team, &sums.w_sum, &sums.w_comp);
+      if (want_b) group_pair_join(scratch, lid, team, &sums.b_sum, &sums.b_comp);
+      if (lid == 0) param_sums_store(sums, sw, sb, pbase + c, params, want_w, want_b);
     }
   } else {
     // Trip counts the whole group shares, the channel and element tested inside (PoCL's
@@ -349,30 +376,14 @@ OPREG_INLINE void part_param_grads(global const uchar* dy, global const uchar* x
     const uint rounds = (hi - lo + team) / team;
     for (uint k = 0; k < rounds; ++k) {
       const uint c = lo + lid + k * team;
-      float w_sum = 0.0f;
-      float w_comp = 0.0f;
-      float b_sum = 0.0f;
-      float b_comp = 0.0f;
+      ParamSums sums = no_param_sums();
       for (uint s = 0; s < spread; ++s) {
         const uint j = c * spread + s;
         if (c > hi || j < begin || j >= end) continue;
-        const float g = load_elem(dy, first + j, xf);
-        if (want_w) {
-          float term_lo;
-          const float term = norm_dw_term(g, load_elem(x, first + j, xf), mean, r, &term_lo);
-          add_term(&w_sum, &w_comp, term, term_lo);
-        }
-        if (want_b) compensated_add(&b_sum, &b_comp, g);
+        param_sums_add(&sums, load_elem(dy, first + j, xf), x, first + j, mean, r, want_w, want_b, xf);
       }
       if (c > hi) continue;
-      if (want_w) {
-        sw[pbase + c] = w_sum;
-        sw[params + pbase + c] = w_comp;
-      }
-      if (want_b) {
-        sb[pbase + c] = b_sum;
-        sb[params + pbase + c] = b_comp;
-      }
+      param_sums_store(sums, sw, sb, pbase + c, params, want_w, want_b);
     }
   }
 }
@@ -383,10 +394,7 @@ inline void norm_fwd_split(global const uchar* x, global const uchar* w, global 
                            int has_bias, int phase, local float* scratch, int xf, int pf) {
   const uint size = channels * spread;
   if (phase == 1) {
-    const ulong turns = (sets + get_global_size(0) - 1) / get_global_size(0);  // shared, as above
-    for (ulong k = 0; k < turns; ++k) {
-      const ulong set = get_global_id(0) + k * get_global_size(0);
-      if (set >= sets) continue;
+    FOR_SPLIT_SETS(set, sets, {
       global const float* st = stats + set * parts * 3;
       float sum = 0.0f;
       float comp = 0.0f;
@@ -407,7 +415,7 @@ inline void norm_fwd_split(global const uchar* x, global const uchar* w, global 
       }
       mean_out[set] = mean;
       rstd_out[set] = scaled_rstd(deviation, m, size, eps);
-    }
+    })
     return;
   }
   const uint lid = get_local_id(0);
@@ -415,24 +423,21 @@ inline void norm_fwd_split(global const uchar* x, global const uchar* w, global 
   const uint steps = (span + team - 1) / team;
   const ulong units = sets * parts;
   for (ulong u = get_group_id(0); u < units; u += get_num_groups(0)) {
-    const ulong set = u / parts;
-    const uint part = (uint)(u % parts);
-    const uint begin = part_begin(part, span, size);
-    const uint end = part_begin(part + 1, span, size);
-    const ulong first = set * size;
+    const SplitUnit unit = split_unit(u, parts, span, size);
     if (phase == 0) {
-      const float total = range_total(x, first, begin, end, lid, team, steps, lid, scratch, xf);
-      const float mean = end == begin ? 0.0f : total / (float)(end - begin);
+      const float total = range_total(x, unit.first, unit.begin, unit.end, lid, team, steps, lid, scratch, xf);
+      const float mean = unit.end == unit.begin ? 0.0f : total / (float)(unit.end - unit.begin);
       int m;
-      const float deviation = range_squares(x, first, begin, end, mean, lid, team, steps, lid, scratch, &m, xf);
+      const float deviation =
+          range_squares(x, unit.first, unit.begin, unit.end, mean, lid, team, steps, lid, scratch, &m, xf);
       if (lid == 0) {
         stats[3 * u] = total;
         stats[3 * u + 1] = deviation;
         stats[3 * u + 2] = (float)m;
       }
     } else {
-      range_y(x, w, b, y, first, begin, end, (uint)(set % groups) * channels, spread, mean_out[set], rstd_out[set],
-              lid, team, steps, has_weight, has_bias, xf, pf);
+      range_y(x, w, b, y, unit.first, unit.begin, unit.end, (uint)(unit.set % groups) * channels, spread,
+              mean_out[unit.set], rstd_out[unit.set], lid, team, steps, has_weight, has_bias, xf, pf);
     }
   }
 }
@@ -447,10 +452,7 @@ inline void norm_bwd_split(global const uchar* dy, global const uchar* x, global
   const ulong units = sets * parts;
   global float* c12 = stats + 2 * units;  // c1, c2 of each set
   if (phase == 1) {
-    const ulong turns = (sets + get_global_size(0) - 1) / get_global_size(0);  // shared, as above
-    for (ulong k = 0; k < turns; ++k) {
-      const ulong set = get_global_id(0) + k * get_global_size(0);
-      if (set >= sets) continue;
+    FOR_SPLIT_SETS(set, sets, {
       global const float* st = stats + set * parts * 2;
       float s1 = 0.0f;
       float s1_comp = 0.0f;
@@ -462,85 +464,88 @@ inline void norm_bwd_split(global const uchar* dy, global const uchar* x, global
       }
       c12[2 * set] = size == 0 ? 0.0f : (s1 + s1_comp) / (float)size;
       c12[2 * set + 1] = size == 0 ? 0.0f : (s2 + s2_comp) / (float)size;
-    }
+    })
     return;
   }
   const uint lid = get_local_id(0);
   const uint team = get_local_size(0);
   const uint steps = (span + team - 1) / team;
   for (ulong u = get_group_id(0); u < units; u += get_num_groups(0)) {
-    const ulong set = u / parts;
-    const uint part = (uint)(u % parts);
-    const uint begin = part_begin(part, span, size);
-    const uint end = part_begin(part + 1, span, size);
-    const ulong first = set * size;
-    const uint pbase = (uint)(set % groups) * channels;
-    const float mean = mean_in[set];
-    const float r = rstd_in[set];
+    const SplitUnit unit = split_unit(u, parts, span, size);
+    const uint pbase = (uint)(unit.set % groups) * channels;
+    const float mean = mean_in[unit.set];
+    const float r = rstd_in[unit.set];
     if (phase == 0) {
-      const float2 sums = range_bwd_sums(dy, x, w, first, begin, end, pbase, spread, mean, r, lid, team, steps, lid,
-                                         scratch, has_weight, xf, pf);
+      const float2 sums = range_bwd_sums(dy, x, w, unit.first, unit.begin, unit.end, pbase, spread, mean, r, lid,
+                                         team, steps, lid, scratch, has_weight, xf, pf);
       if (lid == 0) {
         stats[2 * u] = sums.x;
         stats[2 * u + 1] = sums.y;
       }
       if (want_w || want_b) {
-        const ulong slot = (set / groups) * parts + part;
-        part_param_grads(dy, x, pw + slot * 2 * params, pb + slot * 2 * params, first, begin, end, pbase, params,
-                         spread, mean, r, lid, team, scratch, want_w, want_b, xf);
+        const ulong slot = (unit.set / groups) * parts + unit.part;
+        part_param_grads(dy, x, pw + slot * 2 * params, pb + slot * 2 * params, unit.first, unit.begin, unit.end,
+                         pbase, params, spread, mean, r, lid, team, scratch, want_w, want_b, xf);
       }
     } else {
-      range_dx(dy, x, w, dx, first, begin, end, pbase, spread, mean, r, c12[2 * set], c12[2 * set + 1], lid, team,
-               steps, has_weight, xf, pf);
+      range_dx(dy, x, w, dx, unit.first, unit.begin, unit.end, pbase, spread, mean, r, c12[2 * unit.set],
+               c12[2 * unit.set + 1], lid, team, steps, has_weight, xf, pf);
     }
   }
 }
 
 // ---- Kernels: one per (x format, parameter format) pair, so every format branch above folds.
+// The arguments every kernel of a direction starts with (rows.cl's kernels too): the tensors as
+// (buffer, byte offset) pairs, passed on as pointers (NORM_*_TENSORS_AT); the backward kernels that
+// write parameter-gradient partials (split, rows) add them and a float work buffer `work`, named
+// for each kernel (NORM_PARTIALS); then the sets' geometry.
+
+#define NORM_FWD_TENSORS                                                                                       \
+  global const uchar *x, ulong x_off, global const uchar *w, ulong w_off, global const uchar *b, ulong b_off,   \
+      global uchar *y, ulong y_off, global uchar *mean, ulong mean_off, global uchar *rstd, ulong rstd_off
+#define NORM_FWD_TENSORS_AT \
+  x + x_off, w + w_off, b + b_off, y + y_off, (global float*)(mean + mean_off), (global float*)(rstd + rstd_off)
+
+#define NORM_BWD_TENSORS                                                                                    \
+  global const uchar *dy, ulong dy_off, global const uchar *x, ulong x_off, global const uchar *w, ulong w_off, \
+      global const uchar *mean, ulong mean_off, global const uchar *rstd, ulong rstd_off, global uchar *dx,     \
+      ulong dx_off
+#define NORM_BWD_TENSORS_AT                                                                                \
+  dy + dy_off, x + x_off, w + w_off, (global const float*)(mean + mean_off),                               \
+      (global const float*)(rstd + rstd_off), dx + dx_off
+
+#define NORM_PARTIALS(work) \
+  global uchar *pw, ulong pw_off, global uchar *pb, ulong pb_off, global uchar *work, ulong work##_off
+#define NORM_PARTIALS_AT(work) \
+  (global float*)(pw + pw_off), (global float*)(pb + pb_off), (global float*)(work + work##_off)
+
+#define NORM_SETS_PARAMS ulong sets, uint groups, uint channels, uint spread
+#define NORM_SETS_ARGS sets, groups, channels, spread
+
+// The forward of a set kernel (norm_fwd, rows.cl's norm_fwd_rows): the arguments after the sets.
+#define NORM_FWD_PARAMS \
+  NORM_FWD_TENSORS, NORM_SETS_PARAMS, uint team, float eps, int has_weight, int has_bias, local float *scratch
+#define NORM_FWD_ARGS NORM_FWD_TENSORS_AT, NORM_SETS_ARGS, team, eps, has_weight, has_bias, scratch
 
 #define NORM_SET_KERNELS(name, xf, pf)                                                                       \
-  kernel void norm_fwd_##name(global const uchar* x, ulong x_off, global const uchar* w, ulong w_off,        \
-                              global const uchar* b, ulong b_off, global uchar* y, ulong y_off,              \
-                              global uchar* mean, ulong mean_off, global uchar* rstd, ulong rstd_off,        \
-                              ulong sets, uint groups, uint channels, uint spread, uint team, float eps,     \
-                              int has_weight, int has_bias, local float* scratch) {                          \
-    norm_fwd(x + x_off, w + w_off, b + b_off, y + y_off, (global float*)(mean + mean_off),                   \
-             (global float*)(rstd + rstd_off), sets, groups, channels, spread, team, eps, has_weight, has_bias, \
-             scratch, xf, pf);                                                                               \
-  }                                                                                                          \
-  kernel void norm_bwd_##name(global const uchar* dy, ulong dy_off, global const uchar* x, ulong x_off,      \
-                              global const uchar* w, ulong w_off, global const uchar* mean, ulong mean_off,  \
-                              global const uchar* rstd, ulong rstd_off, global uchar* dx, ulong dx_off,      \
-                              ulong sets, uint groups, uint channels, uint spread, uint team, int has_weight, \
+  kernel void norm_fwd_##name(NORM_FWD_PARAMS) { norm_fwd(NORM_FWD_ARGS, xf, pf); }                          \
+  kernel void norm_bwd_##name(NORM_BWD_TENSORS, NORM_SETS_PARAMS, uint team, int has_weight,                \
                               local float* scratch) {                                                        \
-    norm_bwd(dy + dy_off, x + x_off, w + w_off, (global const float*)(mean + mean_off),                      \
-             (global const float*)(rstd + rstd_off), dx + dx_off, sets, groups, channels, spread, team,      \
-             has_weight, scratch, xf, pf);                                                                   \
+    norm_bwd(NORM_BWD_TENSORS_AT, NORM_SETS_ARGS, team, has_weight, scratch, xf, pf);                        \
   }
 
 #define NORM_SPLIT_KERNELS(name, xf, pf)                                                                     \
-  kernel void norm_fwd_split_##name(global const uchar* x, ulong x_off, global const uchar* w, ulong w_off,  \
-                                    global const uchar* b, ulong b_off, global uchar* y, ulong y_off,        \
-                                    global uchar* mean, ulong mean_off, global uchar* rstd, ulong rstd_off,  \
-                                    global uchar* stats, ulong stats_off, ulong sets, uint groups,           \
-                                    uint channels, uint spread, uint parts, uint span, float eps,            \
-                                    int has_weight, int has_bias, int phase, local float* scratch) {         \
-    norm_fwd_split(x + x_off, w + w_off, b + b_off, y + y_off, (global float*)(mean + mean_off),             \
-                   (global float*)(rstd + rstd_off), (global float*)(stats + stats_off), sets, groups,       \
-                   channels, spread, parts, span, eps, has_weight, has_bias, phase, scratch, xf, pf);        \
-  }                                                                                                          \
-  kernel void norm_bwd_split_##name(global const uchar* dy, ulong dy_off, global const uchar* x, ulong x_off, \
-                                    global const uchar* w, ulong w_off, global const uchar* mean,            \
-                                    ulong mean_off, global const uchar* rstd, ulong rstd_off, global uchar* dx, \
-                                    ulong dx_off, global uchar* pw, ulong pw_off, global uchar* pb,          \
-                                    ulong pb_off, global uchar* stats, ulong stats_off, ulong sets,          \
-                                    uint groups, uint channels, uint spread, uint parts, uint span,          \
-                                    int has_weight, int want_w, int want_b, int phase,                       \
+  kernel void norm_fwd_split_##name(NORM_FWD_TENSORS, global uchar* stats, ulong stats_off, NORM_SETS_PARAMS, \
+                                    uint parts, uint span, float eps, int has_weight, int has_bias, int phase, \
                                     local float* scratch) {                                                  \
-    norm_bwd_split(dy + dy_off, x + x_off, w + w_off, (global const float*)(mean + mean_off),                \
-                   (global const float*)(rstd + rstd_off), dx + dx_off, (global float*)(pw + pw_off),        \
-                   (global float*)(pb + pb_off), (global float*)(stats + stats_off), sets, groups, channels, \
-                   spread, parts, span, has_weight, want_w, want_b, phase, scratch, xf, pf);                 \
+    norm_fwd_split(NORM_FWD_TENSORS_AT, (global float*)(stats + stats_off), NORM_SETS_ARGS, parts, span, eps,  \
+                   has_weight, has_bias, phase, scratch, xf, pf);                                            \
+  }                                                                                                          \
+  kernel void norm_bwd_split_##name(NORM_BWD_TENSORS, NORM_PARTIALS(stats), NORM_SETS_PARAMS, uint parts,    \
+                                    uint span, int has_weight, int want_w, int want_b, int phase,            \
+                                    local float* scratch) {                                                  \
+    norm_bwd_split(NORM_BWD_TENSORS_AT, NORM_PARTIALS_AT(stats), NORM_SETS_ARGS, parts, span, has_weight,    \
+                   want_w, want_b, phase, scratch, xf, pf);                                                  \
   }
 
 #define NORM_ALL_KERNELS(name, xf, pf) NORM_SET_KERNELS(name, xf, pf) NORM_SPLIT_KERNELS(name, xf, pf)

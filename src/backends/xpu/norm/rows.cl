@@ -1,7 +1,7 @@
 // layer_norm and group_norm's CPU-shaped kernels (the `rows` variants, OpenCL CPU devices only;
 // src/backends/xpu/norm/launch.cpp launches them). The runtime builds this file after
 // norm/kernels.cl in the same program (src/backends/xpu/CMakeLists.txt), so that file's helpers
-// (norm_param_value) are in scope.
+// (norm_param_value, the kernels' argument lists NORM_*_PARAMS) are in scope.
 
 // ---- CPU-shaped kernels (OpenCL CPU devices): a work-item per set, eight elements a step, no
 // barriers. The same two-pass statistics as norm_fwd: the mean from eight compensated lanes
@@ -446,26 +446,11 @@ inline void norm_bwd_rows(global const uchar* dy, global const uchar* x, global 
 // ---- Kernels: one per (x format, parameter format) pair, so every format branch above folds.
 
 #define NORM_ROWS_KERNELS(name, xf, pf)                                                                      \
-  kernel void norm_fwd_rows_##name(global const uchar* x, ulong x_off, global const uchar* w, ulong w_off,   \
-                                   global const uchar* b, ulong b_off, global uchar* y, ulong y_off,         \
-                                   global uchar* mean, ulong mean_off, global uchar* rstd, ulong rstd_off,   \
-                                   ulong sets, uint groups, uint channels, uint spread, uint team, float eps, \
-                                   int has_weight, int has_bias, local float* scratch) {                     \
-    norm_fwd_rows(x + x_off, w + w_off, b + b_off, y + y_off, (global float*)(mean + mean_off),              \
-                  (global float*)(rstd + rstd_off), sets, groups, channels, spread, team, eps, has_weight,   \
-                  has_bias, scratch, xf, pf);                                                                \
-  }                                                                                                          \
-  kernel void norm_bwd_rows_##name(global const uchar* dy, ulong dy_off, global const uchar* x, ulong x_off, \
-                                   global const uchar* w, ulong w_off, global const uchar* mean,             \
-                                   ulong mean_off, global const uchar* rstd, ulong rstd_off, global uchar* dx, \
-                                   ulong dx_off, global uchar* pw, ulong pw_off, global uchar* pb,           \
-                                   ulong pb_off, global uchar* coef, ulong coef_off, ulong sets,             \
-                                   uint groups, uint channels, uint spread, uint row_block, uint tile,       \
-                                   int has_weight, int want_w, int want_b) {                                 \
-    norm_bwd_rows(dy + dy_off, x + x_off, w + w_off, (global const float*)(mean + mean_off),                 \
-                  (global const float*)(rstd + rstd_off), dx + dx_off, (global float*)(pw + pw_off),         \
-                  (global float*)(pb + pb_off), (global float*)(coef + coef_off), sets, groups, channels,   \
-                  spread, row_block, tile, has_weight, want_w, want_b, xf, pf);                                \
+  kernel void norm_fwd_rows_##name(NORM_FWD_PARAMS) { norm_fwd_rows(NORM_FWD_ARGS, xf, pf); }                \
+  kernel void norm_bwd_rows_##name(NORM_BWD_TENSORS, NORM_PARTIALS(coef), NORM_SETS_PARAMS, uint row_block,  \
+                                   uint tile, int has_weight, int want_w, int want_b) {                      \
+    norm_bwd_rows(NORM_BWD_TENSORS_AT, NORM_PARTIALS_AT(coef), NORM_SETS_ARGS, row_block, tile, has_weight,  \
+                  want_w, want_b, xf, pf);                                                                   \
   }
 
 FOR_EACH_FORMAT_PAIR(NORM_ROWS_KERNELS)

@@ -59,16 +59,11 @@ inline float residual_sum(float xv, float r, int xf) { return xf == FMT_F32 ? xv
 inline void rms_fwd(global const uchar* x, global const uchar* res, global const uchar* w, global uchar* y,
                     global uchar* s, global float* rstd, ulong rows, uint h, uint team, float eps, float offset,
                     int casting, int has_weight, int fused, local float* scratch, int xf, int wf) {
-  const Teams g = teams_of(team, h);
-  const uint t = g.t;
-  for (ulong base = g.first; base < rows; base += g.stride) {
-    const ulong row = team_row(g, base);
-    const bool valid = row < rows;
-    const ulong first = row * h;
+  FOR_TEAM_ROWS(g, team, rows, h, row, valid, first, {
     float squares = 0.0f;
     int m = 0;
     for (uint k = 0; k < g.steps; ++k) {
-      const uint j = t + k * team;
+      const uint j = g.t + k * team;
       if (valid && j < h) {
         float v = load_elem(x, first + j, xf);
         if (fused) {
@@ -78,18 +73,18 @@ inline void rms_fwd(global const uchar* x, global const uchar* res, global const
         add_square(&squares, &m, v);
       }
     }
-    const float total = team_square_sum(scratch, g.lid, t, team, squares, m, &m);
+    const float total = team_square_sum(scratch, g.lid, g.t, team, squares, m, &m);
     const float r = scaled_rstd(total, m, h, eps);
-    if (valid && t == 0) rstd[row] = r;
+    if (valid && g.t == 0) rstd[row] = r;
     for (uint k = 0; k < g.steps; ++k) {
-      const uint j = t + k * team;
+      const uint j = g.t + k * team;
       if (valid && j < h) {
         const float xhat = load_elem(fused ? (global const uchar*)s : x, first + j, xf) * r;
         const float sc = rms_scale(w, j, offset, casting, has_weight, wf);
         store_elem(y, first + j, casting == CAST_GEMMA ? xhat * sc : round_to(xhat, xf) * sc, xf);
       }
     }
-  }
+  })
 }
 
 // dx for one element (dy may be dx: the element is read before it is written); with `fused`,
@@ -108,37 +103,32 @@ inline void rms_bwd(global const uchar* dy, global const uchar* ds, global const
                     global const float* rstd, global uchar* dx, global float* partial, ulong rows, uint h, uint team,
                     float offset, int casting, int has_weight, int has_dw, int fused, local float* scratch, int xf,
                     int wf) {
-  const Teams g = teams_of(team, h);
-  const uint t = g.t;
   float sum[OPREG_FUSED_COLUMNS];
   float comp[OPREG_FUSED_COLUMNS];
   for (int k = 0; k < OPREG_FUSED_COLUMNS; ++k) {
     sum[k] = 0.0f;
     comp[k] = 0.0f;
   }
-  for (ulong base = g.first; base < rows; base += g.stride) {
-    const ulong row = team_row(g, base);
-    const bool valid = row < rows;
-    const ulong first = row * h;
+  FOR_TEAM_ROWS(g, team, rows, h, row, valid, first, {
     // dx = r (dy w' - c xhat) with xhat = x r and c = sum(dy w' xhat) / h: the reference's
     // r dy w' - r^3 sum(dy w' x) / h x, written so that nothing overflows or underflows when x is
     // huge (r^3 would be 0 and the sum infinite in f32).
     const float r = valid ? rstd[row] : 0.0f;
     float dot = 0.0f;
     for (uint k = 0; k < g.steps; ++k) {
-      const uint j = t + k * team;
+      const uint j = g.t + k * team;
       if (valid && j < h) {
         const float s = rms_scale(w, j, offset, casting, has_weight, wf);
         dot += load_elem(dy, first + j, xf) * s * (load_elem(x, first + j, xf) * r);
       }
     }
-    dot = team_sum(scratch, g.lid, t, team, dot);
+    dot = team_sum(scratch, g.lid, g.t, team, dot);
     const float coeff = h == 0 ? 0.0f : dot / (float)h;
     if (has_dw) {
       const float r_hi = as_float(as_uint(r) & 0xFFFFF000u);
       const float r_lo = r - r_hi;
       for (uint k = 0; k < OPREG_FUSED_COLUMNS && k < g.steps; ++k) {
-        const uint j = t + k * team;
+        const uint j = g.t + k * team;
         if (valid && j < h) {
           const float g = load_elem(dy, first + j, xf);
           const float xv = load_elem(x, first + j, xf);
@@ -151,7 +141,7 @@ inline void rms_bwd(global const uchar* dy, global const uchar* ds, global const
       }
     } else {
       for (uint k = 0; k < g.steps; ++k) {
-        const uint j = t + k * team;
+        const uint j = g.t + k * team;
         if (valid && j < h) {
           const float g = load_elem(dy, first + j, xf);
           const float xv = load_elem(x, first + j, xf);
@@ -160,11 +150,11 @@ inline void rms_bwd(global const uchar* dy, global const uchar* ds, global const
         }
       }
     }
-  }
+  })
   if (has_dw) {
     const ulong out = team_row(g, g.first) * 2 * h;
     for (uint k = 0; k < OPREG_FUSED_COLUMNS && k < g.steps; ++k) {
-      const uint j = t + k * team;
+      const uint j = g.t + k * team;
       if (j < h) {
         partial[out + j] = sum[k];
         partial[out + h + j] = comp[k];
