@@ -193,20 +193,35 @@ gpuError_t with_rounding(family::GluRounding r, F&& f) {
 
 }  // namespace
 
-// Calls launch(e, a, torch, vec) with the kernels' template arguments for this call: the
-// descriptor's element type, the gate, the rounding and the accesses a thread (16 bytes where
-// the launch says vec16, else one element); then the launch's error.
-template <class Desc, class Launch>
-gpuError_t with_glu_args(const Desc& d, GluAct act, const GluLaunch& l, Launch&& launch) {
+// A glu kernel's launch, either direction, with its template arguments for this call: the
+// descriptor's element type, the gate, the rounding and the accesses a thread (16 bytes where the
+// launch says vec16, else one element).
+template <class Desc>
+gpuError_t launch_glu(const Desc& d, GluAct act, const GluLaunch& l, gpuStream_t stream) {
+  if (d.n == 0) return gpuSuccess;
   return with_elem(d.type, [&](auto e) {
     using E = decltype(e);
+    using T = typename E::T;
     return with_act(act, [&](auto a) {
+      using A = decltype(a);
       return with_rounding<E>(d.rounding, [&](auto torch) {
-        constexpr int kVec = static_cast<int>(16 / sizeof(typename E::T));
+        constexpr bool kTorch = decltype(torch)::value;
+        constexpr int kVec = static_cast<int>(16 / sizeof(T));
+        const auto launch = [&](auto vec) {
+          constexpr int kV = decltype(vec)::value;
+          if constexpr (std::is_same_v<Desc, family::GluFwd>) {
+            glu_fwd_kernel<E, A, kTorch, kV><<<l.blocks, kGluThreads, 0, stream>>>(
+                static_cast<const T*>(d.a), static_cast<const T*>(d.b), static_cast<T*>(d.c), d.n);
+          } else {
+            glu_bwd_kernel<E, A, kTorch, kV><<<l.blocks, kGluThreads, 0, stream>>>(
+                static_cast<const T*>(d.dc), static_cast<const T*>(d.a), static_cast<const T*>(d.b),
+                static_cast<T*>(d.da), static_cast<T*>(d.db), d.n);
+          }
+        };
         if (l.vec16) {
-          launch(e, a, torch, std::integral_constant<int, kVec>{});
+          launch(std::integral_constant<int, kVec>{});
         } else {
-          launch(e, a, torch, std::integral_constant<int, 1>{});
+          launch(std::integral_constant<int, 1>{});
         }
         return gpuGetLastError();
       });
@@ -217,26 +232,10 @@ gpuError_t with_glu_args(const Desc& d, GluAct act, const GluLaunch& l, Launch&&
 }  // namespace dev
 
 gpuError_t launch_glu_fwd(const family::GluFwd& d, GluAct act, const GluLaunch& l, gpuStream_t stream) {
-  if (d.n == 0) return gpuSuccess;
-  return dev::with_glu_args(d, act, l, [&](auto e, auto a, auto torch, auto vec) {
-    using E = decltype(e);
-    using T = typename E::T;
-    dev::glu_fwd_kernel<E, decltype(a), decltype(torch)::value, decltype(vec)::value>
-        <<<l.blocks, kGluThreads, 0, stream>>>(static_cast<const T*>(d.a), static_cast<const T*>(d.b),
-                                               static_cast<T*>(d.c), d.n);
-  });
+  return dev::launch_glu(d, act, l, stream);
 }
-
 gpuError_t launch_glu_bwd(const family::GluBwd& d, GluAct act, const GluLaunch& l, gpuStream_t stream) {
-  if (d.n == 0) return gpuSuccess;
-  return dev::with_glu_args(d, act, l, [&](auto e, auto a, auto torch, auto vec) {
-    using E = decltype(e);
-    using T = typename E::T;
-    dev::glu_bwd_kernel<E, decltype(a), decltype(torch)::value, decltype(vec)::value>
-        <<<l.blocks, kGluThreads, 0, stream>>>(static_cast<const T*>(d.dc), static_cast<const T*>(d.a),
-                                               static_cast<const T*>(d.b), static_cast<T*>(d.da),
-                                               static_cast<T*>(d.db), d.n);
-  });
+  return dev::launch_glu(d, act, l, stream);
 }
 
 }  // namespace opreg::cuda_like
