@@ -19,10 +19,10 @@ inline constexpr const char* kGroupLayout = "(N, C, spatial...)";
 // ---- rms_norm and fused_add_rms_norm (the fused op adds residual and s forward, ds_out
 // backward, and its backward normalises s where rms_norm's does x).
 
-template <class Args>
-concept RowNormFwdArgs = std::same_as<Args, RmsNormFwdArgs> || std::same_as<Args, FusedAddRmsNormFwdArgs>;
-template <class Args>
-concept RowNormBwdArgs = std::same_as<Args, RmsNormBwdArgs> || std::same_as<Args, FusedAddRmsNormBwdArgs>;
+template <class Args, class... Ops>
+concept one_of = (std::same_as<Args, Ops> || ...);
+template <class Args> concept RowNormFwdArgs = one_of<Args, RmsNormFwdArgs, FusedAddRmsNormFwdArgs>;
+template <class Args> concept RowNormBwdArgs = one_of<Args, RmsNormBwdArgs, FusedAddRmsNormBwdArgs>;
 
 template <RowNormFwdArgs Args>
 [[gnu::always_inline]] inline void args(const char* op, const Args& a) {
@@ -64,10 +64,8 @@ template <RowNormBwdArgs Args>
 // ---- layer_norm and group_norm: statistics per row, or per (n, group) with parameters per
 // channel.
 
-template <class Args>
-concept AffineFwdArgs = std::same_as<Args, LayerNormFwdArgs> || std::same_as<Args, GroupNormFwdArgs>;
-template <class Args>
-concept AffineBwdArgs = std::same_as<Args, LayerNormBwdArgs> || std::same_as<Args, GroupNormBwdArgs>;
+template <class Args> concept AffineFwdArgs = one_of<Args, LayerNormFwdArgs, GroupNormFwdArgs>;
+template <class Args> concept AffineBwdArgs = one_of<Args, LayerNormBwdArgs, GroupNormBwdArgs>;
 
 // x, and for group_norm the group count: what sizes the parameters and the statistics.
 template <class Args>

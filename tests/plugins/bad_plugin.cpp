@@ -27,11 +27,18 @@ std::int32_t run(void*, const void*, const opreg_kernel_context*, char*, std::si
 
 const char* const kNoKeys[] = {nullptr};
 
-opreg_device_props device() {
-  opreg_device_props d;
+// A descriptor as this header describes it: zeroed, sized and of this API version.
+template <class Desc>
+Desc versioned() {
+  Desc d;
   std::memset(&d, 0, sizeof d);
   d.struct_size = sizeof d;
   d.api_version = OPREG_PLUGIN_API_VERSION;
+  return d;
+}
+
+opreg_device_props device() {
+  opreg_device_props d = versioned<opreg_device_props>();
   d.name = "bad device";
   d.extra_keys = kNoKeys;
   d.extra_values = kNoKeys;
@@ -42,10 +49,7 @@ opreg_device_props device() {
 }
 
 opreg_backend_desc backend(const char* name, const opreg_device_props* const* devices) {
-  opreg_backend_desc b;
-  std::memset(&b, 0, sizeof b);
-  b.struct_size = sizeof b;
-  b.api_version = OPREG_PLUGIN_API_VERSION;
+  opreg_backend_desc b = versioned<opreg_backend_desc>();
   b.name = name;
   b.fallback = OPREG_FALLBACK_ERROR;
   b.available = 1;
@@ -76,10 +80,7 @@ opreg_backend_desc backend(const char* name, const opreg_device_props* const* de
 }
 
 opreg_variant_desc variant(const char* backend_name, const char* op, const char* impl) {
-  opreg_variant_desc v;
-  std::memset(&v, 0, sizeof v);
-  v.struct_size = sizeof v;
-  v.api_version = OPREG_PLUGIN_API_VERSION;
+  opreg_variant_desc v = versioned<opreg_variant_desc>();
   v.backend = backend_name;
   v.op = op;
   v.impl = impl;
