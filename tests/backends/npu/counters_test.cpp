@@ -9,16 +9,13 @@ namespace {
 
 class Counted : public NpuTest {
  protected:
-
   LaunchCounters fwd(const std::string& variant, std::int64_t rows, std::int64_t cols, DType x, DType w) {
     RmsNormFwdArgs a;
     a.x = filled({rows, cols}, x, 0.75);
     a.weight = filled({cols}, w, 1.25);
     a.y = Tensor::empty({rows, cols}, x, npu, *reg);
     a.rstd = Tensor::empty({rows}, DType::f32, npu, *reg);
-    const Verdict v = reg->call_variant(rms_norm_fwd_op(), variant, a);
-    EXPECT_TRUE(v.ok) << v.reason;
-    return *em->last_launch();
+    return launched(rms_norm_fwd_op(), variant, a);
   }
 
   LaunchCounters bwd(const std::string& variant, std::int64_t rows, std::int64_t cols, DType x, DType w) {
@@ -29,14 +26,9 @@ class Counted : public NpuTest {
     a.rstd = filled({rows}, DType::f32, 1.5);
     a.dx = Tensor::empty({rows, cols}, x, npu, *reg);
     a.dweight = Tensor::empty({cols}, w, npu, *reg);
-    const Verdict v = reg->call_variant(rms_norm_bwd_op(), variant, a);
-    EXPECT_TRUE(v.ok) << v.reason;
-    return *em->last_launch();
+    return launched(rms_norm_bwd_op(), variant, a);
   }
-
 };
-
-std::uint64_t bytes(std::int64_t elems, DType d) { return static_cast<std::uint64_t>(elems) * element_size(d); }
 
 TEST_F(Counted, SinglePassForwardReadsXOnceAndTheWeightOncePerCore) {
   for (const auto& [cols, x] :

@@ -7,8 +7,6 @@
 namespace opreg::npu::testing {
 namespace {
 
-std::uint64_t bytes(std::int64_t elems, DType d) { return static_cast<std::uint64_t>(elems) * element_size(d); }
-
 class FusedAdd : public NpuTest {
  protected:
   FusedAddRmsNormFwdArgs fwd_args(std::int64_t rows, std::int64_t cols, DType x, DType w) {
@@ -41,11 +39,8 @@ class FusedAdd : public NpuTest {
     reg->call(op, a);
   }
   LaunchCounters run_fwd(const std::string& variant, std::int64_t rows, std::int64_t cols, DType x, DType w) {
-    const Verdict v = reg->call_variant(fused_add_rms_norm_fwd_op(), variant, fwd_args(rows, cols, x, w));
-    EXPECT_TRUE(v.ok) << v.reason;
-    return *em->last_launch();
+    return launched(fused_add_rms_norm_fwd_op(), variant, fwd_args(rows, cols, x, w));
   }
-
 };
 
 TEST_F(FusedAdd, SinglePassReadsXAndTheResidualOnceAndWritesSOnce) {
@@ -71,10 +66,8 @@ TEST_F(FusedAdd, ChunkedReadsSBackRatherThanXAndTheResidual) {
 TEST_F(FusedAdd, BackwardReadsDsOutOnceWhereDxIsFormed) {
   const std::int64_t rows = 256;
   const std::int64_t cols = 1000;
-  const Verdict v = reg->call_variant(fused_add_rms_norm_bwd_op(), "npu.fused_add_rms_norm.bwd.single_pass",
-                                      bwd_args(rows, cols, DType::bf16, DType::bf16));
-  ASSERT_TRUE(v.ok) << v.reason;
-  const LaunchCounters c = *em->last_launch();
+  const LaunchCounters c = launched(fused_add_rms_norm_bwd_op(), "npu.fused_add_rms_norm.bwd.single_pass",
+                                    bwd_args(rows, cols, DType::bf16, DType::bf16));
   const auto cores = static_cast<std::uint64_t>(c.block_dim);
   // dy, ds_out, s; rstd; the weight and, after SyncAll, the dW partials once per core.
   EXPECT_EQ(c.counters.gm_read, 3 * bytes(rows * cols, DType::bf16) + bytes(rows, DType::f32) +

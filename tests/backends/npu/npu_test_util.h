@@ -63,6 +63,13 @@ class NpuTest : public ::testing::Test {
     s.seed = 7;
     return s;
   }
+  // Runs `variant` on `a` (Registry::call_variant: it must accept) and returns its launch.
+  template <class Args>
+  LaunchCounters launched(const Op<Args>& op, const std::string& variant, const Args& a) {
+    const Verdict v = reg->call_variant(op, variant, a);
+    EXPECT_TRUE(v.ok) << v.reason;
+    return *em->last_launch();
+  }
   Tensor filled(const Shape& shape, DType dtype, double value) {
     Tensor t = Tensor::empty(shape, dtype, npu, *reg);
     t.fill(value, *reg);
@@ -73,6 +80,9 @@ class NpuTest : public ::testing::Test {
   Device npu;
   Emulator* em = nullptr;
 };
+
+// Bytes of `elems` elements of `d`.
+inline std::uint64_t bytes(std::int64_t elems, DType d) { return static_cast<std::uint64_t>(elems) * element_size(d); }
 
 // Host memory standing for a GM tensor, with the argument naming it.
 template <class T>
