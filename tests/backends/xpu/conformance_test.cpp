@@ -97,28 +97,19 @@ Grid torch_rounding_grid() {
   return g;
 }
 
-INSTANTIATE_TEST_SUITE_P(xpu_torch, ConformanceTest,
-                         ::testing::ValuesIn(expand(torch_rounding_grid(), xpu_test::cpu_device())), case_name);
+// A grid's cases on the OpenCL CPU device.
+auto on_cpu(const Grid& g) { return ::testing::ValuesIn(expand(g, xpu_test::cpu_device())); }
+
+INSTANTIATE_TEST_SUITE_P(xpu_torch, ConformanceTest, on_cpu(torch_rounding_grid()), case_name);
 INSTANTIATE_TEST_SUITE_P(xpu, GluRoundingTest,
                          ::testing::ValuesIn(glu_rounding_cases(variants_of("xpu"), xpu_test::cpu_device())),
                          case_name);
-INSTANTIATE_TEST_SUITE_P(xpu_edges, ConformanceTest,
-                         ::testing::ValuesIn(expand(edge_grid(), xpu_test::cpu_device())), case_name);
-INSTANTIATE_TEST_SUITE_P(xpu, ConformanceTest,
-                         ::testing::ValuesIn(expand(grid(kAllPairs, up_to_medium(), kModes, true),
-                                                    xpu_test::cpu_device())),
+INSTANTIATE_TEST_SUITE_P(xpu_edges, ConformanceTest, on_cpu(edge_grid()), case_name);
+INSTANTIATE_TEST_SUITE_P(xpu, ConformanceTest, on_cpu(grid(kAllPairs, up_to_medium(), kModes, true)), case_name);
+INSTANTIATE_TEST_SUITE_P(xpu_noweight, ConformanceTest, on_cpu(grid(kOnePerX, up_to_medium(), kNoOffset, false)),
                          case_name);
-INSTANTIATE_TEST_SUITE_P(xpu_noweight, ConformanceTest,
-                         ::testing::ValuesIn(expand(grid(kOnePerX, up_to_medium(), kNoOffset, false),
-                                                    xpu_test::cpu_device())),
-                         case_name);
-INSTANTIATE_TEST_SUITE_P(xpu_long, ConformanceTest,
-                         ::testing::ValuesIn(expand(grid(kAllPairs, long_and_many(), kLlama, true),
-                                                    xpu_test::cpu_device())),
-                         case_name);
-INSTANTIATE_TEST_SUITE_P(xpu_long_noweight, ConformanceTest,
-                         ::testing::ValuesIn(expand(grid(kOnePerX, long_and_many(), kLlama, false),
-                                                    xpu_test::cpu_device())),
+INSTANTIATE_TEST_SUITE_P(xpu_long, ConformanceTest, on_cpu(grid(kAllPairs, long_and_many(), kLlama, true)), case_name);
+INSTANTIATE_TEST_SUITE_P(xpu_long_noweight, ConformanceTest, on_cpu(grid(kOnePerX, long_and_many(), kLlama, false)),
                          case_name);
 
 }  // namespace

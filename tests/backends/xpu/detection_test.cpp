@@ -31,13 +31,19 @@ std::string cli(const std::string& env, const std::string& args) {
 
 bool has(const std::string& text, const std::string& pattern) { return std::regex_search(text, std::regex(pattern)); }
 
+// The CLI's output for `args` under `env` (as cli()), which must exit 0.
+std::string output(const std::string& env, const std::string& args) {
+  const auto out = run(cli(env, args));
+  EXPECT_EQ(out.status, 0) << "opreg " << args << ":\n" << out.text;
+  return out.text;
+}
+
 TEST(XpuDetection, NoOpenClPlatformMakesXpuUnavailableWithTheReason) {
   const std::string empty = temp_dir("novendors");
-  const auto out = run(cli("OCL_ICD_VENDORS=" + empty, "devices"));
-  EXPECT_EQ(out.status, 0) << out.text;
-  EXPECT_TRUE(has(out.text, "xpu +[0-9]+ +200 +warn +unavailable: no OpenCL platform: the ICD loader found no vendor "
-                            "library \\(OCL_ICD_VENDORS=" + empty))
-      << out.text;
+  const std::string out = output("OCL_ICD_VENDORS=" + empty, "devices");
+  EXPECT_TRUE(has(out, "xpu +[0-9]+ +200 +warn +unavailable: no OpenCL platform: the ICD loader found no vendor "
+                       "library \\(OCL_ICD_VENDORS=" + empty))
+      << out;
   const auto named = run(cli("OCL_ICD_VENDORS=" + empty + " OPREG_DEVICE=xpu", "devices"));
   EXPECT_EQ(named.status, 3) << named.text;
   EXPECT_TRUE(has(named.text, "device xpu:0 is unavailable: no OpenCL platform")) << named.text;
@@ -45,36 +51,32 @@ TEST(XpuDetection, NoOpenClPlatformMakesXpuUnavailableWithTheReason) {
 }
 
 TEST(XpuDetection, OnlyACpuDeviceIsListedEmulatedAndSkippedByInference) {
-  const auto out = run(cli("", "devices"));
-  EXPECT_EQ(out.status, 0) << out.text;
-  EXPECT_TRUE(has(out.text, "xpu +[0-9]+ +200 +warn +available: no Intel GPU; 1 OpenCL CPU device listed as emulated"))
-      << out.text;
-  EXPECT_TRUE(has(out.text, "\n  xpu:0 +.* \\(emulated, OpenCL CPU device\\) \\[emulated\\];")) << out.text;
-  EXPECT_TRUE(has(out.text, "skipped.*xpu \\(emulated: used only when named")) << out.text;
-  const auto named = run(cli("OPREG_DEVICE=xpu", "run rms_norm.bwd --shape 127x4099 --dtype bf16"));
-  EXPECT_EQ(named.status, 0) << named.text;
-  EXPECT_TRUE(has(named.text, "^result op=rms_norm.bwd device=xpu:0 emulated=1 variant=xpu\\.rms_norm\\.bwd\\.rows "
-                              "dtype=bf16 .* status=pass"))
-      << named.text;
+  const std::string out = output("", "devices");
+  EXPECT_TRUE(has(out, "xpu +[0-9]+ +200 +warn +available: no Intel GPU; 1 OpenCL CPU device listed as emulated"))
+      << out;
+  EXPECT_TRUE(has(out, "\n  xpu:0 +.* \\(emulated, OpenCL CPU device\\) \\[emulated\\];")) << out;
+  EXPECT_TRUE(has(out, "skipped.*xpu \\(emulated: used only when named")) << out;
+  const std::string named = output("OPREG_DEVICE=xpu", "run rms_norm.bwd --shape 127x4099 --dtype bf16");
+  EXPECT_TRUE(has(named, "^result op=rms_norm.bwd device=xpu:0 emulated=1 variant=xpu\\.rms_norm\\.bwd\\.rows "
+                         "dtype=bf16 .* status=pass"))
+      << named;
 }
 
 TEST(XpuDetection, UnsetPoclCacheDirGetsAPrivateOne) {
   const std::string home = temp_dir("home");
-  const auto out = run(cli("-u POCL_CACHE_DIR -u XDG_CACHE_HOME HOME=" + home, "devices"));
-  EXPECT_EQ(out.status, 0) << out.text;
-  EXPECT_TRUE(has(out.text, "xpu:0 .* pocl_cache_dir=" + home + "/.cache/opreg/pocl")) << out.text;
+  const std::string out = output("-u POCL_CACHE_DIR -u XDG_CACHE_HOME HOME=" + home, "devices");
+  EXPECT_TRUE(has(out, "xpu:0 .* pocl_cache_dir=" + home + "/.cache/opreg/pocl")) << out;
   EXPECT_TRUE(fs::is_directory(home + "/.cache/opreg/pocl"));
   fs::remove_all(home);
 }
 
 TEST(XpuDetection, UnusablePoclCacheDirIsTheReasonGiven) {
   // Under a regular file: not creatable even for root.
-  const auto out = run(cli("POCL_CACHE_DIR=/dev/null/cache", "devices"));
-  EXPECT_EQ(out.status, 0) << out.text;
-  EXPECT_TRUE(has(out.text, "xpu .* unavailable: no usable OpenCL device; OpenCL platform 'Portable Computing "
-                            "Language' lists no devices: POCL_CACHE_DIR=/dev/null/cache is unusable"))
-      << out.text;
-  EXPECT_TRUE(has(out.text, "point POCL_CACHE_DIR at a writable directory")) << out.text;
+  const std::string out = output("POCL_CACHE_DIR=/dev/null/cache", "devices");
+  EXPECT_TRUE(has(out, "xpu .* unavailable: no usable OpenCL device; OpenCL platform 'Portable Computing "
+                       "Language' lists no devices: POCL_CACHE_DIR=/dev/null/cache is unusable"))
+      << out;
+  EXPECT_TRUE(has(out, "point POCL_CACHE_DIR at a writable directory")) << out;
 }
 
 // Issue 18: a set-but-blank POCL_CACHE_DIR counts as unset, for PoCL too (it asserted on "" and
@@ -90,13 +92,10 @@ TEST(XpuDetection, BlankPoclCacheDirCountsAsUnset) {
   for (const std::string value : {"", " ", "\t \t"}) {
     SCOPED_TRACE("POCL_CACHE_DIR='" + value + "'");
     const std::string env = "-u XDG_CACHE_HOME HOME=" + home + " POCL_CACHE_DIR='" + value + "'";
-    const auto out = run(cli(env, "devices"));
-    EXPECT_EQ(out.status, 0) << out.text;
-    EXPECT_TRUE(has(out.text, "xpu:0 .* pocl_cache_dir=/")) << out.text;
-    const auto cpu = run(cli(env, "run rms_norm.fwd --device cpu --shape 3x5 --repeat 1"));
-    EXPECT_EQ(cpu.status, 0) << cpu.text;
-    const auto xpu = run(cli(env, "run rms_norm.fwd --device xpu --shape 3x5 --repeat 1"));
-    EXPECT_EQ(xpu.status, 0) << xpu.text;
+    const std::string out = output(env, "devices");
+    EXPECT_TRUE(has(out, "xpu:0 .* pocl_cache_dir=/")) << out;
+    output(env, "run rms_norm.fwd --device cpu --shape 3x5 --repeat 1");
+    output(env, "run rms_norm.fwd --device xpu --shape 3x5 --repeat 1");
   }
   fs::remove_all(home);  // the link, not the shared cache
 }
@@ -108,24 +107,21 @@ TEST(XpuDetection, APoclCacheDirThatIsAFileIsTheReasonGiven) {
   const std::string file = dir + "/cache";
   std::ofstream(file) << "not a directory\n";
   const std::string env = "POCL_CACHE_DIR=" + file;
-  const auto out = run(cli(env, "devices"));
-  EXPECT_EQ(out.status, 0) << out.text;
-  EXPECT_TRUE(has(out.text, "xpu .* unavailable: .*POCL_CACHE_DIR=" + file + " is unusable")) << out.text;
+  const std::string out = output(env, "devices");
+  EXPECT_TRUE(has(out, "xpu .* unavailable: .*POCL_CACHE_DIR=" + file + " is unusable")) << out;
   const auto named = run(cli(env + " OPREG_DEVICE=xpu", "devices"));
   EXPECT_EQ(named.status, 3) << named.text;
   const auto xpu = run(cli(env, "run rms_norm.fwd --device xpu --shape 3x5"));
   EXPECT_EQ(xpu.status, 3) << xpu.text;
   EXPECT_TRUE(has(xpu.text, "POCL_CACHE_DIR=" + file + " is unusable")) << xpu.text;
-  const auto cpu = run(cli(env, "run rms_norm.fwd --device cpu --shape 3x5 --repeat 1"));
-  EXPECT_EQ(cpu.status, 0) << cpu.text;
+  output(env, "run rms_norm.fwd --device cpu --shape 3x5 --repeat 1");
   fs::remove_all(dir);
 }
 
 TEST(XpuDetection, PoclDevicesNamingNoDriverIsInTheReason) {
-  const auto out = run(cli("POCL_DEVICES=bogus", "devices"));
-  EXPECT_EQ(out.status, 0) << out.text;
-  EXPECT_TRUE(has(out.text, "xpu .* unavailable: .*lists no devices \\(POCL_DEVICES=bogus names its drivers\\)"))
-      << out.text;
+  const std::string out = output("POCL_DEVICES=bogus", "devices");
+  EXPECT_TRUE(has(out, "xpu .* unavailable: .*lists no devices \\(POCL_DEVICES=bogus names its drivers\\)"))
+      << out;
 }
 
 // OPREG_DISABLE=xpu keeps OpenCL unloaded: with a vendor library that aborts when loaded, every
@@ -135,13 +131,10 @@ TEST(XpuDetection, ADisabledXpuLoadsNoOpenCl) {
   const std::string vendors = temp_dir("abortvendors");
   std::ofstream(vendors + "/abort.icd") << OPREG_TEST_ABORT_ICD << "\n";
   const std::string env = "OCL_ICD_VENDORS=" + vendors + " OPREG_DISABLE=xpu";
-  const auto devices = run(cli(env, "devices"));
-  EXPECT_EQ(devices.status, 0) << devices.text;
-  EXPECT_TRUE(has(devices.text, "xpu .* unavailable: disabled by OPREG_DISABLE, not probed")) << devices.text;
-  const auto cpu = run(cli(env, "run rms_norm.bwd --device cpu --shape 3x5 --repeat 1"));
-  EXPECT_EQ(cpu.status, 0) << cpu.text;
-  const auto ops = run(cli(env, "ops --op rms_norm.fwd"));
-  EXPECT_EQ(ops.status, 0) << ops.text;
+  const std::string devices = output(env, "devices");
+  EXPECT_TRUE(has(devices, "xpu .* unavailable: disabled by OPREG_DISABLE, not probed")) << devices;
+  output(env, "run rms_norm.bwd --device cpu --shape 3x5 --repeat 1");
+  output(env, "ops --op rms_norm.fwd");
   EXPECT_NE(run(cli("OCL_ICD_VENDORS=" + vendors, "devices")).status, 0) << "enabled, the vendor library is loaded";
   fs::remove_all(vendors);
 }
