@@ -41,14 +41,20 @@ OPREG_DEV float param(const void* t, std::int64_t c, float none) {
   return t != nullptr ? P::load(static_cast<const typename P::T*>(t)[c]) : none;
 }
 
+// Calls f(k, n, xk) for each set k of this block's (the grid walking the sets): n elements a set,
+// xk the set's first element of x.
+template <class X, class F>
+OPREG_DEV void for_each_set(const family::NormSets& sh, const void* x, F&& f) {
+  const std::int64_t n = sh.channels * sh.spread;
+  for (std::int64_t k = blockIdx.x; k < sh.sets; k += gridDim.x) f(k, n, static_cast<const typename X::T*>(x) + k * n);
+}
+
 template <class X, class P>
 __global__ void __launch_bounds__(kNormThreads) norm_fwd_kernel(family::NormFwd p) {
   using XT = typename X::T;
   __shared__ double red[kWarps];
   const family::NormSets sh = p.shape;
-  const std::int64_t n = sh.channels * sh.spread;
-  for (std::int64_t k = blockIdx.x; k < sh.sets; k += gridDim.x) {
-    const XT* x = static_cast<const XT*>(p.x) + k * n;
+  for_each_set<X>(sh, p.x, [&](std::int64_t k, std::int64_t n, const XT* x) {
     XT* y = static_cast<XT*>(p.y) + k * n;
     double s = 0.0;
     for (std::int64_t i = threadIdx.x; i < n; i += kNormThreads) s += X::load(x[i]);
@@ -70,7 +76,7 @@ __global__ void __launch_bounds__(kNormThreads) norm_fwd_kernel(family::NormFwd 
       p.mean[k] = static_cast<float>(mean);
       p.rstd[k] = rstd;
     }
-  }
+  });
 }
 
 // dx for the set's elements [i0, i1) (one channel, or all), with their dweight/dbias terms summed
@@ -101,9 +107,7 @@ __global__ void __launch_bounds__(kNormThreads) norm_bwd_kernel(family::NormBwd 
   using XT = typename X::T;
   __shared__ double red[kWarps];
   const family::NormSets sh = p.shape;
-  const std::int64_t n = sh.channels * sh.spread;
-  for (std::int64_t k = blockIdx.x; k < sh.sets; k += gridDim.x) {
-    const XT* x = static_cast<const XT*>(p.x) + k * n;
+  for_each_set<X>(sh, p.x, [&](std::int64_t k, std::int64_t n, const XT* x) {
     const XT* dy = static_cast<const XT*>(p.dy) + k * n;
     const float mean = p.mean[k];
     const float rstd = p.rstd[k];
@@ -127,7 +131,7 @@ __global__ void __launch_bounds__(kNormThreads) norm_bwd_kernel(family::NormBwd 
         if (rw != nullptr) rw[c] += d * xhat;
         if (rb != nullptr) rb[c] += d;
       });
-      continue;
+      return;
     }
     // Per channel of the set: its spread elements, their sums reduced over the block and written
     // to row n = k / groups of the per-(n, channel) sums (each (n, c) belongs to one set).
@@ -147,7 +151,7 @@ __global__ void __launch_bounds__(kNormThreads) norm_bwd_kernel(family::NormBwd 
         if (pb != nullptr) pb[row * l.params + p0 + ch] = sb;
       }
     }
-  }
+  });
 }
 
 template <class F>

@@ -32,30 +32,70 @@ Verdict sets_supports(const Desc& d, const GpuInfo& gpu, NormLaunch& plan) {
                                             : std::string())};
 }
 
-// A launch of a sets-shaped variant (sets, split) that the runtime refused.
+namespace {
+
+// What a message names of the problem: its sets, or (layer_norm's rows variant) its rows.
 template <class D>
-[[noreturn]] void launch_failed(const char* variant, const KernelContext& ctx, const D& d, gpuError_t err) {
-  gpu_clear_error();
-  fail(ErrorKind::device, "{} on cuda:{}: launching failed ({} sets of {} x {}, x {}): {}", variant, ctx.device.index,
-       d.shape.sets, d.shape.channels, d.shape.spread, family::elem_name(d.x_type), gpuGetErrorString(err));
+std::string problem_of(const D& d, bool rows) {
+  return rows ? fmt::format("{} rows of {}", d.shape.sets, d.shape.channels)
+              : fmt::format("{} sets of {} x {}", d.shape.sets, d.shape.channels, d.shape.spread);
 }
+
+// A runtime call (`doing`: planning, launching) that failed for a variant; the runtime's last
+// error is cleared, or the next launch's check would report this one.
+template <class D>
+[[noreturn]] void device_failed(const char* variant, int device, const char* doing, const D& d, bool rows,
+                                gpuError_t err) {
+  gpu_clear_error();
+  fail(ErrorKind::device, "{} on cuda:{}: {} failed ({}, x {}): {}", variant, device, doing, problem_of(d, rows),
+       family::elem_name(d.x_type), gpuGetErrorString(err));
+}
+
+// The name of the variant a call runs (`fallback` where the context names none).
+const char* variant_of(const KernelContext& ctx, const char* fallback) {
+  return ctx.variant != nullptr ? ctx.variant->name.c_str() : fallback;
+}
+
+// The variant a run is of, once a problem its supports() refused (a forced variant's: `planned`
+// false) has failed with the reason why(d, reason) gives.
+template <class D, class Why>
+const char* run_variant(const KernelContext& ctx, const char* fallback, bool planned, const D& d, bool rows, Why why) {
+  const char* variant = variant_of(ctx, fallback);
+  if (!planned) {
+    std::string reason;
+    why(d, reason);
+    fail(ErrorKind::unsupported, "{} on cuda:{}: cannot run {}: {}", variant, ctx.device.index, problem_of(d, rows),
+         reason);
+  }
+  return variant;
+}
+
+// Whether a backward wants dweight or dbias (their partial sums).
+template <class Desc>
+bool wants_param_sums(const Desc& d) {
+  if constexpr (kBackward<Desc>) {
+    return d.dweight != nullptr || d.dbias != nullptr;
+  } else {
+    return false;
+  }
+}
+
+}  // namespace
 
 template <class Desc>
 void sets_run(const Desc& d, const NormLaunch& plan, const KernelContext& ctx) {
-  const char* variant = ctx.variant != nullptr ? ctx.variant->name.c_str() : "cuda norm";
+  const char* variant = variant_of(ctx, "cuda norm");
   const DeviceGuard guard(ctx.device.index, variant);
   const auto stream = static_cast<gpuStream_t>(ctx.stream);
   gpuError_t err = gpuSuccess;
   if constexpr (kBackward<Desc>) {
     Workspace::Lease ws;
-    if (plan.workspace > 0 && (d.dweight != nullptr || d.dbias != nullptr)) {
-      ws = acquire_scratch(ctx, plan.workspace);
-    }
+    if (plan.workspace > 0 && wants_param_sums(d)) ws = acquire_scratch(ctx, plan.workspace);
     err = launch_norm_bwd(d, plan, ws.data(), stream);
   } else {
     err = launch_norm_fwd(d, plan, stream);
   }
-  if (err != gpuSuccess) launch_failed(variant, ctx, d, err);
+  if (err != gpuSuccess) device_failed(variant, ctx.device.index, "launching", d, false, err);
 }
 
 // ---- layer_norm's rows variant.
@@ -95,17 +135,11 @@ std::optional<LnRowsShape> ln_rows_shape(std::int64_t hidden, family::Elem xt, b
   capacity = 0;
   std::optional<LnRowsShape> fallback;
   for (const int nv : order) {
-    const int limit = ln_max_threads(backward, nv, vec, elem_bytes(xt));
-    capacity = std::max<std::int64_t>(capacity, static_cast<std::int64_t>(limit) * nv * vec);
-    const std::int64_t want = (nvec + nv - 1) / nv;
-    if (want > limit) continue;
-    LnRowsShape s;
-    s.vec = vec;
-    s.nv = nv;
-    s.tpr = round_threads(want);
-    s.slots = s.tpr >= 256 ? 1 : 256 / s.tpr;
-    if (s.tpr <= prefer) return s;
-    if (!fallback || s.tpr < fallback->tpr) fallback = s;
+    const std::optional<LnRowsShape> s =
+        spread_row<LnRowsShape>(nvec, vec, nv, ln_max_threads(backward, nv, vec, elem_bytes(xt)), capacity);
+    if (!s) continue;
+    if (s->tpr <= prefer) return s;
+    if (!fallback || s->tpr < fallback->tpr) fallback = s;
   }
   return fallback;
 }
@@ -137,15 +171,10 @@ Verdict ln_rows_supports(const Desc& d, const GpuInfo& gpu, LnRowsPlan& plan) {
   std::string why;
   const std::optional<LnRowsShape> shape = ln_rows_choice(d, why);
   if (!shape) return Verdict::reject(why);
-  bool partial_sums = false;
-  if constexpr (kBwd) partial_sums = d.dweight != nullptr || d.dbias != nullptr;
   const DeviceGuard guard(gpu.device, "cuda.layer_norm.rows");
-  const gpuError_t err = plan_ln_rows(d.shape, d.x_type, d.p_type, kBwd, partial_sums, *shape, gpu, plan.launch);
-  if (err != gpuSuccess) {
-    gpu_clear_error();
-    fail(ErrorKind::device, "cuda.layer_norm.rows on cuda:{}: planning failed ({} rows of {}, x {}): {}", gpu.device,
-         d.shape.sets, d.shape.channels, family::elem_name(d.x_type), gpuGetErrorString(err));
-  }
+  const gpuError_t err =
+      plan_ln_rows(d.shape, d.x_type, d.p_type, kBwd, wants_param_sums(d), *shape, gpu, plan.launch);
+  if (err != gpuSuccess) device_failed("cuda.layer_norm.rows", gpu.device, "planning", d, true, err);
   plan.ok = true;
   const LnRowsShape& s = plan.launch.shape;
   return {true, fmt::format("{} threads a row, {} access(es) of {}, {} row(s) a block, grid {} of {} threads{}", s.tpr,
@@ -155,13 +184,8 @@ Verdict ln_rows_supports(const Desc& d, const GpuInfo& gpu, LnRowsPlan& plan) {
 
 template <class Desc>
 void ln_rows_run(const Desc& d, const LnRowsPlan& plan, const KernelContext& ctx) {
-  const char* variant = ctx.variant != nullptr ? ctx.variant->name.c_str() : "cuda.layer_norm.rows";
-  if (!plan.ok) {
-    std::string why;
-    ln_rows_choice(d, why);
-    fail(ErrorKind::unsupported, "{} on cuda:{}: cannot run {} rows of {}: {}", variant, ctx.device.index, d.shape.sets,
-         d.shape.channels, why);
-  }
+  const char* variant = run_variant(ctx, "cuda.layer_norm.rows", plan.ok, d, true,
+                                    [](const Desc& p, std::string& why) { ln_rows_choice(p, why); });
   const DeviceGuard guard(ctx.device.index, variant);
   const auto stream = static_cast<gpuStream_t>(ctx.stream);
   gpuError_t err = gpuSuccess;
@@ -172,11 +196,7 @@ void ln_rows_run(const Desc& d, const LnRowsPlan& plan, const KernelContext& ctx
   } else {
     err = launch_ln_rows_fwd(d, plan.launch, stream);
   }
-  if (err != gpuSuccess) {
-    gpu_clear_error();
-    fail(ErrorKind::device, "{} on cuda:{}: launching failed ({} rows of {}, x {}): {}", variant, ctx.device.index,
-         d.shape.sets, d.shape.channels, family::elem_name(d.x_type), gpuGetErrorString(err));
-  }
+  if (err != gpuSuccess) device_failed(variant, ctx.device.index, "launching", d, true, err);
 }
 
 // ---- The split variant (both ops).
@@ -207,15 +227,10 @@ Verdict split_supports(const Desc& d, const GpuInfo& gpu, NormSplitPlan& plan) {
   if (split_refuses(d, why)) return Verdict::reject(why);
   const std::int64_t run = norm_split_channel_chunks(d.shape) ? d.shape.spread : d.shape.channels;
   const int vec = rows_aligned(d, d.x_type, run) ? vec_of(d.x_type) : 1;
-  bool partial_sums = false;
-  if constexpr (kBwd) partial_sums = d.dweight != nullptr || d.dbias != nullptr;
+  const bool partial_sums = wants_param_sums(d);
   const DeviceGuard guard(gpu.device, "cuda norm split");
   const gpuError_t err = plan_norm_split(d.shape, d.x_type, d.p_type, vec, kBwd, partial_sums, gpu, plan.launch);
-  if (err != gpuSuccess) {
-    gpu_clear_error();
-    fail(ErrorKind::device, "cuda norm split on cuda:{}: planning failed ({} sets of {} x {}, x {}): {}", gpu.device,
-         d.shape.sets, d.shape.channels, d.shape.spread, family::elem_name(d.x_type), gpuGetErrorString(err));
-  }
+  if (err != gpuSuccess) device_failed("cuda norm split", gpu.device, "planning", d, false, err);
   plan.ok = true;
   const NormSplitLaunch& l = plan.launch;
   return {true, fmt::format("{} sets of {} x {}: {} chunks of {} {}, {} set groups, accesses of {}, grid {}{}",
@@ -227,13 +242,8 @@ Verdict split_supports(const Desc& d, const GpuInfo& gpu, NormSplitPlan& plan) {
 
 template <class Desc>
 void split_run(const Desc& d, const NormSplitPlan& plan, const KernelContext& ctx) {
-  const char* variant = ctx.variant != nullptr ? ctx.variant->name.c_str() : "cuda norm split";
-  if (!plan.ok) {
-    std::string why;
-    split_refuses(d, why);
-    fail(ErrorKind::unsupported, "{} on cuda:{}: cannot run {} sets of {} x {}: {}", variant, ctx.device.index,
-         d.shape.sets, d.shape.channels, d.shape.spread, why);
-  }
+  const char* variant = run_variant(ctx, "cuda norm split", plan.ok, d, false,
+                                    [](const Desc& p, std::string& why) { split_refuses(p, why); });
   const DeviceGuard guard(ctx.device.index, variant);
   const auto stream = static_cast<gpuStream_t>(ctx.stream);
   const Workspace::Lease ws = acquire_scratch(ctx, plan.launch.workspace);
@@ -243,7 +253,7 @@ void split_run(const Desc& d, const NormSplitPlan& plan, const KernelContext& ct
   } else {
     err = launch_norm_split_fwd(d, plan.launch, ws.data(), stream);
   }
-  if (err != gpuSuccess) launch_failed(variant, ctx, d, err);
+  if (err != gpuSuccess) device_failed(variant, ctx.device.index, "launching", d, false, err);
 }
 
 template Verdict sets_supports(const family::NormFwd&, const GpuInfo&, NormLaunch&);

@@ -212,22 +212,7 @@ OPREG_DEV void write_partials(const LnWalk& walk, std::int64_t hidden, const LnS
     return;
   }
   __syncthreads();  // combine may still be read for the previous output
-  for (int s = 0; s < walk.slots; ++s) {
-    if (walk.slot == s) {
-#pragma unroll
-      for (int k = 0; k < NV; ++k) {
-        if (k < walk.mine) {
-#pragma unroll
-          for (int e = 0; e < VEC; ++e) {
-            const int c = walk.column<VEC>(k) + e;
-            combine[c] = (s == 0 ? LnSum<X>(0) : combine[c]) + acc[k][e];
-          }
-        }
-      }
-    }
-    __syncthreads();
-  }
-  for (int c = static_cast<int>(threadIdx.x); c < hidden; c += static_cast<int>(blockDim.x)) out[c] = combine[c];
+  combine_slots<VEC, NV>(walk, hidden, combine, out, [&](int k, int e) { return acc[k][e]; });
 }
 
 // Shared memory (dynamic): with several rows a block, `hidden` sums where the slots' are added.

@@ -251,6 +251,30 @@ OPREG_DEV void store_partials(DwPartial<X>* out, const DwSum<X> (&acc)[VEC]) {
   }
 }
 
+// A block's partial row where several rows share the block (walk.slots > 1: their columns
+// coincide): each slot's value(k, e) of column walk.column<VEC>(k) + e added in slot order in
+// `combine` (`hidden` entries of shared memory), then the row written to `out`. Walk: a row walk
+// (the rows kernels' RowWalk, layer_norm's LnWalk).
+template <int VEC, int NV, class Walk, class T, class Value>
+OPREG_DEV void combine_slots(const Walk& walk, std::int64_t hidden, T* combine, T* out, const Value& value) {
+  for (int s = 0; s < walk.slots; ++s) {
+    if (walk.slot == s) {
+#pragma unroll
+      for (int k = 0; k < NV; ++k) {
+        if (k < walk.mine) {
+#pragma unroll
+          for (int e = 0; e < VEC; ++e) {
+            const int c = walk.template column<VEC>(k) + e;
+            combine[c] = (s == 0 ? T(0) : combine[c]) + value(k, e);
+          }
+        }
+      }
+    }
+    __syncthreads();
+  }
+  for (int c = static_cast<int>(threadIdx.x); c < hidden; c += static_cast<int>(blockDim.x)) out[c] = combine[c];
+}
+
 // ---- Asynchronous 16-byte copies into shared memory (cp.async, sm_80 and later), the staging
 // of the row kernels: a thread copies its own accesses of a row a few rows ahead into its own
 // slots, and waits for its own copies only (no barrier). Where cp.async is missing (HIP, older

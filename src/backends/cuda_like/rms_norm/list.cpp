@@ -26,7 +26,7 @@ constexpr bool kBwd = std::is_same_v<family::Descriptor<Args>, RowNormBwd>;
 template <class Args, bool Fused>
 ListedVariant<Args> cluster_entry() {
   using D = family::Descriptor<Args>;
-  return family_entry<Args, &cluster_supports<D, Fused>, &cluster_run<D>>(
+  return family_entry<Args, &RowNormPlans<D, Fused>::cluster_supports, &RowNormRuns<D>::cluster_run>(
       "cluster", {{"max_cluster", "8"}, {"accesses_per_thread", kBwd<Args> ? "2" : "4"}, {"access_bytes", "16"}});
 }
 
@@ -38,13 +38,13 @@ ListedVariant<Args> rows_entry() {
                          {"block", "256 or one row"}};
   if (kBwd<Args>) t.push_back({"stages", "2 in shared memory, or registers"});
   t.push_back({"grid", kBwd<Args> ? "persistent" : "a block per row group"});
-  return family_entry<Args, &rows_supports<D, Fused>, &rows_run<D>>("rows", std::move(t));
+  return family_entry<Args, &RowNormPlans<D, Fused>::rows_supports, &RowNormRuns<D>::rows_run>("rows", std::move(t));
 }
 
 template <class Args, bool Fused>
 ListedVariant<Args> split_entry() {
   using D = family::Descriptor<Args>;
-  return family_entry<Args, &split_plan<D, Fused>, &split_run<D>>(
+  return family_entry<Args, &RowNormPlans<D, Fused>::split_plan, &RowNormRuns<D>::split_run>(
       "split", {{"threads", "256"}, {"accesses_per_thread", kBwd<Args> ? "2" : "4"}});
 }
 

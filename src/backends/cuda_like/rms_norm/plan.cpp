@@ -125,15 +125,10 @@ ShapeOrWhy rows_shape(const RowProblem& p, bool backward) {
   std::int64_t capacity = 0;
   std::optional<RowShape> fallback;
   for (const int nv : order) {
-    const int limit = max_threads(backward, nv, vec);
-    capacity = std::max<std::int64_t>(capacity, static_cast<std::int64_t>(limit) * nv * vec);
-    const std::int64_t want = (nvec + nv - 1) / nv;
-    if (want > limit) continue;
-    RowShape s;
-    s.vec = vec;
-    s.nv = nv;
-    s.tpr = round_threads(want);
-    s.slots = s.tpr >= 256 ? 1 : 256 / s.tpr;
+    const std::optional<RowShape> spread =
+        spread_row<RowShape>(nvec, vec, nv, max_threads(backward, nv, vec), capacity);
+    if (!spread) continue;
+    RowShape s = *spread;
     if (!backward) {
       // The forward holds the row in registers, a block (or a cluster) per row group: no
       // persistent grid, whose blocks would wait for their own rows' reductions with nothing in
@@ -344,24 +339,24 @@ void resident_run(const Desc& d, const ResidentPlan& plan, const KernelContext& 
 }  // namespace
 
 template <class Desc, bool Fused>
-Verdict rows_supports(const Desc& d, const GpuInfo& gpu, ResidentPlan& plan) {
+Verdict RowNormPlans<Desc, Fused>::rows_supports(const Desc& d, const GpuInfo& gpu, ResidentPlan& plan) {
   return resident_supports<Desc, rows_shape, Fused>(d, gpu, plan, "rows");
 }
 template <class Desc, bool Fused>
-Verdict cluster_supports(const Desc& d, const GpuInfo& gpu, ResidentPlan& plan) {
+Verdict RowNormPlans<Desc, Fused>::cluster_supports(const Desc& d, const GpuInfo& gpu, ResidentPlan& plan) {
   return resident_supports<Desc, cluster_shape, Fused>(d, gpu, plan, "cluster");
 }
 template <class Desc>
-void rows_run(const Desc& d, const ResidentPlan& plan, const KernelContext& ctx) {
+void RowNormRuns<Desc>::rows_run(const Desc& d, const ResidentPlan& plan, const KernelContext& ctx) {
   resident_run<Desc, rows_shape>(d, plan, ctx);
 }
 template <class Desc>
-void cluster_run(const Desc& d, const ResidentPlan& plan, const KernelContext& ctx) {
+void RowNormRuns<Desc>::cluster_run(const Desc& d, const ResidentPlan& plan, const KernelContext& ctx) {
   resident_run<Desc, cluster_shape>(d, plan, ctx);
 }
 
 template <class Desc, bool Fused>
-void split_plan(const Desc& d, const GpuInfo& gpu, SplitPlan& plan) {
+void RowNormPlans<Desc, Fused>::split_plan(const Desc& d, const GpuInfo& gpu, SplitPlan& plan) {
   const RowProblem rp = row_problem(d, gpu);
   plan.vec = rp.aligned ? vec_of(rp.x_type) : 1;
   if (!has_work(d)) return;
@@ -372,7 +367,7 @@ void split_plan(const Desc& d, const GpuInfo& gpu, SplitPlan& plan) {
 }
 
 template <class Desc>
-void split_run(const Desc& d, const SplitPlan& plan, const KernelContext& ctx) {
+void RowNormRuns<Desc>::split_run(const Desc& d, const SplitPlan& plan, const KernelContext& ctx) {
   if (!kBackward<Desc> && d.rows == 0) return;
   const Call call{ctx, Named(d)};
   DeviceGuard guard(ctx.device.index, call.variant());
@@ -389,23 +384,13 @@ void split_run(const Desc& d, const SplitPlan& plan, const KernelContext& ctx) {
   }
 }
 
-// The instantiations list.cpp registers: each direction, rms_norm's and the fused op's names.
-template Verdict rows_supports<RowNormFwd, false>(const RowNormFwd&, const GpuInfo&, ResidentPlan&);
-template Verdict rows_supports<RowNormFwd, true>(const RowNormFwd&, const GpuInfo&, ResidentPlan&);
-template Verdict rows_supports<RowNormBwd, false>(const RowNormBwd&, const GpuInfo&, ResidentPlan&);
-template Verdict rows_supports<RowNormBwd, true>(const RowNormBwd&, const GpuInfo&, ResidentPlan&);
-template Verdict cluster_supports<RowNormFwd, false>(const RowNormFwd&, const GpuInfo&, ResidentPlan&);
-template Verdict cluster_supports<RowNormBwd, false>(const RowNormBwd&, const GpuInfo&, ResidentPlan&);
-template Verdict cluster_supports<RowNormBwd, true>(const RowNormBwd&, const GpuInfo&, ResidentPlan&);
-template void rows_run<RowNormFwd>(const RowNormFwd&, const ResidentPlan&, const KernelContext&);
-template void rows_run<RowNormBwd>(const RowNormBwd&, const ResidentPlan&, const KernelContext&);
-template void cluster_run<RowNormFwd>(const RowNormFwd&, const ResidentPlan&, const KernelContext&);
-template void cluster_run<RowNormBwd>(const RowNormBwd&, const ResidentPlan&, const KernelContext&);
-template void split_plan<RowNormFwd, false>(const RowNormFwd&, const GpuInfo&, SplitPlan&);
-template void split_plan<RowNormFwd, true>(const RowNormFwd&, const GpuInfo&, SplitPlan&);
-template void split_plan<RowNormBwd, false>(const RowNormBwd&, const GpuInfo&, SplitPlan&);
-template void split_plan<RowNormBwd, true>(const RowNormBwd&, const GpuInfo&, SplitPlan&);
-template void split_run<RowNormFwd>(const RowNormFwd&, const SplitPlan&, const KernelContext&);
-template void split_run<RowNormBwd>(const RowNormBwd&, const SplitPlan&, const KernelContext&);
+// The instantiations list.cpp registers: each direction's plans with rms_norm's and the fused
+// op's names, and its runs.
+template struct RowNormPlans<RowNormFwd, false>;
+template struct RowNormPlans<RowNormFwd, true>;
+template struct RowNormPlans<RowNormBwd, false>;
+template struct RowNormPlans<RowNormBwd, true>;
+template struct RowNormRuns<RowNormFwd>;
+template struct RowNormRuns<RowNormBwd>;
 
 }  // namespace opreg::cuda_like

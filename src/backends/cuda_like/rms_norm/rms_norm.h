@@ -4,6 +4,8 @@
 // its tests and benchmarks can see the plans the variants make.
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -39,6 +41,23 @@ ShapeOrWhy cluster_shape(const RowProblem& p, bool backward);
 // Threads for `want` per row: a power of two up to a warp (rows share warps), else whole warps.
 int round_threads(std::int64_t want);
 
+// A row of `nvec` accesses of `vec` elements spread over threads of `nv` accesses each (the rows
+// variants of both norm families): round_threads of what it takes a row, and 256 / tpr rows a
+// block under 256; nothing where that is over `limit` threads. `capacity` is raised to the
+// elements `limit` threads hold.
+template <class Shape>
+std::optional<Shape> spread_row(std::int64_t nvec, int vec, int nv, int limit, std::int64_t& capacity) {
+  capacity = std::max<std::int64_t>(capacity, static_cast<std::int64_t>(limit) * nv * vec);
+  const std::int64_t want = (nvec + nv - 1) / nv;
+  if (want > limit) return std::nullopt;
+  Shape s;
+  s.vec = vec;
+  s.nv = nv;
+  s.tpr = round_threads(want);
+  s.slots = s.tpr >= 256 ? 1 : 256 / s.tpr;
+  return s;
+}
+
 // A variant's plan (what its supports() decided, the kernel launches): the launch shape of the
 // rows and cluster variants, and the launch geometry of the exact instantiation (grid from its
 // occupancy on the device, shared memory, workspace). `ok` false: the variant refused.
@@ -52,19 +71,19 @@ struct SplitPlan {
   Launch launch;
 };
 
-// The variants' functions (Desc: RowNormFwd or RowNormBwd; Fused: the fused op's, for the names
-// a failed planning gives). split plans every problem (it holds any row).
+// The variants' functions (Desc: RowNormFwd or RowNormBwd): the plans (Fused: the fused op's, for
+// the names a failed planning gives; split plans every problem, it holds any row) and the runs.
 template <class Desc, bool Fused>
-Verdict rows_supports(const Desc& d, const GpuInfo& gpu, ResidentPlan& plan);
-template <class Desc, bool Fused>
-Verdict cluster_supports(const Desc& d, const GpuInfo& gpu, ResidentPlan& plan);
+struct RowNormPlans {
+  static Verdict rows_supports(const Desc& d, const GpuInfo& gpu, ResidentPlan& plan);
+  static Verdict cluster_supports(const Desc& d, const GpuInfo& gpu, ResidentPlan& plan);
+  static void split_plan(const Desc& d, const GpuInfo& gpu, SplitPlan& plan);
+};
 template <class Desc>
-void rows_run(const Desc& d, const ResidentPlan& plan, const KernelContext& ctx);
-template <class Desc>
-void cluster_run(const Desc& d, const ResidentPlan& plan, const KernelContext& ctx);
-template <class Desc, bool Fused>
-void split_plan(const Desc& d, const GpuInfo& gpu, SplitPlan& plan);
-template <class Desc>
-void split_run(const Desc& d, const SplitPlan& plan, const KernelContext& ctx);
+struct RowNormRuns {
+  static void rows_run(const Desc& d, const ResidentPlan& plan, const KernelContext& ctx);
+  static void cluster_run(const Desc& d, const ResidentPlan& plan, const KernelContext& ctx);
+  static void split_run(const Desc& d, const SplitPlan& plan, const KernelContext& ctx);
+};
 
 }  // namespace opreg::cuda_like

@@ -79,6 +79,17 @@ struct Stages {
   }
 };
 
+// Access k of tensor `tensor` of the current row: its slot of `stage` (STAGED), else its registers.
+template <bool STAGED, int NB, int NV, class X, int VEC>
+OPREG_DEV Pack<X, VEC> row_access(const Stages<NB, NV>& st, int stage, int tensor, const Pack<X, VEC> (&regs)[NV],
+                                  int k) {
+  if constexpr (STAGED) {
+    return *reinterpret_cast<const Pack<X, VEC>*>(st.slot(stage, tensor, k));
+  } else {
+    return regs[k];
+  }
+}
+
 // The row total of a per-block partial over a cluster: published in `slot` (two, alternating per
 // row, so one cluster barrier per row suffices: a block can only overwrite a slot after every
 // block passed the next row's barrier, i.e. finished reading it), read from every block in rank
@@ -284,13 +295,7 @@ __global__ void __launch_bounds__(max_threads_fwd(NV, VEC))
       }
     }
     // The row's accesses: the staged slots (read before and after the reduction), or registers.
-    const auto xk = [&](int k) -> Pack<X, VEC> {
-      if constexpr (kStaged) {
-        return *reinterpret_cast<const Pack<X, VEC>*>(st.slot(stage, 0, k));
-      } else {
-        return regs[k];
-      }
-    };
+    const auto xk = [&](int k) { return row_access<kStaged>(st, stage, 0, regs, k); };
     const auto squares = [&](float scale) {
       float ss = 0.0f;
 #pragma unroll
@@ -431,20 +436,8 @@ __global__ void __launch_bounds__(max_threads_bwd(NV, VEC))
         }
       }
     }
-    const auto xk = [&](int k) -> Pack<X, VEC> {
-      if constexpr (kStaged) {
-        return *reinterpret_cast<const Pack<X, VEC>*>(st.slot(stage, 0, k));
-      } else {
-        return xregs[k];
-      }
-    };
-    const auto dyk = [&](int k) -> Pack<X, VEC> {
-      if constexpr (kStaged) {
-        return *reinterpret_cast<const Pack<X, VEC>*>(st.slot(stage, 1, k));
-      } else {
-        return dyregs[k];
-      }
-    };
+    const auto xk = [&](int k) { return row_access<kStaged>(st, stage, 0, xregs, k); };
+    const auto dyk = [&](int k) { return row_access<kStaged>(st, stage, 1, dyregs, k); };
     const auto terms = [&](float scale) {
       return p.mode == Mode::none ? bwd_row_dot<X, W, VEC, NV, Mode::none>(scale, sc, walk, count, xk, dyk)
                                   : bwd_row_dot<X, W, VEC, NV, Mode::llama>(scale, sc, walk, count, xk, dyk);
@@ -469,24 +462,8 @@ __global__ void __launch_bounds__(max_threads_bwd(NV, VEC))
         if (k < walk.mine) store_partials<X, VEC>(out + walk.column<VEC>(k), acc[k]);
       }
     } else {
-      // Several rows per block: their columns coincide; add the slots in order.
       auto* combine = reinterpret_cast<DwPartial<X>*>(staged + (kStaged ? stages * 2 * NV * threads : 0));
-      for (int s = 0; s < slots; ++s) {
-        if (walk.slot == s) {
-#pragma unroll
-          for (int k = 0; k < NV; ++k) {
-            if (k < walk.mine) {
-#pragma unroll
-              for (int e = 0; e < VEC; ++e) {
-                const int c = walk.column<VEC>(k) + e;
-                combine[c] = (s == 0 ? 0 : combine[c]) + acc[k][e].value();
-              }
-            }
-          }
-        }
-        __syncthreads();
-      }
-      for (int c = static_cast<int>(threadIdx.x); c < p.hidden; c += threads) out[c] = combine[c];
+      combine_slots<VEC, NV>(walk, p.hidden, combine, out, [&](int k, int e) { return acc[k][e].value(); });
     }
   }
   if constexpr (CLUSTER) cluster_exit(csize);
