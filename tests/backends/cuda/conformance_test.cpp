@@ -8,9 +8,12 @@
 
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <iostream>
 #include <random>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "backends/cuda_like/gpu_vendor.h"
@@ -197,211 +200,187 @@ std::vector<unsigned char> host_bytes(const Tensor& t) {
   return {p, p + h.nbytes()};
 }
 
+// A variant's forward and backward ten times on the same inputs: the same bits every time (dW
+// and dB included, which are summed from partial rows in a fixed order).
+struct DeterminismCase;
+struct DeterminismOp {
+  const char* name;
+  void (*check)(const DeterminismCase&);  // determinism() over the op's handles
+};
 struct DeterminismCase {
+  const DeterminismOp* op;
   const char* variant;  // forward and backward impl
   Shape shape;
   DType dtype;
-  bool fused = false;        // fused_add_rms_norm instead of rms_norm
   const char* bwd = nullptr;  // the backward's impl where it differs from the forward's
+  std::int64_t groups = 0;    // group_norm's
 };
 
 class CudaDeterminism : public ::testing::TestWithParam<DeterminismCase> {};
 
-// fused_add_rms_norm: forward (y, s, rstd) then backward (dx with ds_out, dweight), ten times.
-void fused_determinism(const DeterminismCase& c) {
-  Registry& reg = default_registry();
-  const Device dev = reg.parse_device("cuda:0");
-  std::mt19937 rng(99);
-  const std::int64_t hidden = c.shape[c.shape.ndim() - 1];
-  const Shape rows{rows_hidden(c.shape).rows};
-  FusedAddRmsNormFwdArgs f;
-  f.x = random_tensor(c.shape, c.dtype, dev, rng);
-  f.residual = random_tensor(c.shape, c.dtype, dev, rng);
-  f.weight = random_tensor({hidden}, c.dtype, dev, rng);
-  f.y = Tensor::empty(c.shape, c.dtype, dev, reg);
-  f.s = Tensor::empty(c.shape, c.dtype, dev, reg);
-  f.rstd = Tensor::empty(rows, DType::f32, dev, reg);
-  FusedAddRmsNormBwdArgs b;
-  b.dy = random_tensor(c.shape, c.dtype, dev, rng);
-  b.ds_out = random_tensor(c.shape, c.dtype, dev, rng);
-  b.s = f.s;
-  b.weight = f.weight;
-  b.rstd = f.rstd;
-  b.dx = Tensor::empty(c.shape, c.dtype, dev, reg);
-  b.dweight = Tensor::empty({hidden}, c.dtype, dev, reg);
-  const std::string fwd = std::string("cuda.fused_add_rms_norm.fwd.") + c.variant;
-  const std::string bwd = std::string("cuda.fused_add_rms_norm.bwd.") + (c.bwd != nullptr ? c.bwd : c.variant);
+// Tensors of one determinism case on cuda:0: random ones of the case's dtype, drawn from `rng` in
+// the order asked for, and empty ones.
+struct CaseTensors {
+  Registry& reg;
+  Device dev;
+  DType dtype;
+  std::mt19937 rng;
+  CaseTensors(DType dtype_, unsigned seed)
+      : reg(default_registry()), dev(reg.parse_device("cuda:0")), dtype(dtype_), rng(seed) {}
+  Tensor random(const Shape& shape) { return random_tensor(shape, dtype, dev, rng); }
+  Tensor empty(const Shape& shape, DType type) const { return Tensor::empty(shape, type, dev, reg); }
+};
+
+// A variant's forward and then its backward, ten times on the same inputs (`outputs` filled with
+// NaN before each run): the outputs' bits must be the same every time.
+template <class Fwd, class Bwd>
+void expect_ten_equal_runs(const CaseTensors& t, const Op<Fwd>& fwd_op, const std::string& fwd, const Fwd& f,
+                           const Op<Bwd>& bwd_op, const std::string& bwd, const Bwd& b,
+                           std::initializer_list<Tensor*> outputs, const Shape& shape) {
   Bits first;
   for (int run = 0; run < 10; ++run) {
-    for (Tensor* t : {&f.y, &f.s, &f.rstd, &b.dx, &b.dweight}) t->fill(std::nan(""), reg);
-    const Verdict vf = reg.call_variant(fused_add_rms_norm_fwd_op(), fwd, f);
+    for (Tensor* out : outputs) out->fill(std::nan(""), t.reg);
+    const Verdict vf = t.reg.call_variant(fwd_op, fwd, f);
     ASSERT_TRUE(vf.ok) << fwd << ": " << vf.reason;
-    const Verdict vb = reg.call_variant(fused_add_rms_norm_bwd_op(), bwd, b);
+    const Verdict vb = t.reg.call_variant(bwd_op, bwd, b);
     ASSERT_TRUE(vb.ok) << bwd << ": " << vb.reason;
-    Bits now{{host_bytes(f.y), host_bytes(f.s), host_bytes(f.rstd), host_bytes(b.dx), host_bytes(b.dweight)}};
+    Bits now;
+    for (const Tensor* out : outputs) now.outputs.push_back(host_bytes(*out));
     if (run == 0) {
       first = std::move(now);
     } else {
-      ASSERT_TRUE(now == first) << fwd << ", " << bwd << " " << c.shape.str() << ": run " << run
+      ASSERT_TRUE(now == first) << fwd << ", " << bwd << " " << shape.str() << ": run " << run
                                 << " differs from run 0";
     }
   }
 }
 
-TEST_P(CudaDeterminism, TenRunsGiveTheSameBits) {
-  REQUIRE_GPU();
-  const DeterminismCase& c = GetParam();
-  if (c.fused) {
-    fused_determinism(c);
-    return;
-  }
-  Registry& reg = default_registry();
-  const Device dev = reg.parse_device("cuda:0");
-  std::mt19937 rng(99);
+// The variant of a case, by name.
+std::string variant_name(std::string_view op, const char* impl) { return "cuda." + std::string(op) + "." + impl; }
+
+// rms_norm, or fused_add_rms_norm (Fwd with a residual): forward (y, rstd; the fused op's s) then
+// backward (dx, with the fused op's ds_out; dweight).
+template <class Fwd, class Bwd>
+  requires(!requires(Fwd f) { f.mean; })
+void determinism(const DeterminismCase& c, const Op<Fwd>& fwd_op, const Op<Bwd>& bwd_op) {
+  constexpr bool kFused = requires(Fwd f) { f.residual; };
+  CaseTensors t(c.dtype, 99);
   const std::int64_t hidden = c.shape[c.shape.ndim() - 1];
-  const Shape rows{rows_hidden(c.shape).rows};
-  RmsNormFwdArgs f;
-  f.x = random_tensor(c.shape, c.dtype, dev, rng);
-  f.weight = random_tensor({hidden}, c.dtype, dev, rng);
-  f.y = Tensor::empty(c.shape, c.dtype, dev, reg);
-  f.rstd = Tensor::empty(rows, DType::f32, dev, reg);
-  RmsNormBwdArgs b;
-  b.dy = random_tensor(c.shape, c.dtype, dev, rng);
-  b.x = f.x;
+  Fwd f;
+  f.x = t.random(c.shape);
+  if constexpr (kFused) f.residual = t.random(c.shape);
+  f.weight = t.random({hidden});
+  f.y = t.empty(c.shape, c.dtype);
+  f.rstd = t.empty(Shape{rows_hidden(c.shape).rows}, DType::f32);
+  Bwd b;
+  b.dy = t.random(c.shape);
+  if constexpr (kFused) {
+    f.s = t.empty(c.shape, c.dtype);
+    b.ds_out = t.random(c.shape);
+    b.s = f.s;
+  } else {
+    b.x = f.x;
+  }
   b.weight = f.weight;
   b.rstd = f.rstd;
-  b.dx = Tensor::empty(c.shape, c.dtype, dev, reg);
-  b.dweight = Tensor::empty({hidden}, c.dtype, dev, reg);
-  const std::string fwd = std::string("cuda.rms_norm.fwd.") + c.variant;
-  const std::string bwd = std::string("cuda.rms_norm.bwd.") + c.variant;
-  Bits first;
-  for (int run = 0; run < 10; ++run) {
-    for (Tensor* t : {&f.y, &f.rstd, &b.dx, &b.dweight}) t->fill(std::nan(""), reg);
-    const Verdict vf = reg.call_variant(rms_norm_fwd_op(), fwd, f);
-    ASSERT_TRUE(vf.ok) << fwd << ": " << vf.reason;
-    const Verdict vb = reg.call_variant(rms_norm_bwd_op(), bwd, b);
-    ASSERT_TRUE(vb.ok) << bwd << ": " << vb.reason;
-    Bits now{{host_bytes(f.y), host_bytes(f.rstd), host_bytes(b.dx), host_bytes(b.dweight)}};
-    if (run == 0) {
-      first = std::move(now);
-    } else {
-      ASSERT_TRUE(now == first) << c.variant << " " << c.shape.str() << ": run " << run << " differs from run 0";
-    }
+  b.dx = t.empty(c.shape, c.dtype);
+  b.dweight = t.empty({hidden}, c.dtype);
+  const std::string fwd = variant_name(fwd_op.name(), c.variant);
+  const std::string bwd = variant_name(bwd_op.name(), c.bwd != nullptr ? c.bwd : c.variant);
+  if constexpr (kFused) {
+    expect_ten_equal_runs(t, fwd_op, fwd, f, bwd_op, bwd, b, {&f.y, &f.s, &f.rstd, &b.dx, &b.dweight}, c.shape);
+  } else {
+    expect_ten_equal_runs(t, fwd_op, fwd, f, bwd_op, bwd, b, {&f.y, &f.rstd, &b.dx, &b.dweight}, c.shape);
   }
 }
 
-// Shapes where each variant has many blocks contributing dW partials; fused_add_rms_norm's split
-// (and its backward cluster) on rows the rows variants do not hold, 4096 x 32768 among them.
-INSTANTIATE_TEST_SUITE_P(cuda, CudaDeterminism,
-                         ::testing::Values(DeterminismCase{"rows", {4096, 1024}, DType::bf16},
-                                           DeterminismCase{"rows", {70000, 64}, DType::f32},
-                                           DeterminismCase{"rows", {513, 4099}, DType::f16},
-                                           DeterminismCase{"cluster", {64, 131072}, DType::bf16},
-                                           DeterminismCase{"cluster", {3, 16384}, DType::f32},
-                                           DeterminismCase{"split", {1000, 12345}, DType::bf16},
-                                           DeterminismCase{"split", {2, 200003}, DType::f32},
-                                           DeterminismCase{"split", {1000, 12345}, DType::bf16, true},
-                                           DeterminismCase{"split", {2, 200003}, DType::f32, true},
-                                           DeterminismCase{"split", {4096, 32768}, DType::bf16, true},
-                                           DeterminismCase{"rows", {4096, 32768}, DType::f32, true, "split"},
-                                           DeterminismCase{"split", {64, 131072}, DType::bf16, true, "cluster"}),
-                         [](const ::testing::TestParamInfo<DeterminismCase>& info) {
-                           const DeterminismCase& c = info.param;
-                           std::string name = std::string(c.fused ? "fused_" : "") + c.variant;
-                           if (c.bwd != nullptr) name += std::string("_") + c.bwd;
-                           return name + "_" + c.shape.str() + "_" + std::string(to_string(c.dtype));
-                         });
-
-// layer_norm and group_norm: forward (y, mean, rstd) and backward (dx, dweight, dbias) of one
-// variant ten times on the same inputs, the same bits every time (dweight and dbias are summed
-// from partial rows in a fixed order). A case with `groups` is group_norm on (N, C, HW).
-struct NormDeterminismCase {
-  const char* variant;
-  Shape shape;
-  DType dtype;
-  std::int64_t groups = 0;  // 0: layer_norm
-};
-
+// layer_norm and group_norm (group_norm's Fwd with num_groups, on (N, C, HW)): forward (y, mean,
+// rstd) then backward (dx, dweight, dbias).
 template <class Fwd, class Bwd>
-void norm_determinism(const NormDeterminismCase& c, const Op<Fwd>& fwd_op, const Op<Bwd>& bwd_op, const char* op) {
-  Registry& reg = default_registry();
-  const Device dev = reg.parse_device("cuda:0");
-  std::mt19937 rng(98);
+  requires requires(Fwd f) { f.mean; }
+void determinism(const DeterminismCase& c, const Op<Fwd>& fwd_op, const Op<Bwd>& bwd_op) {
+  CaseTensors t(c.dtype, 98);
   const bool group = c.groups > 0;
   const std::int64_t params = group ? c.shape[1] : c.shape[c.shape.ndim() - 1];
   const Shape stats = group ? Shape{c.shape[0], c.groups} : Shape{rows_hidden(c.shape).rows};
   Fwd f;
-  f.x = random_tensor(c.shape, c.dtype, dev, rng);
-  f.weight = random_tensor({params}, c.dtype, dev, rng);
-  f.bias = random_tensor({params}, c.dtype, dev, rng);
-  f.y = Tensor::empty(c.shape, c.dtype, dev, reg);
-  f.mean = Tensor::empty(stats, DType::f32, dev, reg);
-  f.rstd = Tensor::empty(stats, DType::f32, dev, reg);
+  f.x = t.random(c.shape);
+  f.weight = t.random({params});
+  f.bias = t.random({params});
+  f.y = t.empty(c.shape, c.dtype);
+  f.mean = t.empty(stats, DType::f32);
+  f.rstd = t.empty(stats, DType::f32);
   Bwd b;
-  b.dy = random_tensor(c.shape, c.dtype, dev, rng);
+  b.dy = t.random(c.shape);
   b.x = f.x;
   b.weight = f.weight;
   b.mean = f.mean;
   b.rstd = f.rstd;
-  b.dx = Tensor::empty(c.shape, c.dtype, dev, reg);
-  b.dweight = Tensor::empty({params}, c.dtype, dev, reg);
-  b.dbias = Tensor::empty({params}, c.dtype, dev, reg);
+  b.dx = t.empty(c.shape, c.dtype);
+  b.dweight = t.empty({params}, c.dtype);
+  b.dbias = t.empty({params}, c.dtype);
   if constexpr (requires { f.num_groups; }) {
     f.num_groups = c.groups;
     b.num_groups = c.groups;
   }
-  const std::string fwd = std::string("cuda.") + op + ".fwd." + c.variant;
-  const std::string bwd = std::string("cuda.") + op + ".bwd." + c.variant;
-  Bits first;
-  for (int run = 0; run < 10; ++run) {
-    for (Tensor* t : {&f.y, &f.mean, &f.rstd, &b.dx, &b.dweight, &b.dbias}) t->fill(std::nan(""), reg);
-    const Verdict vf = reg.call_variant(fwd_op, fwd, f);
-    ASSERT_TRUE(vf.ok) << fwd << ": " << vf.reason;
-    const Verdict vb = reg.call_variant(bwd_op, bwd, b);
-    ASSERT_TRUE(vb.ok) << bwd << ": " << vb.reason;
-    Bits now{{host_bytes(f.y), host_bytes(f.mean), host_bytes(f.rstd), host_bytes(b.dx), host_bytes(b.dweight),
-              host_bytes(b.dbias)}};
-    if (run == 0) {
-      first = std::move(now);
-    } else {
-      ASSERT_TRUE(now == first) << c.variant << " " << c.shape.str() << ": run " << run << " differs from run 0";
-    }
-  }
+  expect_ten_equal_runs(t, fwd_op, variant_name(fwd_op.name(), c.variant), f, bwd_op,
+                        variant_name(bwd_op.name(), c.variant), b,
+                        {&f.y, &f.mean, &f.rstd, &b.dx, &b.dweight, &b.dbias}, c.shape);
 }
 
-class CudaNormDeterminism : public ::testing::TestWithParam<NormDeterminismCase> {};
+template <auto FwdOp, auto BwdOp>
+void determinism_of(const DeterminismCase& c) {
+  determinism(c, FwdOp(), BwdOp());
+}
+const DeterminismOp kRmsNorm{"rms_norm", determinism_of<rms_norm_fwd_op, rms_norm_bwd_op>};
+const DeterminismOp kFusedAddRmsNorm{"fused_add_rms_norm",
+                                     determinism_of<fused_add_rms_norm_fwd_op, fused_add_rms_norm_bwd_op>};
+const DeterminismOp kLayerNorm{"layer_norm", determinism_of<layer_norm_fwd_op, layer_norm_bwd_op>};
+const DeterminismOp kGroupNorm{"group_norm", determinism_of<group_norm_fwd_op, group_norm_bwd_op>};
 
-TEST_P(CudaNormDeterminism, TenRunsGiveTheSameBits) {
+TEST_P(CudaDeterminism, TenRunsGiveTheSameBits) {
   REQUIRE_GPU();
-  const NormDeterminismCase& c = GetParam();
-  if (c.groups > 0) {
-    norm_determinism<GroupNormFwdArgs, GroupNormBwdArgs>(c, group_norm_fwd_op(), group_norm_bwd_op(), "group_norm");
-  } else {
-    norm_determinism<LayerNormFwdArgs, LayerNormBwdArgs>(c, layer_norm_fwd_op(), layer_norm_bwd_op(), "layer_norm");
-  }
+  GetParam().op->check(GetParam());
 }
 
+// rms_norm: shapes where each variant has many blocks contributing dW partials; fused_add_rms_norm's
+// split (and its backward cluster) on rows the rows variants do not hold, 4096 x 32768 among them.
 // layer_norm rows: two rows a block over several warps (4096 x 1000 bf16), many rows a warp
 // (70000 x 64), the 1-element path (4099), a 512-thread row of f32 (8192). split: rows of several
 // chunks with 128 set groups' partial rows (1000 x 20000), one long unaligned row (3 x 200003);
 // group_norm's channel chunks, a channel a chunk and several (32 x 256 x 4096, 8 x 64 x 999 f16).
 // sets for comparison.
-INSTANTIATE_TEST_SUITE_P(cuda, CudaNormDeterminism,
-                         ::testing::Values(NormDeterminismCase{"rows", {4096, 1000}, DType::bf16},
-                                           NormDeterminismCase{"rows", {70000, 64}, DType::f32},
-                                           NormDeterminismCase{"rows", {513, 4099}, DType::f16},
-                                           NormDeterminismCase{"rows", {64, 8192}, DType::f32},
-                                           NormDeterminismCase{"split", {1000, 20000}, DType::bf16},
-                                           NormDeterminismCase{"split", {3, 200003}, DType::f32},
-                                           NormDeterminismCase{"split", {32, 256, 4096}, DType::bf16, 32},
-                                           NormDeterminismCase{"split", {8, 64, 999}, DType::f16, 4},
-                                           NormDeterminismCase{"split", {16, 32, 4096}, DType::f32, 1},
-                                           NormDeterminismCase{"sets", {1000, 1024}, DType::bf16},
-                                           NormDeterminismCase{"sets", {8, 64, 999}, DType::f16, 4}),
-                         [](const ::testing::TestParamInfo<NormDeterminismCase>& info) {
-                           const NormDeterminismCase& c = info.param;
-                           return std::string(c.groups > 0 ? "group_norm_" : "layer_norm_") + c.variant + "_" +
-                                  c.shape.str() + "_" + std::string(to_string(c.dtype));
+const DeterminismCase kDeterminismCases[] = {
+    {&kRmsNorm, "rows", {4096, 1024}, DType::bf16},
+    {&kRmsNorm, "rows", {70000, 64}, DType::f32},
+    {&kRmsNorm, "rows", {513, 4099}, DType::f16},
+    {&kRmsNorm, "cluster", {64, 131072}, DType::bf16},
+    {&kRmsNorm, "cluster", {3, 16384}, DType::f32},
+    {&kRmsNorm, "split", {1000, 12345}, DType::bf16},
+    {&kRmsNorm, "split", {2, 200003}, DType::f32},
+    {&kFusedAddRmsNorm, "split", {1000, 12345}, DType::bf16},
+    {&kFusedAddRmsNorm, "split", {2, 200003}, DType::f32},
+    {&kFusedAddRmsNorm, "split", {4096, 32768}, DType::bf16},
+    {&kFusedAddRmsNorm, "rows", {4096, 32768}, DType::f32, "split"},
+    {&kFusedAddRmsNorm, "split", {64, 131072}, DType::bf16, "cluster"},
+    {&kLayerNorm, "rows", {4096, 1000}, DType::bf16},
+    {&kLayerNorm, "rows", {70000, 64}, DType::f32},
+    {&kLayerNorm, "rows", {513, 4099}, DType::f16},
+    {&kLayerNorm, "rows", {64, 8192}, DType::f32},
+    {&kLayerNorm, "split", {1000, 20000}, DType::bf16},
+    {&kLayerNorm, "split", {3, 200003}, DType::f32},
+    {&kGroupNorm, "split", {32, 256, 4096}, DType::bf16, nullptr, 32},
+    {&kGroupNorm, "split", {8, 64, 999}, DType::f16, nullptr, 4},
+    {&kGroupNorm, "split", {16, 32, 4096}, DType::f32, nullptr, 1},
+    {&kLayerNorm, "sets", {1000, 1024}, DType::bf16},
+    {&kGroupNorm, "sets", {8, 64, 999}, DType::f16, nullptr, 4},
+};
+INSTANTIATE_TEST_SUITE_P(cuda, CudaDeterminism, ::testing::ValuesIn(kDeterminismCases),
+                         [](const ::testing::TestParamInfo<DeterminismCase>& info) {
+                           const DeterminismCase& c = info.param;
+                           std::string name = std::string(c.op->name) + "_" + c.variant;
+                           if (c.bwd != nullptr) name += std::string("_") + c.bwd;
+                           return name + "_" + c.shape.str() + "_" + std::string(to_string(c.dtype));
                          });
 
 // ---- Streams and devices.
