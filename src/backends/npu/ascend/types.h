@@ -82,17 +82,13 @@ inline constexpr std::uint32_t ONE_BLK_SIZE = 32;           // a UB data block
 inline constexpr std::uint32_t ONE_REPEAT_BYTE_SIZE = 256;  // what one vector repeat reads (8 blocks)
 inline constexpr std::uint32_t MAX_REPEAT_TIMES = 255;      // repeatTimes is a uint8
 
-// The block fields of the DMA parameter structs, the length and strides `Len` wide.
-template <class Len>
-struct DataCopyBlocks {
-  std::uint16_t blockCount = 1;
-  Len blockLen = 0;
-  Len srcStride = 0;
-  Len dstStride = 0;
-};
-
 // DataCopy's strided form: blockLen, srcStride and dstStride count 32-byte blocks.
-struct DataCopyParams : DataCopyBlocks<std::uint16_t> {};
+struct DataCopyParams {
+  std::uint16_t blockCount = 1;
+  std::uint16_t blockLen = 0;
+  std::uint16_t srcStride = 0;
+  std::uint16_t dstStride = 0;
+};
 
 // A field of a repeat-parameter struct. On the device it is a uint8_t or uint16_t and a larger
 // value wraps silently when assigned; the emulator keeps what the kernel assigned, so that the
@@ -113,10 +109,17 @@ class RepeatField {
 // The repeat forms' strides, in 32-byte blocks [S27]: block b of repeat r of an operand starts at
 // (r * repStride + b * blkStride) blocks. BinaryRepeatParams (atlasascendc_api_07_0013): every
 // stride a uint8_t. UnaryRepeatParams (atlasascendc_api_07_0012): block strides uint16_t,
-// repeat strides uint8_t. BrcbRepeatParams (kernel_struct_brcb.h): uint16_t dst strides. A kernel
-// builds them as on the device, BinaryRepeatParams(1, 1, 0, 8, 8, 1): the device's constructors,
-// here C++20's parenthesised aggregate initialisation.
+// repeat strides uint8_t. BrcbRepeatParams (kernel_struct_brcb.h): uint16_t dst strides.
 struct BinaryRepeatParams {
+  BinaryRepeatParams() = default;
+  BinaryRepeatParams(std::int64_t dstBlk, std::int64_t src0Blk, std::int64_t src1Blk, std::int64_t dstRep,
+                     std::int64_t src0Rep, std::int64_t src1Rep)
+      : dstBlkStride(dstBlk),
+        src0BlkStride(src0Blk),
+        src1BlkStride(src1Blk),
+        dstRepStride(dstRep),
+        src0RepStride(src0Rep),
+        src1RepStride(src1Rep) {}
   RepeatField<std::uint8_t> dstBlkStride = 1;
   RepeatField<std::uint8_t> src0BlkStride = 1;
   RepeatField<std::uint8_t> src1BlkStride = 1;
@@ -126,6 +129,9 @@ struct BinaryRepeatParams {
 };
 
 struct UnaryRepeatParams {
+  UnaryRepeatParams() = default;
+  UnaryRepeatParams(std::int64_t dstBlk, std::int64_t srcBlk, std::int64_t dstRep, std::int64_t srcRep)
+      : dstBlkStride(dstBlk), srcBlkStride(srcBlk), dstRepStride(dstRep), srcRepStride(srcRep) {}
   RepeatField<std::uint16_t> dstBlkStride = 1;
   RepeatField<std::uint16_t> srcBlkStride = 1;
   RepeatField<std::uint8_t> dstRepStride = 8;
@@ -133,14 +139,29 @@ struct UnaryRepeatParams {
 };
 
 struct BrcbRepeatParams {
+  BrcbRepeatParams() = default;
+  BrcbRepeatParams(std::int64_t dstBlk, std::int64_t dstRep) : dstBlkStride(dstBlk), dstRepStride(dstRep) {}
   RepeatField<std::uint16_t> dstBlkStride = 1;
   RepeatField<std::uint16_t> dstRepStride = 8;
+};
+
+// DataCopyPad's older parameter form (DataCopyParams with DataCopyPadParams): blockLen in bytes,
+// blockCount 1..4095, blockLen 1..65535, strides uint16 [S9].
+struct DataCopyPadParams {
+  bool isPad = false;
+  std::uint8_t leftPadding = 0;
+  std::uint8_t rightPadding = 0;
+  std::uint64_t paddingValue = 0;  // its low bytes are the element
 };
 
 // DataCopyPad's parameters: blockLen in bytes; the GM side's stride in bytes, the UB side's in
 // 32-byte blocks (each UB block starts 32-byte aligned). Wider than DataCopyParams: blockLen up
 // to 2^21 - 1 bytes, uint32 strides; blockCount 1..4095 (1..65535 on the 950PR) [S7][S9].
-struct DataCopyExtParams : DataCopyBlocks<std::uint32_t> {
+struct DataCopyExtParams {
+  std::uint16_t blockCount = 1;
+  std::uint32_t blockLen = 0;
+  std::uint32_t srcStride = 0;
+  std::uint32_t dstStride = 0;
   std::uint32_t rsv = 0;
 };
 
@@ -152,11 +173,6 @@ struct DataCopyPadExtParams {
   std::uint8_t rightPadding = 0;
   T paddingValue{};
 };
-
-// DataCopyPad's older parameter form (DataCopyParams with DataCopyPadParams): blockLen in bytes,
-// blockCount 1..4095, blockLen 1..65535, strides uint16 [S9]; the padding value's low bytes are
-// the element.
-struct DataCopyPadParams : DataCopyPadExtParams<std::uint64_t> {};
 
 // A raw UB address, as LocalTensor::SetAddr takes it: the one place where a kernel can hand a
 // vector instruction memory whose type says nothing about where it is.
