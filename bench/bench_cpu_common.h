@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cmath>
+#include <cstdio>
+#include <exception>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -46,6 +48,16 @@ class OpProblem {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// A program's main around `body`: an exception ends it with "<program>: <what>" and exit 1.
+inline int guarded_main(const char* program, int (*body)(int, char**), int argc, char** argv) {
+  try {
+    return body(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", program, e.what());
+    return 1;
+  }
+}
 
 // Google Benchmark's main after the program registered its cases: initialise, refuse unknown
 // arguments (exit 1), run, shut down.

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backends/npu/npu_backend.h"
+#include "bench_cpu_common.h"
 #include "backends/npu/rms_norm/plan.h"
 #include "ops/describe.h"
 #include "opreg/ops.h"
@@ -167,11 +168,4 @@ int main_(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return main_(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "npu_counters: %s\n", e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return opreg::bench::guarded_main("npu_counters", main_, argc, argv); }

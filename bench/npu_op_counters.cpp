@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backends/npu/npu_backend.h"
+#include "bench_cpu_common.h"
 #include "opreg/registry.h"
 #include "ops/problem.h"
 
@@ -120,7 +121,7 @@ int main_(int argc, char** argv) {
         spec.op = op + "." + dir;
         spec.dtype = x;
         spec.wdtype = x;
-        const bool grouped = op == "group_norm";
+        const bool grouped = problem_options(spec.op).groups;
         for (const std::int64_t n : grouped ? channels : hidden) {
           spec.shape = grouped ? Shape{batch, n, spatial} : Shape{rows, n};
           spec.groups = grouped ? 32 : 1;
@@ -138,11 +139,4 @@ int main_(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return main_(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "npu_op_counters: %s\n", e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return opreg::bench::guarded_main("npu_op_counters", main_, argc, argv); }

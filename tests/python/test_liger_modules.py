@@ -192,29 +192,28 @@ def _compare(liger, plain, inputs, dtype, what):
         assert_close(got_p[name], want_p[name], *tol, f"{what} {name} grad")
 
 
-def _same_weights(liger, plain):
+def _pair(make_plain, make_liger, device, dtype):
+    """Both modules, seeded alike, on `device` in `dtype`, opreg's with the plain one's weights."""
+    torch.manual_seed(0)
+    plain, liger = make_plain().to(device, dtype), make_liger().to(device, dtype)
     liger.load_state_dict(plain.state_dict())
+    return plain, liger
 
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_phi3_swiglu_mlp(device, dtype):
-    torch.manual_seed(0)
-    plain = Phi3MLP(cfg()).to(device, dtype)
-    liger = otorch.LigerPhi3SwiGLUMLP(cfg()).to(device, dtype)
+    plain, liger = _pair(lambda: Phi3MLP(cfg()), lambda: otorch.LigerPhi3SwiGLUMLP(cfg()), device, dtype)
     assert list(liger.state_dict()) == ["gate_up_proj.weight", "down_proj.weight"]
-    _same_weights(liger, plain)
     _compare(liger, plain, [torch.randn(2, 7, H, device=device, dtype=dtype)], dtype, "phi3")
 
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_block_sparse_top2_mlp(device, dtype):
-    torch.manual_seed(0)
-    plain = MixtralBlockSparseTop2MLP(cfg()).to(device, dtype)
-    liger = otorch.LigerBlockSparseTop2MLP(cfg()).to(device, dtype)
+    plain, liger = _pair(lambda: MixtralBlockSparseTop2MLP(cfg()), lambda: otorch.LigerBlockSparseTop2MLP(cfg()),
+                         device, dtype)
     assert sorted(liger.state_dict()) == ["w1.weight", "w2.weight", "w3.weight"]
-    _same_weights(liger, plain)
     _compare(liger, plain, [torch.randn(13, H, device=device, dtype=dtype)], dtype, "mixtral expert")
 
 
@@ -223,12 +222,9 @@ def test_block_sparse_top2_mlp(device, dtype):
 @pytest.mark.parametrize("config", [MIXTRAL, cfg(num_experts=E, num_experts_per_tok=K, moe_intermediate_size=I,
                                                   intermediate_size=7)], ids=["mixtral", "qwen3_moe"])
 def test_experts(device, dtype, config):
-    torch.manual_seed(0)
-    plain = MixtralExperts(MIXTRAL).to(device, dtype)
-    liger = otorch.LigerExperts(config).to(device, dtype)
+    plain, liger = _pair(lambda: MixtralExperts(MIXTRAL), lambda: otorch.LigerExperts(config), device, dtype)
     assert (liger.num_experts, liger.intermediate_dim, liger.hidden_dim) == (E, I, H)
     assert sorted(liger.state_dict()) == ["down_proj", "gate_up_proj"]
-    _same_weights(liger, plain)
     x = torch.randn(21, H, device=device, dtype=dtype)
     probs = torch.randn(21, E, device=device).softmax(-1)
     weights, index = probs.topk(K, dim=-1)
@@ -256,12 +252,9 @@ def test_experts(device, dtype, config):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("bias", [False, True])
 def test_falcon_h1_mlp(device, dtype, bias):
-    torch.manual_seed(0)
     config = cfg(mlp_bias=bias, mlp_multipliers=(0.7, 1.3))
-    plain = FalconH1MLP(config).to(device, dtype)
-    liger = otorch.LigerFalconH1SwiGLUMLP(config).to(device, dtype)
+    plain, liger = _pair(lambda: FalconH1MLP(config), lambda: otorch.LigerFalconH1SwiGLUMLP(config), device, dtype)
     assert (liger.gate_multiplier, liger.down_multiplier) == (0.7, 1.3)
-    _same_weights(liger, plain)
     _compare(liger, plain, [torch.randn(2, 5, H, device=device, dtype=dtype)], dtype, "falcon_h1")
 
 
@@ -269,12 +262,10 @@ def test_falcon_h1_mlp(device, dtype, bias):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("layer_idx", [0, 3])
 def test_gemma4_geglu_mlp(device, dtype, layer_idx):
-    torch.manual_seed(0)
-    plain = Gemma4TextMLP(GEMMA4, layer_idx).to(device, dtype)
-    liger = otorch.LigerGEGLUMLPForGemma4(GEMMA4, layer_idx=layer_idx).to(device, dtype)
+    plain, liger = _pair(lambda: Gemma4TextMLP(GEMMA4, layer_idx),
+                         lambda: otorch.LigerGEGLUMLPForGemma4(GEMMA4, layer_idx=layer_idx), device, dtype)
     assert liger.intermediate_size == plain.intermediate_size == (2 * I if layer_idx == 3 else I)
     assert otorch.LigerGEGLUMLPForGemma4(GEMMA4).intermediate_size == I
-    _same_weights(liger, plain)
     _compare(liger, plain, [torch.randn(2, 5, H, device=device, dtype=dtype)], dtype, "gemma4")
 
 
