@@ -8,8 +8,10 @@
 
 namespace opreg::bench {
 
+bool grouped(std::string_view base) { return problem_options(std::string(base) + ".fwd").groups; }
+
 Shape bench_shape(const std::string& base, std::int64_t rows, std::int64_t hidden) {
-  if (problem_options(base + ".fwd").groups) return Shape{32, hidden / 16, 4096};
+  if (grouped(base)) return Shape{32, hidden / 16, 4096};
   return Shape{rows, hidden};
 }
 

@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "opreg/ops.h"
 
@@ -24,6 +25,10 @@ inline void fill_pattern(Tensor& t, std::uint64_t seed) {
     store_from_double(t.data(), t.dtype(), i, (s & 1U) != 0 ? -v : v);
   }
 }
+
+// Whether the op (its base name, "group_norm") takes a grouped problem (N, C, spatial...) rather
+// than rows x hidden: the manifest's word for it, through the problem factory.
+bool grouped(std::string_view base);
 
 // The shape of an op's input for a benchmark "hidden": rows x hidden, and for a grouped op
 // (group_norm) N = 32, C = hidden / 16, HW = 4096 (32 groups).

@@ -36,10 +36,6 @@ namespace {
 using namespace opreg;
 using namespace opreg::bench;
 
-// Whether the op's problem is grouped (N, C, spatial...) rather than rows x hidden: the
-// manifest's word for it, through the factory.
-bool grouped(std::string_view op) { return problem_options(std::string(op) + ".fwd").groups; }
-
 // The factory's problems of one case, kept while consecutive cases share (op, shape, dtype):
 // the forward, and the backward once a fwdbwd case asks for it.
 struct Problems {
