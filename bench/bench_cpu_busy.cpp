@@ -23,8 +23,8 @@
 #include <chrono>
 #include <vector>
 
-#include "backends/cpu/abi.h"
 #include "backends/cpu/parallel.h"
+#include "backends/cpu/rms_norm/direct.h"
 #include "bench_cpu_common.h"
 
 namespace opreg::bench {

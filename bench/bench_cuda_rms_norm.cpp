@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "backends/cuda_like/gpu_vendor.h"
-#include "backends/cuda_like/rms_norm/rms_norm.h"
+#include "backends/cuda_like/rms_norm/plan.h"
 #include "ops/describe.h"
 #include "bench_cuda_common.h"
 #include "opreg/ops.h"

@@ -1,10 +1,10 @@
 // The boundary between the cpu backend's ordinary code and its instruction-set translation units.
 //
 // The kernels are compiled twice: once for the target's baseline (namespace opreg::cpu::generic,
-// <family>/kernels_generic.cpp) and, on x86-64, once with AVX2, FMA and F16C (opreg::cpu::avx2,
-// <family>/kernels_avx2.cpp; an aarch64 build has no avx2 objects and its lists no avx2 entries:
-// list.h's OPREG_CPU_AVX2_ENTRY). Everything an ISA unit compiles must be its own: an inline function or template it shares with another unit
-// (a Tensor accessor, std::vector, fmt) is emitted in both, the linker keeps one copy, and the
+// the unit <family>_generic.cpp that CMakeLists.txt writes) and, on x86-64, once with AVX2, FMA
+// and F16C (opreg::cpu::avx2, <family>_avx2.cpp; an aarch64 build has no avx2 objects and its lists no avx2 entries:
+// list.h's OPREG_CPU_AVX2_ENTRY). Everything an ISA unit compiles must be its own: an inline function or template it
+// shares with another unit (a Tensor accessor, std::vector, fmt) is emitted in both, the linker keeps one copy, and the
 // AVX2 copy may then run on a machine without AVX2. So the ISA units see only what this header
 // declares: the op families' plain descriptors of raw pointers and sizes (src/ops/families.h,
 // built by src/ops/describe.h from the op's argument struct), a run/scratch interface through
@@ -32,16 +32,7 @@ inline constexpr std::int64_t kRowBlock = 32;
 inline constexpr std::int64_t kItemWork = 1 << 16;
 
 // The kernels' arguments: the op families' descriptors, shared by every backend.
-using family::Elem;
-using family::GluBwd;
-using family::GluFwd;
-using family::GluRounding;
-using family::Mode;
-using family::NormBwd;
-using family::NormFwd;
-using family::NormSets;
-using family::RowNormBwd;
-using family::RowNormFwd;
+using namespace family;
 
 // How a kernel runs: its team and its scratch. `team` is fixed by the problem and the thread
 // count alone (never by how many threads turn up), so results are reproducible for a given
@@ -61,19 +52,16 @@ struct Exec {
 // out of line so that the ISA units need no formatting code.
 [[noreturn]] void no_kernel(const char* op, Elem x, Elem w);
 
-#define OPREG_CPU_DECLARE_KERNELS(isa)                      \
-  namespace isa {                                           \
-  void rms_norm_fwd(const RowNormFwd& d, const Exec& e);    \
-  void rms_norm_bwd(const RowNormBwd& d, const Exec& e);    \
-  void affine_norm_fwd(const NormFwd& d, const Exec& e);    \
-  void affine_norm_bwd(const NormBwd& d, const Exec& e);    \
-  void geglu_fwd(const GluFwd& d, const Exec& e);           \
-  void geglu_bwd(const GluBwd& d, const Exec& e);           \
-  void swiglu_fwd(const GluFwd& d, const Exec& e);          \
-  void swiglu_bwd(const GluBwd& d, const Exec& e);          \
+// A family's kernel pair, kernel##_fwd over the descriptor Fwd and kernel##_bwd over Bwd, at every
+// level: its <family>/kernels.inc defines them once per level, and its list.cpp declares them with
+// this line, e.g. OPREG_CPU_KERNELS(affine_norm, NormFwd, NormBwd).
+#define OPREG_CPU_KERNELS_AT(isa, kernel, Fwd, Bwd) \
+  namespace isa {                                   \
+  void kernel##_fwd(const Fwd& d, const Exec& e);   \
+  void kernel##_bwd(const Bwd& d, const Exec& e);   \
   }
-OPREG_CPU_DECLARE_KERNELS(generic)
-OPREG_CPU_DECLARE_KERNELS(avx2)
-#undef OPREG_CPU_DECLARE_KERNELS
+#define OPREG_CPU_KERNELS(kernel, Fwd, Bwd)       \
+  OPREG_CPU_KERNELS_AT(generic, kernel, Fwd, Bwd) \
+  OPREG_CPU_KERNELS_AT(avx2, kernel, Fwd, Bwd)
 
 }  // namespace opreg::cpu

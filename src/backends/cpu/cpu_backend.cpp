@@ -5,12 +5,18 @@
 
 #include "backends/builtin.h"
 #include "backends/cpu/isa.h"
-#include "backends/cpu/parallel.h"
 #include "backends/cpu/list.h"
-#include "ops/reference/reference.h"
+#include "backends/cpu/parallel.h"
 #include "opreg/registry.h"
+#include "ops/reference/reference.h"
 
 namespace opreg {
+namespace cpu {
+// Each family folder's lists (<family>/list.cpp), registered below.
+#define OPREG_FAMILY(family) void register_##family(Registry& registry, Isa level);
+#include "families/cpu.inc"  // the family folders (cmake/OpregFamilies.cmake)
+#undef OPREG_FAMILY
+}  // namespace cpu
 namespace {
 
 class CpuBackend final : public HostMemoryBackend {
@@ -34,7 +40,8 @@ class CpuBackend final : public HostMemoryBackend {
     const long pages = sysconf(_SC_PHYS_PAGES);
     const long page_bytes = sysconf(_SC_PAGE_SIZE);
     if (pages > 0 && page_bytes > 0) props.memory_bytes = static_cast<std::uint64_t>(pages) * page_bytes;
-    props.extra = {{"isa", std::string(cpu::isa_name(isa_))}, {"host_isa", std::string(cpu::isa_name(cpu::host_isa()))}};
+    props.extra = {{"isa", std::string(cpu::isa_name(isa_))},
+                   {"host_isa", std::string(cpu::isa_name(cpu::host_isa()))}};
     props.facts = &facts_;
     return props;
   }
@@ -52,9 +59,9 @@ void register_cpu(Registry& registry) {
   registry.add_backend(backend).release();
   reference::register_variants(registry);  // the lowest-priority cpu.<op>.<dir>.ref variants
   // The op families' lists (each family folder's list.cpp); the reference variants come last.
-  cpu::register_rms_norm(registry, backend->isa());
-  cpu::register_norm(registry, backend->isa());
-  cpu::register_glu(registry, backend->isa());
+#define OPREG_FAMILY(family) cpu::register_##family(registry, backend->isa());
+#include "families/cpu.inc"
+#undef OPREG_FAMILY
 }
 
 }  // namespace opreg

@@ -1,4 +1,4 @@
-// What the cpu backend's op-family lists (rms_norm/list.cpp, norm/list.cpp, glu/list.cpp) share:
+// What the cpu backend's op-family lists (<family>/list.cpp) share:
 // the device facts, one call's team and scratch, and the list entry of a kernel compiled for an
 // instruction-set level. Each list is written out in its family's list.cpp: avx2 first (x86-64
 // only), then generic; the reference (cpu.<op>.<dir>.ref) comes last for every op of the manifest.
@@ -24,8 +24,10 @@ inline std::int64_t work(const RowNormFwd& d) { return d.rows * d.hidden; }
 inline std::int64_t work(const RowNormBwd& d) { return d.rows * d.hidden; }
 inline std::int64_t work(const NormFwd& d) { return d.shape.sets * d.shape.channels * d.shape.spread; }
 inline std::int64_t work(const NormBwd& d) { return d.shape.sets * d.shape.channels * d.shape.spread; }
-inline std::int64_t work(const GluFwd& d) { return d.n; }
-inline std::int64_t work(const GluBwd& d) { return d.n; }
+// An elementwise family's (every descriptor with an element count n).
+template <class Desc>
+requires requires(const Desc& d) { d.n; }
+std::int64_t work(const Desc& d) { return d.n; }
 
 // One call: its team (by the problem's size and OPREG_NUM_THREADS) and its scratch, a lease on
 // the backend's cached workspace (nothing is allocated once the workspace is warm). A context
@@ -82,7 +84,7 @@ ListedVariant<Args> isa_entry(Isa isa, Isa level, const char* file = __builtin_F
     return family_entry<Args, &run<Desc, Kernel>>(std::string(isa_name(isa)), tunables(isa), file, line);
   }
   return family_entry<Args, &capped_supports<Desc>, &capped_run<Desc>>(std::string(isa_name(isa)), tunables(isa), file,
-                                                                      line);
+                                                                       line);
 }
 
 // A list's avx2 entry, where the avx2 kernels are compiled (x86-64: OPREG_HAVE_CPU_AVX2, set by
@@ -96,17 +98,12 @@ ListedVariant<Args> isa_entry(Isa isa, Isa level, const char* file = __builtin_F
 // Every cpu list has one shape: the op direction's family kernel compiled for avx2, then generic.
 // OPREG_CPU_LISTS registers both directions of an op, Op##FwdArgs with kernel##_fwd and
 // Op##BwdArgs with kernel##_bwd, e.g. OPREG_CPU_LISTS(r, level, layer_norm, LayerNorm, affine_norm).
-#define OPREG_CPU_LIST(registry, level, op, Args, kernel)                                           \
-  register_list(registry, op, "cpu",                                                              \
-                {OPREG_CPU_AVX2_ENTRY(isa_entry<Args, &avx2::kernel>(Isa::avx2, level))            \
+#define OPREG_CPU_LIST(registry, level, op, Args, kernel)                               \
+  register_list(registry, op, "cpu",                                                    \
+                {OPREG_CPU_AVX2_ENTRY(isa_entry<Args, &avx2::kernel>(Isa::avx2, level)) \
                      isa_entry<Args, &generic::kernel>(Isa::generic, level)})
-#define OPREG_CPU_LISTS(registry, level, op, Op, kernel)                                            \
-  OPREG_CPU_LIST(registry, level, op##_fwd_op(), Op##FwdArgs, kernel##_fwd);                      \
+#define OPREG_CPU_LISTS(registry, level, op, Op, kernel)                     \
+  OPREG_CPU_LIST(registry, level, op##_fwd_op(), Op##FwdArgs, kernel##_fwd); \
   OPREG_CPU_LIST(registry, level, op##_bwd_op(), Op##BwdArgs, kernel##_bwd)
-
-// The family lists (each registers its ops' lists for the registry's lifetime).
-void register_rms_norm(Registry& registry, Isa level);
-void register_norm(Registry& registry, Isa level);
-void register_glu(Registry& registry, Isa level);
 
 }  // namespace opreg::cpu

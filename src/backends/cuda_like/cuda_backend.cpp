@@ -7,15 +7,18 @@
 
 #include "backends/builtin.h"
 #include "backends/cuda_like/device_guard.h"
-#include "backends/cuda_like/gpu_vendor.h"
 #include "backends/cuda_like/facts.h"
-#include "backends/cuda_like/glu/plan.h"
-#include "backends/cuda_like/norm/norm.h"
-#include "backends/cuda_like/rms_norm/rms_norm.h"
+#include "backends/cuda_like/gpu_vendor.h"
 #include "opreg/registry.h"
 #include "registry/fail.h"
 
 namespace opreg {
+namespace cuda_like {
+// Each family folder's lists (<family>/list.cpp), registered below.
+#define OPREG_FAMILY(family) void register_##family(Registry& registry);
+#include "families/cuda_like.inc"  // the family folders (cmake/OpregFamilies.cmake)
+#undef OPREG_FAMILY
+}  // namespace cuda_like
 namespace {
 
 using cuda_like::CurrentDevice;
@@ -213,9 +216,9 @@ class CudaBackend final : public Backend {
 void register_cuda_like(Registry& registry) {
   registry.add_backend(std::make_shared<CudaBackend>()).release();
   // The op families' lists (each family folder's list.cpp).
-  cuda_like::register_rms_norm(registry);
-  cuda_like::register_glu(registry);
-  cuda_like::register_norm(registry);
+#define OPREG_FAMILY(family) cuda_like::register_##family(registry);
+#include "families/cuda_like.inc"
+#undef OPREG_FAMILY
 }
 
 }  // namespace opreg

@@ -18,9 +18,8 @@ namespace opreg::npu {
 // the variant's own.
 std::vector<Tunable> tiled_tunables(std::vector<Tunable> own = {});
 
-// The op families' lists, registered on `registry` for the npu backend registered there.
-void register_rms_norm(Registry& registry);  // rms_norm and fused_add_rms_norm (rms_norm/)
-void register_norm(Registry& registry);      // layer_norm and group_norm (norm/)
-void register_glu(Registry& registry);       // geglu and swiglu (glu/)
+// Every family folder's lists (<family>/list.cpp), registered on `registry` for the npu backend
+// registered there (register_npu's, or a test's of its own device model).
+void register_lists(Registry& registry);
 
 }  // namespace opreg::npu

@@ -105,15 +105,23 @@ LaunchCounters empty_launch(const std::string& kernel, const Emulator& emulator)
   return c;
 }
 
+#define OPREG_FAMILY(family) void register_##family(Registry& registry);
+#include "families/npu.inc"  // the family folders (cmake/OpregFamilies.cmake)
+#undef OPREG_FAMILY
+
+void register_lists(Registry& registry) {
+#define OPREG_FAMILY(family) register_##family(registry);
+#include "families/npu.inc"
+#undef OPREG_FAMILY
+}
+
 }  // namespace opreg::npu
 
 namespace opreg {
 
 void register_npu(Registry& registry) {
   registry.add_backend(std::make_shared<npu::NpuBackend>()).release();
-  npu::register_rms_norm(registry);
-  npu::register_norm(registry);
-  npu::register_glu(registry);
+  npu::register_lists(registry);
 }
 
 }  // namespace opreg

@@ -59,7 +59,8 @@ DeviceProps XpuBackend::properties(int index) const {
                  {"local_mem_bytes", std::to_string(d.local_mem)},
                  {kWorkGroupSizeKey, std::to_string(d.work_group_size)},
                  {kFusedColumnsKey, std::to_string(d.fused_columns)}};
-  if (!d.gpu && !environment_.pocl_cache_dir.empty()) props.extra.emplace_back("pocl_cache_dir", environment_.pocl_cache_dir);
+  if (!d.gpu && !environment_.pocl_cache_dir.empty())
+    props.extra.emplace_back("pocl_cache_dir", environment_.pocl_cache_dir);
   props.facts = &d;  // what the variants read
   return props;
 }
@@ -88,7 +89,8 @@ void* XpuBackend::allocate(int index, std::size_t bytes) { return runtime(index)
 void XpuBackend::deallocate(int index, void* ptr, std::size_t /*bytes*/) noexcept {
   // Memory can only come from a runtime that exists.
   if (index >= 0 && static_cast<std::size_t>(index) < slots_.size()) {
-    if (DeviceRuntime* rt = slots_[static_cast<std::size_t>(index)]->ready.load(std::memory_order_acquire)) rt->free(ptr);
+    if (DeviceRuntime* rt = slots_[static_cast<std::size_t>(index)]->ready.load(std::memory_order_acquire))
+      rt->free(ptr);
   }
 }
 
@@ -119,6 +121,11 @@ void XpuBackend::synchronize(int index, void* stream) {
   rt.finish(rt.queue(stream));
 }
 
+// Each family folder's lists (<family>/list.cpp), registered below.
+#define OPREG_FAMILY(family) void register_##family(Registry& registry);
+#include "families/xpu.inc"  // the family folders (cmake/OpregFamilies.cmake)
+#undef OPREG_FAMILY
+
 }  // namespace opreg::xpu
 
 namespace opreg {
@@ -126,10 +133,9 @@ namespace opreg {
 void register_xpu(Registry& registry) {
   auto backend = std::make_shared<xpu::XpuBackend>();
   registry.add_backend(backend).release();
-  // The op families' lists (each family folder's list.cpp).
-  xpu::register_rms_norm(registry);
-  xpu::register_glu(registry);
-  xpu::register_norm(registry);
+#define OPREG_FAMILY(family) xpu::register_##family(registry);
+#include "families/xpu.inc"
+#undef OPREG_FAMILY
 }
 
 }  // namespace opreg

@@ -62,10 +62,4 @@ class XpuBackend final : public Backend {
   std::vector<std::unique_ptr<Slot>> slots_;
 };
 
-// The op families' lists (each family folder's list.cpp). The variants' device facts
-// (DeviceProps::facts) are the device's DeviceInfo.
-void register_rms_norm(Registry& registry);  // and fused_add_rms_norm
-void register_glu(Registry& registry);
-void register_norm(Registry& registry);  // layer_norm and group_norm
-
 }  // namespace opreg::xpu

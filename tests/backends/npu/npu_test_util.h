@@ -35,9 +35,7 @@ inline std::unique_ptr<Registry> npu_registry(const DeviceModel& m) {
   define_builtin_ops();
   register_cpu(*reg);
   reg->add_backend(std::make_shared<NpuBackend>(m)).release();
-  register_rms_norm(*reg);
-  register_norm(*reg);
-  register_glu(*reg);
+  register_lists(*reg);
   return reg;
 }
 

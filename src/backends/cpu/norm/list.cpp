@@ -4,6 +4,8 @@
 
 namespace opreg::cpu {
 
+OPREG_CPU_KERNELS(affine_norm, NormFwd, NormBwd)
+
 void register_norm(Registry& r, Isa level) {
   OPREG_CPU_LISTS(r, level, layer_norm, LayerNorm, affine_norm);
   OPREG_CPU_LISTS(r, level, group_norm, GroupNorm, affine_norm);

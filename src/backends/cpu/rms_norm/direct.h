@@ -1,11 +1,16 @@
 // The rms_norm variants' kernels, callable directly (bench/bench_dispatch times a direct call
-// against the public entry point). The variants are registered by rms_norm/list.cpp.
+// against the public entry point, bench_cpu_busy the family kernel itself). The variants are
+// registered by rms_norm/list.cpp.
 #pragma once
 
+#include "backends/cpu/abi.h"
 #include "opreg/ops.h"
 #include "opreg/registry.h"
 
 namespace opreg::cpu {
+
+// The family kernels of every level (kernels.inc; an aarch64 build defines no avx2 ones).
+OPREG_CPU_KERNELS(rms_norm, RowNormFwd, RowNormBwd)
 
 // cpu.rms_norm.{fwd,bwd}.generic and .avx2. Any (x, weight) dtype pair and casting mode the op's
 // check accepts, contiguous tensors; dx may be dy. Threads: KernelContext::threads (0: the

@@ -8,9 +8,6 @@
 
 namespace opreg::cuda_like {
 
-// The lists (glu/list.cpp).
-void register_glu(Registry& registry);
-
 // 16-byte packs when every tensor starts on 16 bytes; enough blocks to fill every multiprocessor,
 // each thread walking the tensor grid-stride. Takes every problem.
 Verdict fwd_supports(const family::GluFwd& d, const GpuInfo& gpu, GluLaunch& plan);

@@ -1,4 +1,4 @@
-// The cuda layer_norm and group_norm lists (the variants: norm.h, plan.cpp). layer_norm: rows
+// The cuda layer_norm and group_norm lists (the variants: plan.h, plan.cpp). layer_norm: rows
 // where one block holds the row, then split (a row over several blocks), then sets for what split
 // refuses (empty rows). group_norm: split, each (n, group) set over several blocks, then sets
 // (channels under 32 elements, empty sets).
@@ -6,7 +6,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "backends/cuda_like/norm/norm.h"
+#include "backends/cuda_like/norm/plan.h"
 #include "backends/family_entry.h"
 
 namespace opreg::cuda_like {

@@ -1,4 +1,4 @@
-// The cuda layer_norm and group_norm variants' plans and runs (norm.h; the lists are list.cpp),
+// The cuda layer_norm and group_norm variants' plans and runs (plan.h; the lists are list.cpp),
 // over the norm family's descriptors (NormFwd, NormBwd). sets (norm/kernels.cu): a block per set
 // with the grid walking the sets; its plan is the grid from the device's multiprocessors and,
 // backward, where dweight and dbias are summed before the finisher. rows (norm/rows.cu, layer_norm
@@ -12,8 +12,8 @@
 
 #include "backends/cuda_like/device_guard.h"
 #include "backends/cuda_like/facts.h"
-#include "backends/cuda_like/norm/norm.h"
-#include "backends/cuda_like/rms_norm/rms_norm.h"
+#include "backends/cuda_like/norm/plan.h"
+#include "backends/cuda_like/rms_norm/plan.h"
 #include "ops/describe.h"
 #include "registry/fail.h"
 

@@ -1,4 +1,4 @@
-// The cuda rms_norm and fused_add_rms_norm lists (the variants: rms_norm.h, plan.cpp). Priority
+// The cuda rms_norm and fused_add_rms_norm lists (the variants: plan.h, plan.cpp). Priority
 // order, as `opreg ops` and OPREG_VERBOSE=2 show per shape:
 //   cluster  rows longer than one block holds, or so few rows that one block per row would leave
 //            most multiprocessors idle; sm_90 and later, 16-byte aligned rows (an older GPU lists
@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "backends/cuda_like/rms_norm/rms_norm.h"
+#include "backends/cuda_like/rms_norm/plan.h"
 #include "backends/family_entry.h"
 
 namespace opreg::cuda_like {

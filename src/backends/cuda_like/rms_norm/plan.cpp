@@ -1,9 +1,9 @@
-// The cuda rms_norm and fused_add_rms_norm variants (rms_norm.h; their lists are list.cpp): which
+// The cuda rms_norm and fused_add_rms_norm variants (plan.h; their lists are list.cpp): which
 // problems each takes (supports), how it lays them out on the device (its plan: the launch shape
 // and the launch geometry, made once per problem and kept by the choice cache), and the host side
 // of a call: device selection, workspace, launches, the dW finisher, and errors that name the call
 // and the kernel. All over the row-norm family's descriptors (RowNormFwd, RowNormBwd).
-#include "backends/cuda_like/rms_norm/rms_norm.h"
+#include "backends/cuda_like/rms_norm/plan.h"
 
 #include <algorithm>
 #include <cstdint>

@@ -9,8 +9,6 @@
 
 namespace opreg::cuda_like {
 
-void register_norm(Registry& registry);
-
 // The plans: `ok` false: refused (a forced variant runs the plan and says why).
 struct LnRowsPlan {
   bool ok = false;

@@ -14,10 +14,6 @@
 
 namespace opreg::cuda_like {
 
-// The lists of cuda.rms_norm.{fwd,bwd} and cuda.fused_add_rms_norm.{fwd,bwd} (for the registry's
-// lifetime).
-void register_rms_norm(Registry& registry);
-
 // What a variant's choice looks at, read off the descriptor and the device's facts.
 struct RowProblem {
   std::int64_t rows = 0;

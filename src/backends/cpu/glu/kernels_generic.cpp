@@ -1,3 +1,0 @@
-// The glu kernels compiled for the x86-64 baseline.
-#define OPREG_CPU_NS generic
-#include "backends/cpu/glu/kernels.inc"
