@@ -5,11 +5,13 @@
  * byte model, the problem factory, the plugin conversions, the reference variants, the fuzzers'
  * ranges). docs/adding-an-op.md walks through adding one.
  *
+ * OPREG_FAMILIES(F) lists the op families as F(name).
  * OPREG_ARG_STRUCTS(S) lists the argument structs as S(CxxName, c_name, family, FIELDS):
- * - family: how the op sees its tensors (src/ops/families.h): row_norm (x is rows x hidden,
- *   statistics per row, parameters of hidden), layer_norm (the same, with a mean), group_norm
- *   (x is (N, C, spatial...), statistics per (n, group), parameters of C), glu (elementwise,
- *   every tensor one shape).
+ * - family: the op family, what a backend implements (one folder per family in every backend;
+ *   src/ops/families.h has their descriptors), one of OPREG_FAMILIES: rms_norm (x is rows x
+ *   hidden, statistics per row, parameters of hidden), norm (the same with a mean, or, where the
+ *   struct has num_groups, x is (N, C, spatial...) with statistics per (n, group) and parameters
+ *   of C), glu (elementwise, every tensor one shape).
  * - FIELDS(T, S) lists the members in order (the C mirror keeps the order):
  *   T(name, role, kind, when, partner) a tensor:
  *     role    in | out
@@ -140,15 +142,17 @@
   S(rounding, rounding, once, key)                                           \
   S(pad32, reserved_int, 0, nokey)
 
+#define OPREG_FAMILIES(F) F(rms_norm) F(norm) F(glu)
+
 #define OPREG_ARG_STRUCTS(S)                                                                                      \
-  S(RmsNormFwdArgs, opreg_rms_norm_fwd_args, row_norm, OPREG_FIELDS_RMS_NORM_FWD)                                 \
-  S(RmsNormBwdArgs, opreg_rms_norm_bwd_args, row_norm, OPREG_FIELDS_RMS_NORM_BWD)                                 \
-  S(FusedAddRmsNormFwdArgs, opreg_fused_add_rms_norm_fwd_args, row_norm, OPREG_FIELDS_FUSED_ADD_RMS_NORM_FWD)     \
-  S(FusedAddRmsNormBwdArgs, opreg_fused_add_rms_norm_bwd_args, row_norm, OPREG_FIELDS_FUSED_ADD_RMS_NORM_BWD)     \
-  S(LayerNormFwdArgs, opreg_layer_norm_fwd_args, layer_norm, OPREG_FIELDS_LAYER_NORM_FWD)                         \
-  S(LayerNormBwdArgs, opreg_layer_norm_bwd_args, layer_norm, OPREG_FIELDS_LAYER_NORM_BWD)                         \
-  S(GroupNormFwdArgs, opreg_group_norm_fwd_args, group_norm, OPREG_FIELDS_GROUP_NORM_FWD)                         \
-  S(GroupNormBwdArgs, opreg_group_norm_bwd_args, group_norm, OPREG_FIELDS_GROUP_NORM_BWD)                         \
+  S(RmsNormFwdArgs, opreg_rms_norm_fwd_args, rms_norm, OPREG_FIELDS_RMS_NORM_FWD)                                 \
+  S(RmsNormBwdArgs, opreg_rms_norm_bwd_args, rms_norm, OPREG_FIELDS_RMS_NORM_BWD)                                 \
+  S(FusedAddRmsNormFwdArgs, opreg_fused_add_rms_norm_fwd_args, rms_norm, OPREG_FIELDS_FUSED_ADD_RMS_NORM_FWD)     \
+  S(FusedAddRmsNormBwdArgs, opreg_fused_add_rms_norm_bwd_args, rms_norm, OPREG_FIELDS_FUSED_ADD_RMS_NORM_BWD)     \
+  S(LayerNormFwdArgs, opreg_layer_norm_fwd_args, norm, OPREG_FIELDS_LAYER_NORM_FWD)                         \
+  S(LayerNormBwdArgs, opreg_layer_norm_bwd_args, norm, OPREG_FIELDS_LAYER_NORM_BWD)                         \
+  S(GroupNormFwdArgs, opreg_group_norm_fwd_args, norm, OPREG_FIELDS_GROUP_NORM_FWD)                         \
+  S(GroupNormBwdArgs, opreg_group_norm_bwd_args, norm, OPREG_FIELDS_GROUP_NORM_BWD)                         \
   S(GluFwdArgs, opreg_glu_fwd_args, glu, OPREG_FIELDS_GLU_FWD)                                                    \
   S(GluBwdArgs, opreg_glu_bwd_args, glu, OPREG_FIELDS_GLU_BWD)
 

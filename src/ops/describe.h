@@ -2,6 +2,7 @@
 // backend's kernels take. The arguments must have passed the op's check.
 #pragma once
 
+#include <initializer_list>
 #include <utility>
 
 #include "opreg/ops.h"
@@ -18,16 +19,154 @@ Mode mode_of(Casting casting);
 // What a gated unit of `elem` runs: torch only where it rounds something (a 16-bit dtype).
 GluRounding rounding_of(Rounding rounding, Elem elem);
 
-RowNormFwd describe(const RmsNormFwdArgs& args);
-RowNormFwd describe(const FusedAddRmsNormFwdArgs& args);
-RowNormBwd describe(const RmsNormBwdArgs& args);
-RowNormBwd describe(const FusedAddRmsNormBwdArgs& args);
-NormFwd describe(const LayerNormFwdArgs& args);
-NormFwd describe(const GroupNormFwdArgs& args);
-NormBwd describe(const LayerNormBwdArgs& args);
-NormBwd describe(const GroupNormBwdArgs& args);
-GluFwd describe(const GluFwdArgs& args);
-GluBwd describe(const GluBwdArgs& args);
+// ---- Each argument struct's descriptor (a backend's variants take these, built once per call).
+
+namespace detail {
+
+inline const void* in(const Tensor& t) { return t.defined() ? t.data() : nullptr; }
+inline void* out(const Tensor& t) { return t.defined() ? t.data() : nullptr; }
+// A row's length: the last dimension (1 for a scalar).
+inline std::int64_t last_dim(const Tensor& t) { return t.shape().ndim() == 0 ? 1 : t.shape()[t.shape().ndim() - 1]; }
+// The parameters' dtype: the first defined of `params`, f32 when none is.
+inline Elem param_type(std::initializer_list<const Tensor*> params) {
+  for (const Tensor* p : params) {
+    if (p->defined()) return elem_of(p->dtype());
+  }
+  return Elem::f32;
+}
+
+inline NormSets layer_sets(const Shape& x) {
+  const RowsHidden s = rows_hidden(x);
+  return {.sets = s.rows, .groups = 1, .channels = s.hidden, .spread = 1};
+}
+inline NormSets group_sets(const Shape& x, std::int64_t groups) {
+  std::int64_t spread = 1;
+  for (int d = 2; d < x.ndim(); ++d) spread *= x[d];
+  return {.sets = x[0] * groups, .groups = groups, .channels = x[1] / groups, .spread = spread};
+}
+
+template <class Args>
+inline NormFwd norm_fwd(const Args& a, const NormSets& shape) {
+  return {.x = a.x.data(),
+          .weight = in(a.weight),
+          .bias = in(a.bias),
+          .y = a.y.data(),
+          .mean = a.mean.template data_as<float>(),
+          .rstd = a.rstd.template data_as<float>(),
+          .shape = shape,
+          .eps = a.eps,
+          .x_type = elem_of(a.x.dtype()),
+          .p_type = param_type({&a.weight, &a.bias})};
+}
+template <class Args>
+inline NormBwd norm_bwd(const Args& a, const NormSets& shape) {
+  return {.dy = a.dy.data(),
+          .x = a.x.data(),
+          .weight = in(a.weight),
+          .mean = a.mean.template data_as<const float>(),
+          .rstd = a.rstd.template data_as<const float>(),
+          .dx = a.dx.data(),
+          .dweight = out(a.dweight),
+          .dbias = out(a.dbias),
+          .shape = shape,
+          .x_type = elem_of(a.x.dtype()),
+          .p_type = param_type({&a.weight, &a.dweight, &a.dbias})};
+}
+
+}  // namespace detail
+
+inline RowNormFwd describe(const RmsNormFwdArgs& a) {
+  const RowsHidden s = rows_hidden(a.x.shape());
+  return {.x = a.x.data(),
+          .weight = detail::in(a.weight),
+          .y = a.y.data(),
+          .rstd = a.rstd.data_as<float>(),
+          .rows = s.rows,
+          .hidden = s.hidden,
+          .eps = a.eps,
+          .offset = a.offset,
+          .mode = mode_of(a.casting),
+          .x_type = elem_of(a.x.dtype()),
+          .w_type = detail::param_type({&a.weight})};
+}
+inline RowNormFwd describe(const FusedAddRmsNormFwdArgs& a) {
+  const RowsHidden s = rows_hidden(a.x.shape());
+  return {.x = a.x.data(),
+          .residual = a.residual.data(),
+          .weight = detail::in(a.weight),
+          .y = a.y.data(),
+          .s = a.s.data(),
+          .rstd = a.rstd.data_as<float>(),
+          .rows = s.rows,
+          .hidden = s.hidden,
+          .eps = a.eps,
+          .offset = a.offset,
+          .mode = mode_of(a.casting),
+          .x_type = elem_of(a.x.dtype()),
+          .w_type = detail::param_type({&a.weight})};
+}
+inline RowNormBwd describe(const RmsNormBwdArgs& a) {
+  const RowsHidden s = rows_hidden(a.x.shape());
+  return {.dy = a.dy.data(),
+          .x = a.x.data(),
+          .weight = detail::in(a.weight),
+          .rstd = a.rstd.data_as<const float>(),
+          .dx = a.dx.data(),
+          .dweight = detail::out(a.dweight),
+          .rows = s.rows,
+          .hidden = s.hidden,
+          .offset = a.offset,
+          .mode = mode_of(a.casting),
+          .x_type = elem_of(a.x.dtype()),
+          .w_type = detail::param_type({&a.weight})};
+}
+inline RowNormBwd describe(const FusedAddRmsNormBwdArgs& a) {
+  const RowsHidden s = rows_hidden(a.s.shape());
+  return {.dy = a.dy.data(),
+          .ds_out = a.ds_out.data(),
+          .x = a.s.data(),
+          .weight = detail::in(a.weight),
+          .rstd = a.rstd.data_as<const float>(),
+          .dx = a.dx.data(),
+          .dweight = detail::out(a.dweight),
+          .rows = s.rows,
+          .hidden = s.hidden,
+          .offset = a.offset,
+          .mode = mode_of(a.casting),
+          .x_type = elem_of(a.s.dtype()),
+          .w_type = detail::param_type({&a.weight})};
+}
+inline NormFwd describe(const LayerNormFwdArgs& a) { return detail::norm_fwd(a, detail::layer_sets(a.x.shape())); }
+inline NormFwd describe(const GroupNormFwdArgs& a) {
+  return detail::norm_fwd(a, detail::group_sets(a.x.shape(), a.num_groups));
+}
+inline NormBwd describe(const LayerNormBwdArgs& a) { return detail::norm_bwd(a, detail::layer_sets(a.x.shape())); }
+inline NormBwd describe(const GroupNormBwdArgs& a) {
+  return detail::norm_bwd(a, detail::group_sets(a.x.shape(), a.num_groups));
+}
+
+inline GluFwd describe(const GluFwdArgs& a) {
+  const Elem type = elem_of(a.a.dtype());
+  return {.a = a.a.data(),
+          .b = a.b.data(),
+          .c = a.c.data(),
+          .n = a.a.numel(),
+          .hidden = detail::last_dim(a.a),
+          .type = type,
+          .rounding = rounding_of(a.rounding, type)};
+}
+inline GluBwd describe(const GluBwdArgs& a) {
+  const Elem type = elem_of(a.a.dtype());
+  return {.dc = a.dc.data(),
+          .a = a.a.data(),
+          .b = a.b.data(),
+          .da = a.da.data(),
+          .db = a.db.data(),
+          .n = a.a.numel(),
+          .hidden = detail::last_dim(a.a),
+          .type = type,
+          .rounding = rounding_of(a.rounding, type)};
+}
 
 // The descriptor type of an argument struct.
 template <class Args>

@@ -27,8 +27,10 @@ enum class When : std::uint8_t {
   weight,  // exactly when the weight is (weight, dweight)
   bias,    // optional on its own (bias, dbias)
 };
-// How an op sees its tensors (op_manifest.h's `family`; src/ops/families.h for the kernels' view).
-enum class Family : std::uint8_t { row_norm, layer_norm, group_norm, glu };
+// The op's family (op_manifest.h's OPREG_FAMILIES; src/ops/families.h for the kernels' view).
+#define OPREG_M_FAMILY_(name) name,
+enum class Family : std::uint8_t { OPREG_FAMILIES(OPREG_M_FAMILY_) };
+#undef OPREG_M_FAMILY_
 
 struct Field {
   std::string_view name;
@@ -91,29 +93,32 @@ struct Spec;
 #define OPREG_M_KEY_key(name) key.words[static_cast<std::size_t>(key.size++)] = static_cast<std::uint64_t>(args.name);
 #define OPREG_M_KEY_nokey(name)
 #define OPREG_M_KEY_(type, name, value, keyed) OPREG_M_KEY_##keyed(name)
+#define OPREG_M_GROUPS_(type, name, value, keyed) || std::string_view(#name) == "num_groups"
 #define OPREG_M_KEYS_key +1
 #define OPREG_M_KEYS_nokey +0
 #define OPREG_M_KEYS_(type, name, value, keyed) OPREG_M_KEYS_##keyed
-#define OPREG_M_SPEC_(Name, c_name_, family_, FIELDS)                                                  \
-  template <>                                                                                         \
-  struct Spec<Name> {                                                                                 \
-    using Args = Name;                                                                                \
-    static constexpr Family family = Family::family_;                                                 \
-    static constexpr std::string_view c_name = #c_name_;                                              \
-    static constexpr auto fields = detail::resolve(std::array{FIELDS(OPREG_M_FIELD_, OPREG_M_NONE_)}); \
-    static constexpr std::array<Tensor Args::*, fields.size()> members{FIELDS(OPREG_M_MEMBER_, OPREG_M_NONE_)}; \
-    static constexpr std::size_t first_output = detail::count_inputs(fields);                         \
-    static constexpr int key_words = 0 FIELDS(OPREG_M_NONE_, OPREG_M_KEYS_);                           \
-    /* The key's words: the call's (at most 3 + kMaxDims, dispatch's TensorBits) and these. */        \
-    static_assert(3 + kMaxDims + key_words <= kKeyWords);                                             \
-    [[gnu::always_inline]] static void key([[maybe_unused]] const Args& args,                         \
-                                           [[maybe_unused]] ProblemKey& key) {                        \
-      FIELDS(OPREG_M_NONE_, OPREG_M_KEY_)                                                             \
-    }                                                                                                 \
+#define OPREG_M_SPEC_(Name, c_name_, family_, FIELDS)                                                             \
+  template <>                                                                                                     \
+  struct Spec<Name> {                                                                                             \
+    using Args = Name;                                                                                            \
+    static constexpr Family family = Family::family_;                                                             \
+    /* Statistics per (n, group) over (N, C, spatial...): the struct has num_groups. */                           \
+    static constexpr bool grouped = (false FIELDS(OPREG_M_NONE_, OPREG_M_GROUPS_));                               \
+    static constexpr std::string_view c_name = #c_name_;                                                          \
+    static constexpr auto fields = detail::resolve(std::array{FIELDS(OPREG_M_FIELD_, OPREG_M_NONE_)});            \
+    static constexpr std::array<Tensor Args::*, fields.size()> members{FIELDS(OPREG_M_MEMBER_, OPREG_M_NONE_)};   \
+    static constexpr std::size_t first_output = detail::count_inputs(fields);                                     \
+    static constexpr int key_words = 0 FIELDS(OPREG_M_NONE_, OPREG_M_KEYS_);                                      \
+    /* The key's words: the call's (at most 3 + kMaxDims, dispatch's TensorBits) and these. */                    \
+    static_assert(3 + kMaxDims + key_words <= kKeyWords);                                                         \
+    [[gnu::always_inline]] static void key([[maybe_unused]] const Args& args, [[maybe_unused]] ProblemKey& key) { \
+      FIELDS(OPREG_M_NONE_, OPREG_M_KEY_)                                                                         \
+    }                                                                                                             \
   };
 OPREG_ARG_STRUCTS(OPREG_M_SPEC_)
 #undef OPREG_M_SPEC_
 #undef OPREG_M_KEYS_
+#undef OPREG_M_GROUPS_
 #undef OPREG_M_KEYS_key
 #undef OPREG_M_KEYS_nokey
 #undef OPREG_M_KEY_
@@ -155,17 +160,17 @@ inline constexpr int kOpCount = 0 OPREG_OPS(OPREG_M_ONE_);
 // One op direction: its name, parts, argument struct's entry and reference.
 template <OpId Id>
 struct OpEntry;
-#define OPREG_M_OP_(ident, base_, direction_, Args_, c_args_)                                   \
-  template <>                                                                                  \
-  struct OpEntry<OpId::ident> {                                                                \
-    using Args = Args_;                                                                        \
-    using S = Spec<Args_>;                                                                     \
-    static constexpr OpId id = OpId::ident;                                                                     \
-    static constexpr char name[] = #base_ "." #direction_;                                     \
-    static constexpr std::string_view base = #base_;                                           \
-    static constexpr Direction direction = Direction::direction_;                              \
-    static constexpr std::string_view c_args = #c_args_;                                       \
-    static const Op<Args_>& op() { return ident##_op(); }                                      \
+#define OPREG_M_OP_(ident, base_, direction_, Args_, c_args_)     \
+  template <>                                                     \
+  struct OpEntry<OpId::ident> {                                   \
+    using Args = Args_;                                           \
+    using S = Spec<Args_>;                                        \
+    static constexpr OpId id = OpId::ident;                       \
+    static constexpr char name[] = #base_ "." #direction_;        \
+    static constexpr std::string_view base = #base_;              \
+    static constexpr Direction direction = Direction::direction_; \
+    static constexpr std::string_view c_args = #c_args_;          \
+    static const Op<Args_>& op() { return ident##_op(); }         \
   };
 OPREG_OPS(OPREG_M_OP_)
 #undef OPREG_M_OP_
@@ -198,7 +203,8 @@ struct OpInfo {
   std::string_view name;  // "rms_norm.fwd"
   std::string_view base;  // "rms_norm"
   Direction direction = Direction::fwd;
-  Family family = Family::row_norm;
+  Family family = Family::rms_norm;
+  bool grouped = false;  // Spec::grouped
   const Field* fields = nullptr;
   int field_count = 0;
   int first_output = 0;
@@ -225,7 +231,8 @@ template <class Item, class Args>
 template <class Args>
 void tensors(Args& args, TensorList& list) {
   using S = Spec<Args>;
-  for (std::size_t i = 0; i < S::fields.size(); ++i) list.add(S::fields[i].name.data(), args.*S::members[i], S::fields[i].role);
+  for (std::size_t i = 0; i < S::fields.size(); ++i)
+    list.add(S::fields[i].name.data(), args.*S::members[i], S::fields[i].role);
 }
 
 }  // namespace opreg::manifest

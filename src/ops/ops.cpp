@@ -63,6 +63,7 @@ const std::array<OpInfo, kOpCount>& ops() {
                   E::base,
                   E::direction,
                   E::S::family,
+                  E::S::grouped,
                   E::S::fields.data(),
                   static_cast<int>(E::S::fields.size()),
                   static_cast<int>(E::S::first_output)};
@@ -141,7 +142,7 @@ std::uint64_t bytes_moved(std::string_view op, Direction direction, const Shape&
   constexpr std::uint64_t kStat = 4;  // statistics are f32
   std::uint64_t params = 0;           // elements of a weight-sized tensor
   std::uint64_t stats = 0;            // elements of a statistic
-  if (info->family == Family::group_norm) {
+  if (info->grouped) {
     if (shape.ndim() < 2) fail(ErrorKind::invalid_argument, "bytes_moved({}): shape needs (N, C, ...)", op);
     params = static_cast<std::uint64_t>(shape[1]);
     stats = mul(static_cast<std::uint64_t>(shape[0]), static_cast<std::uint64_t>(num_groups));

@@ -150,7 +150,7 @@ class TypedProblem final : public ImplBase {
     device = d;
     set_scalars(host_, s);
     const Shape& shape = s.shape;
-    const bool grouped = S::family == manifest::Family::group_norm;
+    constexpr bool grouped = S::grouped;
     if (shape.ndim() < (grouped ? 2 : 1)) {
       fail(ErrorKind::invalid_argument, "{}: shape [{}] has {} dims; accepted: {}", E::name, shape.str(),
            shape.ndim(), grouped ? "(N, C, spatial...) with at least 2 dims" : "at least 1 dim");
