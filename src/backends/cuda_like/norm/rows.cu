@@ -337,22 +337,12 @@ gpuError_t with_ln_kernel(Elem xt, Elem pt, const LnRowsShape& s, F&& f) {
       return gpuErrorInvalidValue;
     }
     if (s.vec != kVec) return gpuErrorInvalidValue;
-    switch (s.nv) {
-      case 1:
-        if constexpr (BWD) return pick.template operator()<kVec, 1>();
-        break;
-      case 2:
-        if constexpr (BWD) return pick.template operator()<kVec, 2>();
-        break;
-      case 4:
-        return pick.template operator()<kVec, 4>();
-      case 8:
-        if constexpr (!BWD) return pick.template operator()<kVec, 8>();
-        break;
-      default:
-        break;
+    const auto packed = [&]<int NV>() { return pick.template operator()<kVec, NV>(); };
+    if constexpr (BWD) {
+      return with_nv<1, 2, 4>(s.nv, packed);
+    } else {
+      return with_nv<4, 8>(s.nv, packed);
     }
-    return gpuErrorInvalidValue;  // a shape no plan makes
   });
 }
 

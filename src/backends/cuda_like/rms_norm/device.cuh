@@ -428,4 +428,14 @@ gpuError_t with_types(Elem xt, Elem wt, F&& f) {
   return gpuSuccess;
 }
 
+// Calls pick.template operator()<NV>() for the NV among NVs that equals `nv` (the 16-byte accesses
+// per thread a plan chose): only those instantiations exist. Any other nv is a shape no plan
+// makes: gpuErrorInvalidValue.
+template <int... NVs, class Pick>
+gpuError_t with_nv(int nv, Pick&& pick) {
+  gpuError_t err = gpuErrorInvalidValue;
+  static_cast<void>(((nv == NVs && ((err = pick.template operator()<NVs>()), true)) || ...));
+  return err;
+}
+
 }  // namespace opreg::cuda_like

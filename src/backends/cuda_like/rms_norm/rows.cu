@@ -492,21 +492,11 @@ gpuError_t with_kernel(Elem xt, Elem wt, const RowShape& s, F&& f) {
     };
     if (s.cluster > 1) return pick.template operator() < kVec, BWD ? kClusterBwdNv : kClusterFwdNv, true, true > ();
     if (s.vec == 1) return pick.template operator()<1, 8, false, false>();
-    switch (s.nv) {
-      case 1:
-        if constexpr (BWD) return staged_or_not.template operator()<1>();
-        break;
-      case 2:
-        return staged_or_not.template operator()<2>();
-      case 4:
-        return staged_or_not.template operator()<4>();
-      case 8:
-        if constexpr (!BWD) return staged_or_not.template operator()<8>();
-        break;
-      default:
-        break;
+    if constexpr (BWD) {
+      return with_nv<1, 2, 4>(s.nv, staged_or_not);
+    } else {
+      return with_nv<2, 4, 8>(s.nv, staged_or_not);
     }
-    return gpuErrorInvalidValue;  // a shape no plan makes
   });
 }
 
