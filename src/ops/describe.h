@@ -45,97 +45,47 @@ inline NormSets group_sets(const Shape& x, std::int64_t groups) {
   return {.sets = x[0] * groups, .groups = groups, .channels = x[1] / groups, .spread = spread};
 }
 
+// A row norm's descriptors; the fused op adds its residual and sum (forward) or ds_out (backward).
+template <class Args>
+inline RowNormFwd row_fwd(const Args& a, const void* residual, void* sum) {
+  const RowsHidden s = rows_hidden(a.x.shape());
+  return {.x = a.x.data(), .residual = residual, .weight = in(a.weight), .y = a.y.data(), .s = sum,
+          .rstd = a.rstd.template data_as<float>(), .rows = s.rows, .hidden = s.hidden, .eps = a.eps,
+          .offset = a.offset, .mode = mode_of(a.casting), .x_type = elem_of(a.x.dtype()),
+          .w_type = param_type({&a.weight})};
+}
+template <class Args>
+inline RowNormBwd row_bwd(const Args& a, const Tensor& x, const void* ds_out) {
+  const RowsHidden s = rows_hidden(x.shape());
+  return {.dy = a.dy.data(), .ds_out = ds_out, .x = x.data(), .weight = in(a.weight),
+          .rstd = a.rstd.template data_as<const float>(), .dx = a.dx.data(), .dweight = out(a.dweight),
+          .rows = s.rows, .hidden = s.hidden, .offset = a.offset, .mode = mode_of(a.casting),
+          .x_type = elem_of(x.dtype()), .w_type = param_type({&a.weight})};
+}
+
 template <class Args>
 inline NormFwd norm_fwd(const Args& a, const NormSets& shape) {
-  return {.x = a.x.data(),
-          .weight = in(a.weight),
-          .bias = in(a.bias),
-          .y = a.y.data(),
-          .mean = a.mean.template data_as<float>(),
-          .rstd = a.rstd.template data_as<float>(),
-          .shape = shape,
-          .eps = a.eps,
-          .x_type = elem_of(a.x.dtype()),
-          .p_type = param_type({&a.weight, &a.bias})};
+  return {.x = a.x.data(), .weight = in(a.weight), .bias = in(a.bias), .y = a.y.data(),
+          .mean = a.mean.template data_as<float>(), .rstd = a.rstd.template data_as<float>(), .shape = shape,
+          .eps = a.eps, .x_type = elem_of(a.x.dtype()), .p_type = param_type({&a.weight, &a.bias})};
 }
 template <class Args>
 inline NormBwd norm_bwd(const Args& a, const NormSets& shape) {
-  return {.dy = a.dy.data(),
-          .x = a.x.data(),
-          .weight = in(a.weight),
-          .mean = a.mean.template data_as<const float>(),
-          .rstd = a.rstd.template data_as<const float>(),
-          .dx = a.dx.data(),
-          .dweight = out(a.dweight),
-          .dbias = out(a.dbias),
-          .shape = shape,
-          .x_type = elem_of(a.x.dtype()),
+  return {.dy = a.dy.data(), .x = a.x.data(), .weight = in(a.weight), .mean = a.mean.template data_as<const float>(),
+          .rstd = a.rstd.template data_as<const float>(), .dx = a.dx.data(), .dweight = out(a.dweight),
+          .dbias = out(a.dbias), .shape = shape, .x_type = elem_of(a.x.dtype()),
           .p_type = param_type({&a.weight, &a.dweight, &a.dbias})};
 }
 
 }  // namespace detail
 
-inline RowNormFwd describe(const RmsNormFwdArgs& a) {
-  const RowsHidden s = rows_hidden(a.x.shape());
-  return {.x = a.x.data(),
-          .weight = detail::in(a.weight),
-          .y = a.y.data(),
-          .rstd = a.rstd.data_as<float>(),
-          .rows = s.rows,
-          .hidden = s.hidden,
-          .eps = a.eps,
-          .offset = a.offset,
-          .mode = mode_of(a.casting),
-          .x_type = elem_of(a.x.dtype()),
-          .w_type = detail::param_type({&a.weight})};
-}
+inline RowNormFwd describe(const RmsNormFwdArgs& a) { return detail::row_fwd(a, nullptr, nullptr); }
 inline RowNormFwd describe(const FusedAddRmsNormFwdArgs& a) {
-  const RowsHidden s = rows_hidden(a.x.shape());
-  return {.x = a.x.data(),
-          .residual = a.residual.data(),
-          .weight = detail::in(a.weight),
-          .y = a.y.data(),
-          .s = a.s.data(),
-          .rstd = a.rstd.data_as<float>(),
-          .rows = s.rows,
-          .hidden = s.hidden,
-          .eps = a.eps,
-          .offset = a.offset,
-          .mode = mode_of(a.casting),
-          .x_type = elem_of(a.x.dtype()),
-          .w_type = detail::param_type({&a.weight})};
+  return detail::row_fwd(a, a.residual.data(), a.s.data());
 }
-inline RowNormBwd describe(const RmsNormBwdArgs& a) {
-  const RowsHidden s = rows_hidden(a.x.shape());
-  return {.dy = a.dy.data(),
-          .x = a.x.data(),
-          .weight = detail::in(a.weight),
-          .rstd = a.rstd.data_as<const float>(),
-          .dx = a.dx.data(),
-          .dweight = detail::out(a.dweight),
-          .rows = s.rows,
-          .hidden = s.hidden,
-          .offset = a.offset,
-          .mode = mode_of(a.casting),
-          .x_type = elem_of(a.x.dtype()),
-          .w_type = detail::param_type({&a.weight})};
-}
-inline RowNormBwd describe(const FusedAddRmsNormBwdArgs& a) {
-  const RowsHidden s = rows_hidden(a.s.shape());
-  return {.dy = a.dy.data(),
-          .ds_out = a.ds_out.data(),
-          .x = a.s.data(),
-          .weight = detail::in(a.weight),
-          .rstd = a.rstd.data_as<const float>(),
-          .dx = a.dx.data(),
-          .dweight = detail::out(a.dweight),
-          .rows = s.rows,
-          .hidden = s.hidden,
-          .offset = a.offset,
-          .mode = mode_of(a.casting),
-          .x_type = elem_of(a.s.dtype()),
-          .w_type = detail::param_type({&a.weight})};
-}
+inline RowNormBwd describe(const RmsNormBwdArgs& a) { return detail::row_bwd(a, a.x, nullptr); }
+// The fused op's backward reads the forward's sum s where rms_norm's reads x.
+inline RowNormBwd describe(const FusedAddRmsNormBwdArgs& a) { return detail::row_bwd(a, a.s, a.ds_out.data()); }
 inline NormFwd describe(const LayerNormFwdArgs& a) { return detail::norm_fwd(a, detail::layer_sets(a.x.shape())); }
 inline NormFwd describe(const GroupNormFwdArgs& a) {
   return detail::norm_fwd(a, detail::group_sets(a.x.shape(), a.num_groups));
@@ -147,25 +97,13 @@ inline NormBwd describe(const GroupNormBwdArgs& a) {
 
 inline GluFwd describe(const GluFwdArgs& a) {
   const Elem type = elem_of(a.a.dtype());
-  return {.a = a.a.data(),
-          .b = a.b.data(),
-          .c = a.c.data(),
-          .n = a.a.numel(),
-          .hidden = detail::last_dim(a.a),
-          .type = type,
-          .rounding = rounding_of(a.rounding, type)};
+  return {.a = a.a.data(), .b = a.b.data(), .c = a.c.data(), .n = a.a.numel(), .hidden = detail::last_dim(a.a),
+          .type = type, .rounding = rounding_of(a.rounding, type)};
 }
 inline GluBwd describe(const GluBwdArgs& a) {
   const Elem type = elem_of(a.a.dtype());
-  return {.dc = a.dc.data(),
-          .a = a.a.data(),
-          .b = a.b.data(),
-          .da = a.da.data(),
-          .db = a.db.data(),
-          .n = a.a.numel(),
-          .hidden = detail::last_dim(a.a),
-          .type = type,
-          .rounding = rounding_of(a.rounding, type)};
+  return {.dc = a.dc.data(), .a = a.a.data(), .b = a.b.data(), .da = a.da.data(), .db = a.db.data(), .n = a.a.numel(),
+          .hidden = detail::last_dim(a.a), .type = type, .rounding = rounding_of(a.rounding, type)};
 }
 
 // The descriptor type of an argument struct.

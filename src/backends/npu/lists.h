@@ -18,8 +18,12 @@ namespace opreg::npu {
 // the variant's own.
 std::vector<Tunable> tiled_tunables(std::vector<Tunable> own = {});
 
-// Every family folder's lists (<family>/list.cpp), registered on `registry` for the npu backend
-// registered there (register_npu's, or a test's of its own device model).
+// Every family folder's lists, registered on `registry` for the npu backend registered there
+// (register_npu's, or a test's of its own device model): register_<family> of each folder's
+// list.cpp, in the folders' order.
+#define OPREG_FAMILY(family) void register_##family(Registry& registry);
+#include "families/npu.inc"  // the family folders (cmake/OpregFamilies.cmake)
+#undef OPREG_FAMILY
 void register_lists(Registry& registry);
 
 }  // namespace opreg::npu

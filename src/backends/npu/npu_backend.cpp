@@ -105,10 +105,6 @@ LaunchCounters empty_launch(const std::string& kernel, const Emulator& emulator)
   return c;
 }
 
-#define OPREG_FAMILY(family) void register_##family(Registry& registry);
-#include "families/npu.inc"  // the family folders (cmake/OpregFamilies.cmake)
-#undef OPREG_FAMILY
-
 void register_lists(Registry& registry) {
 #define OPREG_FAMILY(family) register_##family(registry);
 #include "families/npu.inc"

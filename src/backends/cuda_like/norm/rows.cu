@@ -318,20 +318,17 @@ __global__ void __launch_bounds__(ln_max_threads(true, NV, VEC, static_cast<int>
   }
 }
 
+// The direction's rows kernel (only the one named is instantiated).
+template <bool BWD, class X, class P, int VEC, int NV>
+constexpr auto ln_rows_kernel = ln_fwd_rows_kernel<X, P, VEC, NV>;
+template <class X, class P, int VEC, int NV>
+constexpr auto ln_rows_kernel<true, X, P, VEC, NV> = ln_bwd_rows_kernel<X, P, VEC, NV>;
+
 // Calls f(kernel) with the instantiation for the direction (BWD), dtypes and launch shape.
 template <bool BWD, class F>
 gpuError_t with_ln_kernel(Elem xt, Elem pt, const LnRowsShape& s, F&& f) {
-  return with_types(xt, pt, [&](auto xe, auto pe) -> gpuError_t {
-    using X = decltype(xe);
-    using P = decltype(pe);
-    constexpr int kVec = 16 / sizeof(typename X::T);
-    const auto pick = [&]<int VEC, int NV>() -> gpuError_t {
-      if constexpr (BWD) {
-        return f(ln_bwd_rows_kernel<X, P, VEC, NV>);
-      } else {
-        return f(ln_fwd_rows_kernel<X, P, VEC, NV>);
-      }
-    };
+  return with_types(xt, pt, [&]<class X, class P, int kVec>() -> gpuError_t {
+    const auto pick = [&]<int VEC, int NV>() -> gpuError_t { return f(ln_rows_kernel<BWD, X, P, VEC, NV>); };
     if (s.vec == 1) {
       if (s.nv == kLnScalarNv) return pick.template operator()<1, kLnScalarNv>();
       return gpuErrorInvalidValue;

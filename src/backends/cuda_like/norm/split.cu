@@ -403,12 +403,10 @@ __global__ void __launch_bounds__(kThreads) bwd_dx_kernel(family::NormBwd p, Spl
 // Calls f(X{}, P{}, VEC, CH) for the launch's element types, access width and chunk kind.
 template <class F>
 gpuError_t with_split(family::Elem xt, family::Elem pt, const NormSplitLaunch& l, F&& f) {
-  return with_types(xt, pt, [&](auto xe, auto pe) -> gpuError_t {
-    using X = decltype(xe);
-    constexpr int kVec = 16 / sizeof(typename X::T);
+  return with_types(xt, pt, [&]<class X, class P, int kVec>() -> gpuError_t {
     const auto by_vec = [&](auto ch) -> gpuError_t {
-      if (l.vec == 1) return f(X{}, decltype(pe){}, std::integral_constant<int, 1>{}, ch);
-      return f(X{}, decltype(pe){}, std::integral_constant<int, kVec>{}, ch);
+      if (l.vec == 1) return f(X{}, P{}, std::integral_constant<int, 1>{}, ch);
+      return f(X{}, P{}, std::integral_constant<int, kVec>{}, ch);
     };
     if (l.channel_chunks) return by_vec(std::true_type{});
     return by_vec(std::false_type{});

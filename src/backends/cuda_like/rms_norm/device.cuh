@@ -413,17 +413,19 @@ gpuError_t allow_smem(Kernel kernel, int device, std::size_t bytes) {
   return err;
 }
 
-// Calls f(X{}, W{}) with the element types of (x, weight).
+// Calls f.template operator()<X, W, kVec>() with the element types of (x, weight) and kVec, the
+// elements of x in a 16-byte access.
 template <class F>
 gpuError_t with_types(Elem xt, Elem wt, F&& f) {
   using namespace dev;
+  const auto call = [&]<class X, class W>() { return f.template operator()<X, W, 16 / sizeof(typename X::T)>(); };
   switch (xt) {
     case Elem::f32:
-      return f(F32{}, F32{});
+      return call.template operator()<F32, F32>();
     case Elem::f16:
-      return wt == Elem::f32 ? f(F16{}, F32{}) : f(F16{}, F16{});
+      return wt == Elem::f32 ? call.template operator()<F16, F32>() : call.template operator()<F16, F16>();
     case Elem::bf16:
-      return wt == Elem::f32 ? f(BF16{}, F32{}) : f(BF16{}, BF16{});
+      return wt == Elem::f32 ? call.template operator()<BF16, F32>() : call.template operator()<BF16, BF16>();
   }
   return gpuSuccess;
 }

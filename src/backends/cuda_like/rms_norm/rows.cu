@@ -471,20 +471,19 @@ __global__ void __launch_bounds__(max_threads_bwd(NV, VEC))
 
 // ---- Launchers: the instantiations are (x, weight) dtypes x {16-byte, scalar} x NV.
 
+// The direction's rows kernel (only the one named is instantiated).
+template <bool BWD, class X, class W, int VEC, int NV, bool CLUSTER, bool STAGE>
+constexpr auto rows_kernel = fwd_rows_kernel<X, W, VEC, NV, CLUSTER, STAGE>;
+template <class X, class W, int VEC, int NV, bool CLUSTER, bool STAGE>
+constexpr auto rows_kernel<true, X, W, VEC, NV, CLUSTER, STAGE> = bwd_rows_kernel<X, W, VEC, NV, CLUSTER, STAGE>;
+
 // Calls f(kernel) with the instantiation for the direction (BWD), dtypes and launch shape: the
 // cluster launches' (fixed accesses per thread), the scalar path's, or one of the 16-byte path's.
 template <bool BWD, class F>
 gpuError_t with_kernel(Elem xt, Elem wt, const RowShape& s, F&& f) {
-  return with_types(xt, wt, [&](auto xe, auto we) -> gpuError_t {
-    using X = decltype(xe);
-    using W = decltype(we);
-    constexpr int kVec = 16 / sizeof(typename X::T);
+  return with_types(xt, wt, [&]<class X, class W, int kVec>() -> gpuError_t {
     const auto pick = [&]<int VEC, int NV, bool CLUSTER, bool STAGE>() -> gpuError_t {
-      if constexpr (BWD) {
-        return f(bwd_rows_kernel<X, W, VEC, NV, CLUSTER, STAGE>);
-      } else {
-        return f(fwd_rows_kernel<X, W, VEC, NV, CLUSTER, STAGE>);
-      }
+      return f(rows_kernel<BWD, X, W, VEC, NV, CLUSTER, STAGE>);
     };
     const auto staged_or_not = [&]<int NV>() -> gpuError_t {
       return s.stages > 0 ? pick.template operator()<kVec, NV, false, true>()

@@ -273,10 +273,7 @@ __global__ void __launch_bounds__(32 * kFinishParts)
 
 template <class F>
 gpuError_t with_split_types(Elem xt, Elem wt, int vec, F&& f) {
-  return with_types(xt, wt, [&](auto xe, auto we) -> gpuError_t {
-    using X = decltype(xe);
-    using W = decltype(we);
-    constexpr int kVec = 16 / sizeof(typename X::T);
+  return with_types(xt, wt, [&]<class X, class W, int kVec>() -> gpuError_t {
     if (vec == 1) return f(X{}, W{}, std::integral_constant<int, 1>{});
     return f(X{}, W{}, std::integral_constant<int, kVec>{});
   });

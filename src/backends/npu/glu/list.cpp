@@ -38,11 +38,7 @@ void register_ops(Registry& r, const Op<GluFwdArgs>& fwd, const Op<GluBwdArgs>& 
 }  // namespace
 }  // namespace opreg::npu::glu
 
-namespace opreg::npu {
-
-void register_glu(Registry& r) {
+void opreg::npu::register_glu(Registry& r) {
   glu::register_ops<glu::Act::gelu>(r, geglu_fwd_op(), geglu_bwd_op());
   glu::register_ops<glu::Act::silu>(r, swiglu_fwd_op(), swiglu_bwd_op());
 }
-
-}  // namespace opreg::npu

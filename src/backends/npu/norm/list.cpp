@@ -26,11 +26,9 @@ std::vector<Tunable> tunables(Impl impl, bool backward) {
 template <NormOp N, class Fwd, class Bwd, Impl... I>
 void register_impls(Registry& r, const Op<Fwd>& fwd, const Op<Bwd>& bwd) {
   register_list(r, fwd, "npu",
-                {family_entry<Fwd, &supports<N, I, family::NormFwd>, &run_fwd<N>>(std::string(to_string(I)),
-                                                                                  tunables(I, false))...});
+                {family_entry<Fwd, &supports<N, I, family::NormFwd>, &run_fwd<N>>(std::string(to_string(I)), tunables(I, false))...});
   register_list(r, bwd, "npu",
-                {family_entry<Bwd, &supports<N, I, family::NormBwd>, &run_bwd<N>>(std::string(to_string(I)),
-                                                                                  tunables(I, true))...});
+                {family_entry<Bwd, &supports<N, I, family::NormBwd>, &run_bwd<N>>(std::string(to_string(I)), tunables(I, true))...});
 }
 
 template <NormOp N, class Fwd, class Bwd>
@@ -41,11 +39,7 @@ void register_ops(Registry& r, const Op<Fwd>& fwd, const Op<Bwd>& bwd) {
 }  // namespace
 }  // namespace opreg::npu::norm
 
-namespace opreg::npu {
-
-void register_norm(Registry& r) {
+void opreg::npu::register_norm(Registry& r) {
   norm::register_ops<norm::NormOp::layer_norm>(r, layer_norm_fwd_op(), layer_norm_bwd_op());
   norm::register_ops<norm::NormOp::group_norm>(r, group_norm_fwd_op(), group_norm_bwd_op());
 }
-
-}  // namespace opreg::npu

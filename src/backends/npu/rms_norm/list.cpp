@@ -26,27 +26,20 @@ void register_ops(Registry& r, const Op<Fwd>& fwd, const Op<Bwd>& bwd) {
   register_list(r, fwd, "npu",
                 {family_entry<Fwd, &supports<Impl::single_pass, FwdDesc, FwdPlan>, &run_fwd>(
                      "single_pass", tunables(Impl::single_pass, false)),
-                 family_entry<Fwd, &supports<Impl::chunked, FwdDesc, FwdPlan>, &run_fwd>(
-                     "chunked", tunables(Impl::chunked, false)),
+                 family_entry<Fwd, &supports<Impl::chunked, FwdDesc, FwdPlan>, &run_fwd>("chunked", tunables(Impl::chunked, false)),
                  family_entry<Fwd, &port_supports<FwdDesc>, &port_run<FwdDesc>>("gpu_port", kPortTunables)});
-  register_list(
-      r, bwd, "npu",
-      {family_entry<Bwd, &supports<Impl::single_pass, BwdDesc, BwdPlan>, &run_bwd>("single_pass",
-                                                                                   tunables(Impl::single_pass, true)),
-       family_entry<Bwd, &supports<Impl::chunked, BwdDesc, BwdPlan>, &run_bwd>("chunked",
-                                                                               tunables(Impl::chunked, true)),
-       family_entry<Bwd, &supports<Impl::atomic, BwdDesc, BwdPlan>, &run_bwd>("atomic", tunables(Impl::atomic, true)),
-       family_entry<Bwd, &port_supports<BwdDesc>, &port_run<BwdDesc>>("gpu_port", kPortTunables)});
+  register_list(r, bwd, "npu",
+                {family_entry<Bwd, &supports<Impl::single_pass, BwdDesc, BwdPlan>, &run_bwd>(
+                     "single_pass", tunables(Impl::single_pass, true)),
+                 family_entry<Bwd, &supports<Impl::chunked, BwdDesc, BwdPlan>, &run_bwd>("chunked", tunables(Impl::chunked, true)),
+                 family_entry<Bwd, &supports<Impl::atomic, BwdDesc, BwdPlan>, &run_bwd>("atomic", tunables(Impl::atomic, true)),
+                 family_entry<Bwd, &port_supports<BwdDesc>, &port_run<BwdDesc>>("gpu_port", kPortTunables)});
 }
 
 }  // namespace
 }  // namespace opreg::npu::rms_norm
 
-namespace opreg::npu {
-
-void register_rms_norm(Registry& r) {
+void opreg::npu::register_rms_norm(Registry& r) {
   rms_norm::register_ops(r, rms_norm_fwd_op(), rms_norm_bwd_op());
   rms_norm::register_ops(r, fused_add_rms_norm_fwd_op(), fused_add_rms_norm_bwd_op());
 }
-
-}  // namespace opreg::npu
