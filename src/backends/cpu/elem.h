@@ -1,6 +1,6 @@
 // Element types, conversions and f32 math for the cpu kernels, compiled once per instruction set.
 //
-// Include only from an ISA translation unit (<family>/kernels_generic.cpp, kernels_avx2.cpp), which
+// Include only from an ISA translation unit (<family>_generic.cpp, <family>_avx2.cpp), which
 // defines OPREG_CPU_NS (generic or avx2) first: everything here lives in
 // opreg::cpu::OPREG_CPU_NS, so the two compilations never share a symbol (see abi.h).
 //
