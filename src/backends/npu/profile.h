@@ -27,6 +27,9 @@ struct Profile {
   double l2_read_bpc;
   double ub_to_ddr_bpc;
   double l2_write_bpc;
+  // Bank groups of the UB: 16 on A2/A3 (48 banks of 128 x 32 B, three to a group [S30]); 0 where
+  // no source gives the structure (the cost model then charges no bank conflicts).
+  int ub_bank_groups;
   const char* sources;  // one line: where each number comes from
 };
 

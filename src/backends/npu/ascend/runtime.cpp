@@ -178,6 +178,7 @@ LaunchCounters Launch::run() {
     core.time = {};
     core.ub_peak = 0;
     core.cycle_ns = 1.0 / p.clock_ghz;
+    core.bank_groups = p.ub_bank_groups;
     core.launch_profile = p.name;
     core.reduce_tree_across_repeats = std::string_view(p.name).starts_with("Ascend950");
     core.max_ext_block_count = std::string_view(p.name).starts_with("Ascend950") ? 65535 : 4095;
@@ -407,6 +408,7 @@ void Counters::add(const Counters& o) {
   dma_blocks += o.dma_blocks;
   vector_instructions += o.vector_instructions;
   vector_repeats += o.vector_repeats;
+  bank_conflicts += o.bank_conflicts;
   scalar_accesses += o.scalar_accesses;
   scalar_fallbacks += o.scalar_fallbacks;
   atomic_adds += o.atomic_adds;
@@ -421,9 +423,9 @@ std::string LaunchCounters::note() const {
   const Counters& c = counters;
   return fmt::format(
       " block_dim={} waves={} idle_cores={} ub_peak={} ub_ratio={:.2f} gm_read={} gm_write={} dma={} "
-      "vec_repeats={} atomic_adds={} scalar_fallbacks={} truncated_copies={} est_us={:.1f}",
+      "vec_repeats={} bank_conflicts={} atomic_adds={} scalar_fallbacks={} truncated_copies={} est_us={:.1f}",
       block_dim, waves, idle_cores, ub_peak, ub_ratio(), c.gm_read, c.gm_write, c.dma_in + c.dma_out, c.vector_repeats,
-      c.atomic_adds, c.scalar_fallbacks, c.truncated_copies, est_us);
+      c.bank_conflicts, c.atomic_adds, c.scalar_fallbacks, c.truncated_copies, est_us);
 }
 
 Emulator::Emulator(DeviceModel model) : model_(model), arena_(nullptr, &std::free) {

@@ -31,6 +31,7 @@ struct Counters {
   std::uint64_t dma_blocks = 0;           // bursts (blockCount summed)
   std::uint64_t vector_instructions = 0;  // each at most 255 repeats
   std::uint64_t vector_repeats = 0;       // 256 bytes each
+  std::uint64_t bank_conflicts = 0;       // vector cycles lost to UB bank-group conflicts
   std::uint64_t scalar_accesses = 0;      // GetValue / SetValue on UB or GM
   std::uint64_t scalar_fallbacks = 0;     // vector ops on a dtype the vector unit lacks, run element by element
   std::uint64_t atomic_adds = 0;          // MTE3 copies in atomic-add mode
@@ -178,6 +179,7 @@ struct Core {
   double in_ns_per_byte = 0;
   double out_ns_per_byte = 0;
   double cycle_ns = 1;
+  int bank_groups = 0;  // the profile's UB bank groups (0: conflicts not charged)
 };
 
 // The core the calling host thread is emulating; an opreg::Error outside a launch.
@@ -200,6 +202,64 @@ void declare_kernel_type(Core& core, AscendC::KernelMetaType type);
 std::mutex& atomic_mutex(Core& core);
 // Logs `message` once per launch and kernel (the emulator's warnings: truncated copies).
 void warn_once(Core& core, std::string_view key, const std::string& message);
+
+// ---- UB bank conflicts [S30]. A2/A3's UB is 48 banks of 128 rows x 32 B in 16 bank groups; the
+// 32-byte block at UB offset o lies in group (o / 32) % 16 (bank 16 * (o / 64 KiB) + group, as the
+// page's examples place 0x10000, 0x10020 and 0x20020 in banks 16, 17 and 33). Per cycle the vector
+// unit reads one block from each group and writes one into each, 512 bytes each way: a repeat
+// (8 blocks of each operand) takes as many cycles as its busiest group has block reads, or block
+// writes. Two sources of a binary instruction thus run at one cycle a repeat only when their 16
+// blocks fall in 16 different groups (offsets 256 B apart modulo 512 B); at the same offset
+// modulo 512 B every group is read twice, two cycles a repeat; 8 blocks of one operand in one
+// group (a block stride of 16) take 8. Masked-off blocks are charged as accessed.
+
+// An operand's blocks: block k of repeat r at UB offset first + (r * rep + k * blk) * 32 (the
+// count form's operands are contiguous: blk 1, rep 8).
+struct BlockWalk {
+  std::uint64_t first = 0;
+  std::uint64_t blk = 1;
+  std::uint64_t rep = 8;
+  std::uint64_t blocks = 8;  // a repeat's blocks (4 for the 16-bit side of a Cast)
+};
+
+// Cycles of `repeats` repeats over a UB of `groups` bank groups (0: one cycle a repeat).
+inline std::uint64_t repeat_cycles(int groups, std::uint64_t repeats, const BlockWalk* dst, const BlockWalk* src0,
+                                   const BlockWalk* src1) {
+  if (groups <= 0 || groups > 64 || repeats == 0) return repeats;
+  const auto g = static_cast<std::uint64_t>(groups);
+  // The groups' pattern repeats with period `groups` in r: count each residue once.
+  const std::uint64_t distinct = repeats < g ? repeats : g;
+  std::uint64_t total = 0;
+  for (std::uint64_t r = 0; r < distinct; ++r) {
+    std::uint8_t reads[64] = {};
+    std::uint8_t writes[64] = {};
+    std::uint64_t busiest = 1;
+    const auto walk = [&](const BlockWalk* w, std::uint8_t* count) {
+      if (w == nullptr) return;
+      for (std::uint64_t k = 0; k < w->blocks; ++k) {
+        const std::uint64_t group = (w->first / 32 + r * w->rep + k * w->blk) % g;
+        const std::uint64_t n = ++count[group];
+        if (n > busiest) busiest = n;
+      }
+    };
+    walk(src0, reads);
+    walk(src1, reads);
+    walk(dst, writes);
+    total += busiest * ((repeats - r + g - 1) / g);  // repeats r, r + g, r + 2g, ...
+  }
+  return total;
+}
+
+void vector_time(Core& c, double cycles, Buffer* w, Buffer* r0, Buffer* r1);
+
+// Charges `repeats` repeats whose operands' blocks walk as given (nullptr: no such operand):
+// their cycles, the cycles lost to bank conflicts counted.
+inline void charge_vector(Core& c, std::uint64_t repeats, Buffer* w, const BlockWalk* dst, Buffer* r0,
+                          const BlockWalk* src0, Buffer* r1, const BlockWalk* src1) {
+  const std::uint64_t cycles = repeat_cycles(c.bank_groups, repeats, dst, src0, src1);
+  c.counters.bank_conflicts += cycles - repeats;
+  vector_time(c, static_cast<double>(cycles), w, r0, r1);
+}
 
 // The scoreboard (see Timeline): a vector instruction of `cycles` reading r0, r1 and writing w.
 inline void vector_time(Core& c, double cycles, Buffer* w, Buffer* r0, Buffer* r1) {

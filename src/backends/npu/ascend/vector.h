@@ -29,11 +29,19 @@ inline constexpr bool kVectorArith =
 template <class T>
 inline constexpr bool kScalarFallback = std::is_same_v<T, std::int64_t>;
 
+// A count-form operand for the cost model: its first element in UB (nullptr: none) and its
+// element size.
+struct Operand {
+  const void* p = nullptr;
+  std::uint64_t bytes = 0;
+};
+
 // Counts the instruction(s) and charges them to the vector pipe (or, for a scalar fallback, to
-// the scalar unit, element by element).
+// the scalar unit, element by element). A repeat covers 256 bytes of elements of elem_bytes (a
+// Cast's 16-bit side covers 4 blocks of its own); the operands are contiguous.
 template <class T>
 inline void issue(npu::detail::Core& core, std::uint64_t elems, std::uint64_t elem_bytes, npu::detail::Buffer* w,
-                  npu::detail::Buffer* r0, npu::detail::Buffer* r1) {
+                  npu::detail::Buffer* r0, npu::detail::Buffer* r1, Operand d, Operand a = {}, Operand b = {}) {
   if (elems == 0) return;
   if constexpr (kScalarFallback<T>) {
     ++core.counters.scalar_fallbacks;
@@ -47,7 +55,16 @@ inline void issue(npu::detail::Core& core, std::uint64_t elems, std::uint64_t el
     const std::uint64_t repeats = (elems * elem_bytes + ONE_REPEAT_BYTE_SIZE - 1) / ONE_REPEAT_BYTE_SIZE;
     core.counters.vector_repeats += repeats;
     core.counters.vector_instructions += (repeats + MAX_REPEAT_TIMES - 1) / MAX_REPEAT_TIMES;
-    npu::detail::vector_time(core, static_cast<double>(repeats), w, r0, r1);
+    npu::detail::BlockWalk walks[3];
+    const npu::detail::BlockWalk* used[3] = {};
+    const Operand ops[3] = {d, a, b};
+    for (int i = 0; i < 3; ++i) {
+      if (ops[i].p == nullptr) continue;
+      const std::uint64_t blocks = 8 * ops[i].bytes / elem_bytes;
+      walks[i] = {static_cast<std::uint64_t>(static_cast<const std::byte*>(ops[i].p) - core.ub), 1, blocks, blocks};
+      used[i] = &walks[i];
+    }
+    npu::detail::charge_vector(core, repeats, w, used[0], r0, used[1], r1, used[2]);
   }
 }
 
@@ -90,7 +107,8 @@ void binary(const char* api, const LocalTensor<T>& dst, const LocalTensor<T>& a,
   npu::detail::Buffer* w = Access::use(core, dst, count, Use::vector_write, api, "dst");
   npu::detail::Buffer* r0 = Access::use(core, a, count, Use::vector_read, api, "src0");
   npu::detail::Buffer* r1 = Access::use(core, b, count, Use::vector_read, api, "src1");
-  issue<T>(core, count, sizeof(T), w, r0, r1);
+  issue<T>(core, count, sizeof(T), w, r0, r1, {dst.GetPhyAddr(), sizeof(T)}, {a.GetPhyAddr(), sizeof(T)},
+           {b.GetPhyAddr(), sizeof(T)});
   map2(dst.GetPhyAddr(), a.GetPhyAddr(), b.GetPhyAddr(), count, f);
 }
 
@@ -101,7 +119,7 @@ void unary(const char* api, const LocalTensor<T>& dst, const LocalTensor<T>& a, 
   npu::detail::Core& core = npu::detail::current();
   npu::detail::Buffer* w = Access::use(core, dst, count, Use::vector_write, api, "dst");
   npu::detail::Buffer* r0 = Access::use(core, a, count, Use::vector_read, api, "src");
-  issue<T>(core, count, sizeof(T), w, r0, nullptr);
+  issue<T>(core, count, sizeof(T), w, r0, nullptr, {dst.GetPhyAddr(), sizeof(T)}, {a.GetPhyAddr(), sizeof(T)});
   map1(dst.GetPhyAddr(), a.GetPhyAddr(), count, f);
 }
 
@@ -249,7 +267,7 @@ template <class T>
 void Duplicate(const LocalTensor<T>& dst, const T& scalarValue, std::uint32_t calCount) {
   npu::detail::Core& core = npu::detail::current();
   npu::detail::Buffer* w = detail_::Access::use(core, dst, calCount, detail_::Use::vector_write, "Duplicate", "dst");
-  detail_::issue<T>(core, calCount, sizeof(T), w, nullptr, nullptr);
+  detail_::issue<T>(core, calCount, sizeof(T), w, nullptr, nullptr, {dst.GetPhyAddr(), sizeof(T)});
   T* d = dst.GetPhyAddr();
   for (std::uint32_t i = 0; i < calCount; ++i) d[i] = scalarValue;
 }
@@ -267,7 +285,8 @@ void Cast(const LocalTensor<D>& dst, const LocalTensor<S>& src, RoundMode mode, 
   }
   npu::detail::Buffer* w = detail_::Access::use(core, dst, calCount, detail_::Use::vector_write, "Cast", "dst");
   npu::detail::Buffer* r = detail_::Access::use(core, src, calCount, detail_::Use::vector_read, "Cast", "src");
-  detail_::issue<float>(core, calCount, 4, w, r, nullptr);
+  // A repeat is 64 floats: the float side's 8 blocks, the 16-bit side's 4.
+  detail_::issue<float>(core, calCount, 4, w, r, nullptr, {dst.GetPhyAddr(), sizeof(D)}, {src.GetPhyAddr(), sizeof(S)});
   D* d = dst.GetPhyAddr();
   const S* s = src.GetPhyAddr();
   if constexpr (std::is_same_v<S, half>) {

@@ -104,12 +104,21 @@ Placement placement(const char* api, const char* params, const char* operand, co
   return {std::uint64_t(blk.value()), std::uint64_t(rep.value())};
 }
 
+// An operand's blocks as the cost model walks them (Placement: block and repeat strides in blocks).
+template <class T>
+npu::detail::BlockWalk walk_of(const npu::detail::Core& core, const LocalTensor<T>& t, const Placement& p) {
+  return {static_cast<std::uint64_t>(reinterpret_cast<const std::byte*>(t.GetPhyAddr()) - core.ub), p.blk, p.rep, 8};
+}
+
+// Counts and charges one repeat-form instruction; dst, src0, src1: its operands' block walks
+// (nullptr: none, or not charged for bank conflicts).
 inline void charge_repeats(std::int32_t repeatTimes, npu::detail::Buffer* w, npu::detail::Buffer* r0,
-                           npu::detail::Buffer* r1) {
+                           npu::detail::Buffer* r1, const npu::detail::BlockWalk* dst = nullptr,
+                           const npu::detail::BlockWalk* src0 = nullptr, const npu::detail::BlockWalk* src1 = nullptr) {
   npu::detail::Core& core = npu::detail::current();
   core.counters.vector_repeats += static_cast<std::uint64_t>(repeatTimes);
   core.counters.vector_instructions += 1;
-  npu::detail::vector_time(core, static_cast<double>(repeatTimes), w, r0, r1);
+  npu::detail::charge_vector(core, static_cast<std::uint64_t>(repeatTimes), w, dst, r0, src0, r1, src1);
 }
 
 template <class T, bool FloatOnly>
@@ -138,7 +147,8 @@ void binary_repeat(const char* api, const LocalTensor<T>& dst, const LocalTensor
       map2(dst.GetPhyAddr() + pd.at<T>(r, e), a.GetPhyAddr() + p0.at<T>(r, e), b.GetPhyAddr() + p1.at<T>(r, e), 1, f);
     }
   }
-  charge_repeats(repeatTimes, w, r0, r1);
+  const npu::detail::BlockWalk wd = walk_of(core, dst, pd), w0 = walk_of(core, a, p0), w1 = walk_of(core, b, p1);
+  charge_repeats(repeatTimes, w, r0, r1, &wd, &w0, &w1);
 }
 
 template <class T, class F>
@@ -157,7 +167,8 @@ void unary_repeat(const char* api, const LocalTensor<T>& dst, const LocalTensor<
       if (mask.on(e)) map1(dst.GetPhyAddr() + pd.at<T>(r, e), a.GetPhyAddr() + ps.at<T>(r, e), 1, f);
     }
   }
-  charge_repeats(repeatTimes, w, r0, nullptr);
+  const npu::detail::BlockWalk wd = walk_of(core, dst, pd), ws = walk_of(core, a, ps);
+  charge_repeats(repeatTimes, w, r0, nullptr, &wd, &ws);
 }
 
 }  // namespace detail_
