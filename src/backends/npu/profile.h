@@ -30,6 +30,9 @@ struct Profile {
   // Bank groups of the UB: 16 on A2/A3 (48 banks of 128 x 32 B, three to a group [S30]); 0 where
   // no source gives the structure (the cost model then charges no bank conflicts).
   int ub_bank_groups;
+  // The rate a DMA row reaches from a GM address not 512-byte aligned, as a fraction of the
+  // aligned rate: 0.7 on A2 (the page's largest difference [S31]), 1 where no source gives one.
+  double gm_unaligned_rate;
   const char* sources;  // one line: where each number comes from
 };
 

@@ -13,8 +13,22 @@ namespace opreg::npu::AscendC::detail_ {
 
 namespace {
 
-// A DMA moves whole 32-byte granules of GM.
-std::uint64_t burst_bytes(const Blocks& b) { return b.count * ((b.len + 31) / 32 * 32); }
+// The bytes a DMA is charged as: whole 32-byte granules of GM, and on A2 a row whose GM address
+// is not 512-byte aligned at 1 / gm_unaligned_rate of them [S31]. Alignment is counted from the
+// start of the row's kernel argument (GM allocations assumed 512-byte aligned).
+double burst_bytes(const npu::detail::Core& core, const std::byte* gm, const Blocks& b) {
+  const auto granules = static_cast<double>((b.len + 31) / 32 * 32);
+  if (core.gm_unaligned_rate >= 1.0) return static_cast<double>(b.count) * granules;
+  const npu::GmArg* arg = npu::detail::find_arg(core, gm, b.gm_span());
+  const auto base = reinterpret_cast<std::uintptr_t>(arg != nullptr ? arg->data : gm);
+  const std::uint64_t first = reinterpret_cast<std::uintptr_t>(gm) - base;
+  double bytes = 0;
+  for (std::uint64_t i = 0; i < b.count; ++i) {
+    const bool aligned = (first + i * (b.len + b.gm_gap)) % 512 == 0;
+    bytes += aligned ? granules : granules / core.gm_unaligned_rate;
+  }
+  return bytes;
+}
 
 // The port carries one transfer at a time; a transfer starts when it is issued and its UB
 // buffer is ready (a copy in waits for the buffer's last reader and writer).
@@ -148,7 +162,7 @@ void copy_in(npu::detail::Core& core, std::byte* ub, npu::detail::Buffer* buffer
   core.counters.dma_blocks += b.count;
   core.counters.gm_read += b.count * b.len;
   double ready = buffer->read_done > buffer->write_done ? buffer->read_done : buffer->write_done;
-  buffer->write_done = transfer(core, ready, static_cast<double>(burst_bytes(b)) * core.in_ns_per_byte);
+  buffer->write_done = transfer(core, ready, burst_bytes(core, gm, b) * core.in_ns_per_byte);
 }
 
 void copy_out(npu::detail::Core& core, std::byte* gm, const std::byte* ub, npu::detail::Buffer* buffer, const Blocks& b,
@@ -172,7 +186,7 @@ void copy_out(npu::detail::Core& core, std::byte* gm, const std::byte* ub, npu::
   ++core.counters.dma_out;
   core.counters.dma_blocks += b.count;
   core.counters.gm_write += b.count * b.len;
-  const double end = transfer(core, buffer->write_done, static_cast<double>(burst_bytes(b)) * core.out_ns_per_byte);
+  const double end = transfer(core, buffer->write_done, burst_bytes(core, gm, b) * core.out_ns_per_byte);
   if (buffer->read_done < end) buffer->read_done = end;
 }
 

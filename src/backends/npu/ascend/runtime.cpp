@@ -179,6 +179,7 @@ LaunchCounters Launch::run() {
     core.ub_peak = 0;
     core.cycle_ns = 1.0 / p.clock_ghz;
     core.bank_groups = p.ub_bank_groups;
+    core.gm_unaligned_rate = p.gm_unaligned_rate;
     core.launch_profile = p.name;
     core.reduce_tree_across_repeats = std::string_view(p.name).starts_with("Ascend950");
     core.max_ext_block_count = std::string_view(p.name).starts_with("Ascend950") ? 65535 : 4095;

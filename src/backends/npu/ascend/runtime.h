@@ -180,6 +180,7 @@ struct Core {
   double out_ns_per_byte = 0;
   double cycle_ns = 1;
   int bank_groups = 0;  // the profile's UB bank groups (0: conflicts not charged)
+  double gm_unaligned_rate = 1;  // the profile's: a DMA row from GM not 512-byte aligned
 };
 
 // The core the calling host thread is emulating; an opreg::Error outside a launch.
