@@ -514,25 +514,31 @@ TEST_F(Emulated, RepeatsAreCountedPerInstructionOf255AtMost) {
   EXPECT_EQ(c.counters.vector_instructions, 3U);
 }
 
+// One block whose body gets the whole of a float TBuf of `bytes`, at UB offset 0.
+template <class F>
+LaunchCounters with_ub_floats(Emulator& em, std::uint32_t bytes, F body) {
+  Gm<float> x("x", 8);
+  return launch(em, 1, {x.arg()}, [bytes, body] {
+    TPipe pipe;
+    TBuf<TPosition::VECCALC> buf;
+    pipe.InitBuffer(buf, bytes);
+    body(buf.Get<float>());
+  });
+}
+
 // UB bank groups (the cost model, docs/backends/npu.md [S30]): a binary instruction whose two
 // sources sit at the same offset modulo 512 B reads every bank group twice a repeat, two cycles;
 // sources 256 B apart modulo 512 B read 16 different groups, one cycle. 64 repeats each.
 TEST_F(Emulated, SourcesInTheSameBankGroupsTakeTwoCyclesARepeat) {
-  Gm<float> x("x", 8);
-  const auto add_at = [&](std::uint32_t src1_offset_bytes) {
-    return launch(em, 1, {x.arg()}, [src1_offset_bytes] {
-      TPipe pipe;
-      TBuf<TPosition::VECCALC> buf;
-      pipe.InitBuffer(buf, 3 * 65536);
-      const LocalTensor<float> t = buf.Get<float>();
-      const std::uint32_t n = 64 * 64;  // 64 repeats of 64 floats
-      // dst at 128 KiB, src0 at 0, src1 at src1_offset_bytes.
-      Add(t[32768], t[0], t[src1_offset_bytes / 4], n);
+  // dst at 128 KiB, src0 at 0, src1 at `src1_bytes`: 64 repeats of 64 floats.
+  const auto add_at = [&](std::uint32_t src1_bytes) {
+    return with_ub_floats(em, 3 * 65536, [src1_bytes](const LocalTensor<float>& t) {
+      Add(t[32768], t[0], t[src1_bytes / 4], 64 * 64);
     });
   };
-  const LaunchCounters same = add_at(16384);       // 512 B x 32: the same groups
+  const LaunchCounters same = add_at(16384);         // 512 B x 32: the same groups
   const LaunchCounters apart = add_at(16384 + 256);  // the other 8 groups
-  const LaunchCounters near = add_at(16384 + 32);  // one group over: 7 of 8 groups read twice
+  const LaunchCounters near = add_at(16384 + 32);    // one group over: 7 of 8 groups read twice
   EXPECT_EQ(same.counters.vector_repeats, 64U);
   EXPECT_EQ(same.counters.bank_conflicts, 64U);
   EXPECT_EQ(apart.counters.bank_conflicts, 0U);
@@ -543,19 +549,9 @@ TEST_F(Emulated, SourcesInTheSameBankGroupsTakeTwoCyclesARepeat) {
 // Eight blocks of one operand in one bank group (block stride 16: 512 B apart) take eight
 // cycles a repeat; a block stride of 8 (256 B) puts them in two groups, four cycles [S30].
 TEST_F(Emulated, BlocksOfOneOperandInOneGroupQueue) {
-  Gm<float> x("x", 8);
   const auto adds_with = [&](std::uint8_t blk) {
-    return launch(em, 1, {x.arg()}, [blk] {
-      TPipe pipe;
-      TBuf<TPosition::VECCALC> buf;
-      pipe.InitBuffer(buf, 65536);
-      const LocalTensor<float> t = buf.Get<float>();
-      BinaryRepeatParams p;
-      p.dstBlkStride = blk;
-      p.dstRepStride = 1;
-      p.src0RepStride = 8;
-      p.src1RepStride = 8;
-      p.src1BlkStride = 1;
+    return with_ub_floats(em, 65536, [blk](const LocalTensor<float>& t) {
+      const BinaryRepeatParams p(blk, 1, 1, 1, 8, 8);
       Add(t[8192], t[0], t[64], 64, 1, p);  // one repeat; the sources in groups 0-7 and 8-15
     });
   };
