@@ -1,4 +1,4 @@
-// The copy engines: MTE2 (GM -> UB) and MTE3 (UB -> GM) on the core's GM port, with the counters
+// The copy engines: MTE2 (GM -> UB) and MTE3 (UB -> GM), two pipes, with the counters
 // and the cost model's timing of each transfer.
 #include "backends/npu/ascend/data_copy.h"
 
@@ -30,14 +30,22 @@ double burst_bytes(const npu::detail::Core& core, const std::byte* gm, const Blo
   return bytes;
 }
 
-// The port carries one transfer at a time; a transfer starts when it is issued and its UB
-// buffer is ready (a copy in waits for the buffer's last reader and writer).
-double transfer(npu::detail::Core& core, double start, double ns) {
+// A transfer of `bytes` on MTE2 (in) or MTE3: it starts when it is issued, its engine is free
+// and its UB buffer is ready (a copy in waits for the buffer's last reader and writer), and ends
+// when the engine has moved it and, from HBM, when the core's share of the memory has too.
+double transfer(npu::detail::Core& core, double start, double bytes, bool in) {
+  double& engine = in ? core.time.mte2 : core.time.mte3;
   if (core.time.issue > start) start = core.time.issue;
-  if (core.time.port > start) start = core.time.port;
-  core.time.port = start + ns;
+  if (engine > start) start = engine;
+  const double ns = bytes * (in ? core.in_ns_per_byte : core.out_ns_per_byte);
+  double end = start + ns;
+  if (core.mem_ns_per_byte > 0) {
+    core.time.mem = std::max(core.time.mem, start) + bytes * core.mem_ns_per_byte;
+    end = std::max(end, core.time.mem);
+  }
+  engine = end;
   core.time.port_busy += ns;
-  return core.time.port;
+  return end;
 }
 
 }  // namespace
@@ -162,7 +170,7 @@ void copy_in(npu::detail::Core& core, std::byte* ub, npu::detail::Buffer* buffer
   core.counters.dma_blocks += b.count;
   core.counters.gm_read += b.count * b.len;
   double ready = buffer->read_done > buffer->write_done ? buffer->read_done : buffer->write_done;
-  buffer->write_done = transfer(core, ready, burst_bytes(core, gm, b) * core.in_ns_per_byte);
+  buffer->write_done = transfer(core, ready, burst_bytes(core, gm, b), true);
 }
 
 void copy_out(npu::detail::Core& core, std::byte* gm, const std::byte* ub, npu::detail::Buffer* buffer, const Blocks& b,
@@ -186,7 +194,7 @@ void copy_out(npu::detail::Core& core, std::byte* gm, const std::byte* ub, npu::
   ++core.counters.dma_out;
   core.counters.dma_blocks += b.count;
   core.counters.gm_write += b.count * b.len;
-  const double end = transfer(core, buffer->write_done, burst_bytes(core, gm, b) * core.out_ns_per_byte);
+  const double end = transfer(core, buffer->write_done, burst_bytes(core, gm, b), false);
   if (buffer->read_done < end) buffer->read_done = end;
 }
 

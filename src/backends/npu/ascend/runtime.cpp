@@ -90,8 +90,8 @@ class HostPool {
   bool stop_ = false;
 };
 
-double Timeline::end() const { return std::max({issue, port, vec}); }
-void Timeline::start_at(double t) { issue = port = vec = t; }
+double Timeline::end() const { return std::max({issue, mte2, mte3, vec}); }
+void Timeline::start_at(double t) { issue = mte2 = mte3 = mem = vec = t; }
 
 // One launch in flight. Blocks of a wave run on host threads of their own, but only `permits`
 // of them at a time, admitted in the order of `queue_`: the wave's shuffled block order first,
@@ -243,6 +243,7 @@ void Launch::set_rates(int active) {
     Core& core = em_.cores_[static_cast<std::size_t>(c)];
     core.in_ns_per_byte = 1.0 / in_gbps;
     core.out_ns_per_byte = 1.0 / out_gbps;
+    core.mem_ns_per_byte = l2_resident_ ? 0.0 : active / p.hbm_gbps;
   }
 }
 

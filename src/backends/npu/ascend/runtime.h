@@ -135,12 +135,16 @@ struct PipeState {
 
 // A core's clock in the cost model, in nanoseconds from the start of the launch. Instructions
 // are issued in program order by the scalar unit (`issue`), run on their pipe when their
-// operands are ready, and the GM port carries MTE2 and MTE3 one transfer at a time.
+// operands are ready. MTE2 (GM -> UB) and MTE3 (UB -> GM) are separate pipes, each one transfer
+// at a time at its own rate; from HBM the core's share of the memory bandwidth is one for both
+// (`mem`: what reads and writes have used of it), from L2 each direction has its own rate.
 struct Timeline {
   double issue = 0;
-  double port = 0;
+  double mte2 = 0;
+  double mte3 = 0;
+  double mem = 0;
   double vec = 0;
-  double port_busy = 0;
+  double port_busy = 0;  // MTE2 and MTE3 busy time, summed
   double vec_busy = 0;
   double end() const;
   void start_at(double t);
@@ -178,6 +182,7 @@ struct Core {
   // This wave's DMA cost (ns per byte, a core's share of the memory bandwidth) and clock.
   double in_ns_per_byte = 0;
   double out_ns_per_byte = 0;
+  double mem_ns_per_byte = 0;  // the core's share of HBM, reads and writes together (0: L2-resident)
   double cycle_ns = 1;
   int bank_groups = 0;  // the profile's UB bank groups (0: conflicts not charged)
   double gm_unaligned_rate = 1;  // the profile's: a DMA row from GM not 512-byte aligned
