@@ -10,6 +10,7 @@
 #include "opreg/registry.h"
 #include "registry/env.h"
 #include "registry/fail.h"
+#include "registry/quote.h"
 
 namespace opreg::npu {
 
@@ -17,9 +18,17 @@ Availability NpuBackend::probe() {
   const DeviceModel model =
       fixed_ ? *fixed_ : select_device_model(env_value("OPREG_NPU_PROFILE"), env_value("OPREG_NPU_UB_BYTES"));
   emulator_ = std::make_unique<Emulator>(model);
-  std::string how = fmt::format("host emulator of {} ({} vector cores, Unified Buffer {} B{})", model.profile->name,
+  // OPREG_NPU_MATH: exact (the default) or approx (Emulator::set_approx_math).
+  const std::optional<std::string> math = env_value("OPREG_NPU_MATH");
+  if (math && *math != "exact" && *math != "approx") {
+    fail(ErrorKind::invalid_argument, "OPREG_NPU_MATH={}: not a math mode of the npu emulator; accepted: exact, approx",
+         quote(*math));
+  }
+  emulator_->set_approx_math(math == "approx");
+  std::string how = fmt::format("host emulator of {} ({} vector cores, Unified Buffer {} B{}{})", model.profile->name,
                                 model.profile->vector_cores, model.ub_bytes,
-                                model.ub_bytes != model.profile->ub_bytes ? " from OPREG_NPU_UB_BYTES" : "");
+                                model.ub_bytes != model.profile->ub_bytes ? " from OPREG_NPU_UB_BYTES" : "",
+                                emulator_->approx_math() ? ", approximate math" : "");
   return {true, 1, std::move(how)};
 }
 

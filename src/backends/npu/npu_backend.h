@@ -20,7 +20,7 @@ namespace opreg::npu {
 
 class NpuBackend final : public HostMemoryBackend {
  public:
-  // Reads OPREG_NPU_PROFILE / OPREG_NPU_UB_BYTES when probed.
+  // Reads OPREG_NPU_PROFILE / OPREG_NPU_UB_BYTES / OPREG_NPU_MATH when probed.
   NpuBackend() = default;
   // A fixed device model, whatever the environment says (tests, benchmarks).
   explicit NpuBackend(DeviceModel model) : fixed_(model) {}
@@ -28,7 +28,9 @@ class NpuBackend final : public HostMemoryBackend {
   std::string name() const override { return "npu"; }
   int inference_priority() const override { return 300; }
   FallbackPolicy default_fallback() const override { return FallbackPolicy::warn; }
-  std::vector<std::string> env_vars() const override { return {"OPREG_NPU_PROFILE", "OPREG_NPU_UB_BYTES"}; }
+  std::vector<std::string> env_vars() const override {
+    return {"OPREG_NPU_PROFILE", "OPREG_NPU_UB_BYTES", "OPREG_NPU_MATH"};
+  }
   Availability probe() override;
   DeviceProps properties(int index) const override;
   std::string last_run_note(int index) const override;

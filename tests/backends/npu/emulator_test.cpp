@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <mutex>
 #include <numeric>
@@ -554,6 +555,38 @@ LaunchCounters with_ub_floats(Emulator& em, std::uint32_t bytes, F body) {
     pipe.InitBuffer(buf, bytes);
     body(buf.Get<float>());
   });
+}
+
+// Approximate math (OPREG_NPU_MATH=approx): Exp's results within 2 ulp of the correctly rounded
+// ones, some of them off, the same on every run; Abs stays exact.
+TEST_F(Emulated, ApproximateMathStaysWithinTwoUlpAndIsDeterministic) {
+  static constexpr std::uint32_t kN = 1024;
+  const auto exp_of_ramp = [&](bool approx) {
+    em.set_approx_math(approx);
+    std::vector<float> out(2 * kN);
+    with_ub_floats(em, 4 * kN * 4, [&out](const LocalTensor<float>& t) {
+      for (std::uint32_t i = 0; i < kN; ++i) t.SetValue(i, -20.0f + 0.039f * static_cast<float>(i));
+      PipeSync<HardEvent::S_V>();
+      Exp(t[kN], t[0], kN);
+      Abs(t[2 * kN], t[0], kN);
+      PipeSync<HardEvent::V_S>();
+      for (std::uint32_t i = 0; i < 2 * kN; ++i) out[i] = t.GetValue(kN + i);
+    });
+    em.set_approx_math(false);
+    return out;
+  };
+  const std::vector<float> exact = exp_of_ramp(false);
+  const std::vector<float> approx = exp_of_ramp(true);
+  EXPECT_EQ(approx, exp_of_ramp(true));
+  int off = 0;
+  for (std::uint32_t i = 0; i < kN; ++i) {
+    const auto ulps = std::abs(static_cast<std::int64_t>(std::bit_cast<std::int32_t>(approx[i])) -
+                               std::bit_cast<std::int32_t>(exact[i]));
+    EXPECT_LE(ulps, 2) << i;
+    off += ulps != 0;
+    EXPECT_EQ(approx[kN + i], exact[kN + i]);  // Abs
+  }
+  EXPECT_GT(off, static_cast<int>(kN) / 2);
 }
 
 // UB bank groups (the cost model, docs/backends/npu.md [S30]): a binary instruction whose two

@@ -169,6 +169,7 @@ struct Core {
   std::int64_t blocks_run = 0;  // in this launch
   bool atomic_add = false;
   bool strict = true;      // the pipe synchronisation rules (Emulator::set_strict)
+  bool approx_math = false;  // Emulator::set_approx_math
   const char* launch_profile = "";           // the profile's name, for messages
   std::uint32_t max_ext_block_count = 4095;  // DataCopyExtParams.blockCount: 65535 on the 950PR [S9]
   bool reduce_tree_across_repeats = false;   // ReduceSum's method 1 (950PR) or 2 (A2/A3) [S23]
@@ -316,6 +317,11 @@ class Emulator {
   // checked (alignment and every other rule still are).
   void set_strict(bool strict) { strict_.store(strict); }
   bool strict() const { return strict_.load(); }
+  // Approximate math (OPREG_NPU_MATH=approx): Exp, Ln, Sqrt, Rsqrt and Reciprocal return within
+  // 2 ulp of the correctly rounded result instead of it, as the device's are not correctly rounded
+  // (vector.h's within_2ulp). Off by default.
+  void set_approx_math(bool on) { approx_math_.store(on); }
+  bool approx_math() const { return approx_math_.load(); }
 
   // Runs `body` once per block, block ids 0..block_dim-1 in waves of the vector core count,
   // each block on a core of its own. Launches on one device run one at a time (one stream).
@@ -347,6 +353,7 @@ class Emulator {
   std::atomic<std::uint64_t> launches_{0};
   std::atomic<int> host_threads_{0};
   std::atomic<bool> strict_{true};
+  std::atomic<bool> approx_math_{false};
 };
 
 // triton-ascend's grid rule: up to 3 grid dims whose product is the block count, at most 65535.

@@ -8,6 +8,7 @@
 // arithmetic (Cast it to float).
 #pragma once
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -244,20 +245,50 @@ void Mins(const LocalTensor<T>& dst, const LocalTensor<T>& src, const T& scalarV
 
 // The float unary instructions, each X(Name, f) with f of a float `a`: their contiguous form below,
 // their repeat form in vector_repeat.h.
-#define OPREG_NPU_FLOAT_UNARIES(X) \
-  X(Exp, std::exp(a))              \
-  X(Ln, std::log(a))               \
-  X(Sqrt, std::sqrt(a))            \
-  X(Rsqrt, 1.0f / std::sqrt(a))    \
-  X(Reciprocal, 1.0f / a)          \
-  X(Abs, std::fabs(a))
+// Each as X(name, f(a), approximated): whether the device's result may miss the correctly
+// rounded one (Abs is exact).
+#define OPREG_NPU_FLOAT_UNARIES(X)    \
+  X(Exp, std::exp(a), true)           \
+  X(Ln, std::log(a), true)            \
+  X(Sqrt, std::sqrt(a), true)         \
+  X(Rsqrt, 1.0f / std::sqrt(a), true) \
+  X(Reciprocal, 1.0f / a, true)       \
+  X(Abs, std::fabs(a), false)
+
+namespace detail_ {
+
+// Approximate math (Emulator::set_approx_math): r, the result for input a, moved by -2 to +2 ulp,
+// the amount fixed by a's bits (the same input always gives the same result). An assumption
+// where no error bound is published: docs/backends/npu.md. NaN, infinities and zeros stay.
+inline float within_2ulp(float r, float a) {
+  if (!std::isfinite(r) || r == 0.0f) return r;
+  std::uint32_t h = std::bit_cast<std::uint32_t>(a) * 0x9E3779B1u;
+  h ^= h >> 15;
+  const int steps = static_cast<int>(h % 5) - 2;
+  const float toward = steps < 0 ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
+  for (int i = 0; i < (steps < 0 ? -steps : steps); ++i) r = std::nextafter(r, toward);
+  return std::isfinite(r) ? r : std::nextafter(r, 0.0f);
+}
+
+// f, or with approximate math on and `approximated`, within 2 ulp of it.
+template <bool Approximated, class Apply, class F>
+void maybe_approximate(Apply&& apply, F f) {
+  if (Approximated && npu::detail::current().approx_math) {
+    apply([f](float a) { return within_2ulp(f(a), a); });
+  } else {
+    apply(f);
+  }
+}
+
+}  // namespace detail_
 
 // ---- dst = f(src), float and half
-#define OPREG_NPU_FLOAT_UNARY(name, f)                                                   \
-  template <class T>                                                                     \
-  void name(const LocalTensor<T>& dst, const LocalTensor<T>& src, std::uint32_t calCount) { \
-    static_assert(detail_::kFloatLike<T>, #name ": float or half");                      \
-    detail_::unary(#name, dst, src, calCount, [](float a) { return f; });                \
+#define OPREG_NPU_FLOAT_UNARY(name, f, approximated)                                                 \
+  template <class T>                                                                                 \
+  void name(const LocalTensor<T>& dst, const LocalTensor<T>& src, std::uint32_t calCount) {          \
+    static_assert(detail_::kFloatLike<T>, #name ": float or half");                                  \
+    detail_::maybe_approximate<approximated>(                                                        \
+        [&](auto g) { detail_::unary(#name, dst, src, calCount, g); }, [](float a) { return f; }); \
   }
 OPREG_NPU_FLOAT_UNARIES(OPREG_NPU_FLOAT_UNARY)
 #undef OPREG_NPU_FLOAT_UNARY

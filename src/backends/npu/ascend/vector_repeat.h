@@ -206,12 +206,14 @@ OPREG_NPU_SCALAR_REPEAT(Mins, a < s ? a : s)
 #undef OPREG_NPU_SCALAR_REPEAT
 
 // ---- dst = f(src), repeat form: Exp(dst, src, mask, repeatTimes, UnaryRepeatParams)
-#define OPREG_NPU_UNARY_REPEAT(Name, expr)                                                                  \
-  template <class T>                                                                                     \
-  void Name(const LocalTensor<T>& dst, const LocalTensor<T>& src, detail_::Mask mask,                      \
-            std::int32_t repeatTimes, const UnaryRepeatParams& repeatParams) {                             \
-    detail_::require_type<T, true>();                                                                    \
-    detail_::unary_repeat(#Name, dst, src, mask, repeatTimes, repeatParams, [](float a) { return expr; }); \
+#define OPREG_NPU_UNARY_REPEAT(Name, expr, approximated)                                              \
+  template <class T>                                                                                \
+  void Name(const LocalTensor<T>& dst, const LocalTensor<T>& src, detail_::Mask mask,                 \
+            std::int32_t repeatTimes, const UnaryRepeatParams& repeatParams) {                        \
+    detail_::require_type<T, true>();                                                               \
+    detail_::maybe_approximate<approximated>(                                                       \
+        [&](auto g) { detail_::unary_repeat(#Name, dst, src, mask, repeatTimes, repeatParams, g); }, \
+        [](float a) { return expr; });                                                              \
   }
 OPREG_NPU_FLOAT_UNARIES(OPREG_NPU_UNARY_REPEAT)
 #undef OPREG_NPU_UNARY_REPEAT
