@@ -1,3 +1,12 @@
+# The backends' generated files (families/<backend>.inc, the cpu's per-level units, the xpu's
+# programs): opreg_write_if_changed(<path> <text>) writes <text> to <path> only when it differs,
+# so that re-running CMake rebuilds nothing that did not change.
+function(opreg_write_if_changed path text)
+  file(WRITE ${path}.tmp "${text}")
+  file(COPY_FILE ${path}.tmp ${path} ONLY_IF_DIFFERENT)
+  file(REMOVE ${path}.tmp)
+endfunction()
+
 # A backend's op families are its folders that hold a list.cpp: nothing names them by hand.
 # opreg_families(<backend> <var>) sets <var> to the calling backend folder's families (sorted)
 # and writes families/<backend>.inc in the build tree (on opreg's include path), one
@@ -15,9 +24,7 @@ function(opreg_families backend var)
   foreach(family IN LISTS families)
     string(APPEND text "OPREG_FAMILY(${family})\n")
   endforeach()
-  set(out ${PROJECT_BINARY_DIR}/generated/families/${backend}.inc)
-  file(WRITE ${out}.tmp "${text}")
-  file(COPY_FILE ${out}.tmp ${out} ONLY_IF_DIFFERENT)
+  opreg_write_if_changed(${PROJECT_BINARY_DIR}/generated/families/${backend}.inc "${text}")
   set(${var} ${families} PARENT_SCOPE)
 endfunction()
 
