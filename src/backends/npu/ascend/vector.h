@@ -259,15 +259,20 @@ namespace detail_ {
 
 // Approximate math (Emulator::set_approx_math): r, the result for input a, moved by -2 to +2 ulp,
 // the amount fixed by a's bits (the same input always gives the same result). An assumption
-// where no error bound is published: docs/backends/npu.md. NaN, infinities and zeros stay.
+// where no error bound is published: docs/backends/npu.md. NaN, infinities and zeros stay, and a
+// result keeps its sign and stays finite: the steps stop short of zero and of infinity.
 inline float within_2ulp(float r, float a) {
   if (!std::isfinite(r) || r == 0.0f) return r;
   std::uint32_t h = std::bit_cast<std::uint32_t>(a) * 0x9E3779B1u;
   h ^= h >> 15;
   const int steps = static_cast<int>(h % 5) - 2;
   const float toward = steps < 0 ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
-  for (int i = 0; i < (steps < 0 ? -steps : steps); ++i) r = std::nextafter(r, toward);
-  return std::isfinite(r) ? r : std::nextafter(r, 0.0f);
+  for (int i = 0; i < (steps < 0 ? -steps : steps); ++i) {
+    const float next = std::nextafter(r, toward);
+    if (next == 0.0f || !std::isfinite(next)) break;
+    r = next;
+  }
+  return r;
 }
 
 // f, or with approximate math on and `approximated`, within 2 ulp of it.
