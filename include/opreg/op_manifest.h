@@ -149,10 +149,10 @@
   S(RmsNormBwdArgs, opreg_rms_norm_bwd_args, rms_norm, OPREG_FIELDS_RMS_NORM_BWD)                                 \
   S(FusedAddRmsNormFwdArgs, opreg_fused_add_rms_norm_fwd_args, rms_norm, OPREG_FIELDS_FUSED_ADD_RMS_NORM_FWD)     \
   S(FusedAddRmsNormBwdArgs, opreg_fused_add_rms_norm_bwd_args, rms_norm, OPREG_FIELDS_FUSED_ADD_RMS_NORM_BWD)     \
-  S(LayerNormFwdArgs, opreg_layer_norm_fwd_args, norm, OPREG_FIELDS_LAYER_NORM_FWD)                         \
-  S(LayerNormBwdArgs, opreg_layer_norm_bwd_args, norm, OPREG_FIELDS_LAYER_NORM_BWD)                         \
-  S(GroupNormFwdArgs, opreg_group_norm_fwd_args, norm, OPREG_FIELDS_GROUP_NORM_FWD)                         \
-  S(GroupNormBwdArgs, opreg_group_norm_bwd_args, norm, OPREG_FIELDS_GROUP_NORM_BWD)                         \
+  S(LayerNormFwdArgs, opreg_layer_norm_fwd_args, norm, OPREG_FIELDS_LAYER_NORM_FWD)                               \
+  S(LayerNormBwdArgs, opreg_layer_norm_bwd_args, norm, OPREG_FIELDS_LAYER_NORM_BWD)                               \
+  S(GroupNormFwdArgs, opreg_group_norm_fwd_args, norm, OPREG_FIELDS_GROUP_NORM_FWD)                               \
+  S(GroupNormBwdArgs, opreg_group_norm_bwd_args, norm, OPREG_FIELDS_GROUP_NORM_BWD)                               \
   S(GluFwdArgs, opreg_glu_fwd_args, glu, OPREG_FIELDS_GLU_FWD)                                                    \
   S(GluBwdArgs, opreg_glu_bwd_args, glu, OPREG_FIELDS_GLU_BWD)
 

@@ -59,8 +59,7 @@ DeviceProps XpuBackend::properties(int index) const {
                  {"local_mem_bytes", std::to_string(d.local_mem)},
                  {kWorkGroupSizeKey, std::to_string(d.work_group_size)},
                  {kFusedColumnsKey, std::to_string(d.fused_columns)}};
-  if (!d.gpu && !environment_.pocl_cache_dir.empty())
-    props.extra.emplace_back("pocl_cache_dir", environment_.pocl_cache_dir);
+  if (!d.gpu && !environment_.pocl_cache_dir.empty()) props.extra.emplace_back("pocl_cache_dir", environment_.pocl_cache_dir);
   props.facts = &d;  // what the variants read
   return props;
 }
@@ -89,8 +88,7 @@ void* XpuBackend::allocate(int index, std::size_t bytes) { return runtime(index)
 void XpuBackend::deallocate(int index, void* ptr, std::size_t /*bytes*/) noexcept {
   // Memory can only come from a runtime that exists.
   if (index >= 0 && static_cast<std::size_t>(index) < slots_.size()) {
-    if (DeviceRuntime* rt = slots_[static_cast<std::size_t>(index)]->ready.load(std::memory_order_acquire))
-      rt->free(ptr);
+    if (DeviceRuntime* rt = slots_[static_cast<std::size_t>(index)]->ready.load(std::memory_order_acquire)) rt->free(ptr);
   }
 }
 
