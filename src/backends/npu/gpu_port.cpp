@@ -4,6 +4,7 @@
 
 #include "backends/npu/ascend/kernel_operator.h"
 #include "backends/npu/ascend/runtime.h"
+#include "registry/fail.h"
 
 namespace opreg::npu::gpu_port {
 
@@ -51,6 +52,15 @@ __global__ __aicore__ void gpu_port_program(uint32_t live_bytes) {
 }  // namespace
 
 void launch(Emulator& emulator, const std::string& kernel, const Port& port, std::span<const GmArg> args) {
+  if (port.live_bits > port.ub_bits) {
+    // triton-ascend's compiler (BiShengIR) plans the program's UB and refuses, once, before
+    // anything runs; its text [T1][T3].
+    fail(ErrorKind::unsupported,
+         "ub overflow, requires {} bits while {} bits available! (possible reason: tiling basic block is too large or "
+         "block number is more than what user expect due to multi-buffer feature is enabled and some ops need extra "
+         "local buffer.) [triton-ascend compiling {} (emulated): BLOCK_SIZE {}, before the launch of {} programs]",
+         port.live_bits, port.ub_bits, kernel, port.block_size, port.programs);
+  }
   const auto live_bytes = static_cast<std::uint32_t>(std::min<std::int64_t>((port.live_bits + 7) / 8, 0xFFFFFFFF));
   emulator.launch(kernel, port.programs, args, [&] { gpu_port_program(live_bytes); });
 }

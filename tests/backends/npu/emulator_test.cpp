@@ -37,22 +37,26 @@ class Emulated : public ::testing::Test {
 
 // ---- Unified Buffer
 
-TEST_F(Emulated, UbOverflowThrowsTheCompilerText) {
-  Gm<float> x("x", 8);
+// An Ascend C kernel that allocates past the UB compiles; the device faults at run time with the
+// runtime's vector core exception, once for the launch, and the outputs are left poisoned.
+TEST_F(Emulated, UbPastTheEndIsTheRuntimesVectorCoreExceptionOncePerLaunch) {
+  Gm<float> x("x", 8, 1.5F);
+  Gm<float> y("y", 8, 2.5F);
   EXPECT_TRUE(ThrowsError(
       [&] {
-        launch(em, 1, {x.arg()}, [] {
+        launch(em, 40, {x.arg(), y.out()}, [] {
           TPipe pipe;
           TBuf<TPosition::VECCALC> a, b;
           pipe.InitBuffer(a, 100000);
-          pipe.InitBuffer(b, 100000);  // 200000 B in all: 1600000 bits
+          pipe.InitBuffer(b, 100000);  // 200000 B in all, 3392 B past the 196608
         });
       },
-      ErrorKind::unsupported,
-      {"ub overflow, requires 1600000 bits while 1572864 bits available! (possible reason: tiling basic block is too "
-       "large or block number is more than what user expect due to multi-buffer feature is enabled and some ops need "
-       "extra local buffer.)",
-       "test_kernel", "UB offset 100000"}));
+      ErrorKind::device,
+      {"npu runtime error 507035 (ACL_ERROR_RT_VECTOR_CORE_EXCEPTION): VEC instruction error: the ub address out of "
+       "bounds. Kernel task happen error, retCode=0x31, [vector core exception].",
+       "test_kernel", "InitBuffer of 100000 bytes at UB offset 100000 ends 3392 bytes past", "left poisoned"}));
+  for (float v : x.data) EXPECT_EQ(v, 1.5F);  // inputs untouched
+  for (float v : y.data) EXPECT_TRUE(std::isnan(v));
 }
 
 TEST_F(Emulated, UbHoldsExactlyTheProfilesBytesIn32ByteSteps) {
@@ -80,7 +84,7 @@ TEST(EmulatorProfiles, UbOverrideAndEveryProfileHoldItsSize) {
             pipe.InitBuffer(a, static_cast<std::uint32_t>(p.ub_bytes + 32));
           });
         },
-        ErrorKind::unsupported, {fmt::format("while {} bits available!", p.ub_bytes * 8)}));
+        ErrorKind::device, {fmt::format("ends 32 bytes past the {}-byte Unified Buffer", p.ub_bytes)}));
   }
   Emulator small(model("Ascend910B4", "16384"));
   EXPECT_EQ(small.ub_bytes(), 16384U);

@@ -89,6 +89,7 @@ struct Gm {
   const char* name;
   Gm(const char* n, std::size_t count, T fill = T{}) : data(count, fill), name(n) {}
   GmArg arg() const { return {name, data.data(), data.size() * sizeof(T)}; }
+  GmArg out() const { return {name, data.data(), data.size() * sizeof(T), true}; }  // an output argument
   AscendC::GM_ADDR addr() { return reinterpret_cast<AscendC::GM_ADDR>(data.data()); }
 };
 

@@ -1,4 +1,4 @@
-// TPipe's UB allocation (with the real "ub overflow" text), the queue state machine, and the
+// TPipe's UB allocation (past the UB: the runtime's vector core exception), the queue state machine, and the
 // messages of a misused tensor.
 #include "backends/npu/ascend/pipe.h"
 #include "backends/npu/ascend/vector_repeat.h"
@@ -276,14 +276,13 @@ npu::detail::Buffer& TPipe::allocate(std::uint32_t len, TPosition pos, bool queu
   }
   const std::uint64_t offset = core.ub_top;
   if (offset + bytes > core.ub_size) {
-    // The message triton-ascend's compiler prints [T1][T3], then where it happened.
-    fail(ErrorKind::unsupported,
-         "ub overflow, requires {} bits while {} bits available! (possible reason: tiling basic block is too large or "
-         "block number is more than what user expect due to multi-buffer feature is enabled and some ops need extra "
-         "local buffer.) [npu kernel {} (emulated), block {} on vector core {}: InitBuffer of {} bytes at UB offset {} "
-         "of a {}-byte Unified Buffer]",
-         (offset + bytes) * 8, std::uint64_t{core.ub_size} * 8, npu::detail::kernel_name(core), core.block, core.index,
-         bytes, offset, core.ub_size);
+    // Ascend C does not check UB at compile time: the kernel builds, and the device faults at the
+    // first access past the UB (the runtime's error, once per launch). The emulator fails here,
+    // where the allocation crosses the end, with the device's text.
+    npu::detail::device_fault(core, "VEC instruction error: the ub address out of bounds.",
+                              fmt::format("InitBuffer of {} bytes at UB offset {} ends {} bytes past the {}-byte "
+                                          "Unified Buffer",
+                                          bytes, offset, offset + bytes - core.ub_size, core.ub_size));
   }
   npu::detail::Buffer& b = core.buffers[static_cast<std::size_t>(count_++)];
   b.offset = static_cast<std::uint32_t>(offset);

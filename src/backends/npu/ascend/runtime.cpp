@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
+#include <cstring>
 #include <exception>
 #include <numeric>
 #include <set>
@@ -23,6 +24,12 @@ namespace {
 
 // A launch that was aborted by another block's error unwinds its blocks with this.
 struct Aborted {};
+
+// What device_fault throws: the runtime's error, marked so that the launch poisons its outputs.
+class DeviceFault : public Error {
+ public:
+  using Error::Error;
+};
 
 std::string block_list(const std::vector<std::int64_t>& blocks) {
   std::string out;
@@ -193,7 +200,16 @@ LaunchCounters Launch::run() {
     run_wave(count);
   }
   for (int c = 0; c < cores; ++c) em_.cores_[static_cast<std::size_t>(c)].launch = nullptr;
-  if (error_) std::rethrow_exception(error_);
+  if (error_) {
+    try {
+      std::rethrow_exception(error_);
+    } catch (const DeviceFault&) {
+      for (const GmArg& a : args_) {
+        if (a.output && a.data != nullptr) std::memset(const_cast<void*>(a.data), 0xFF, a.bytes);
+      }
+      throw;
+    }
+  }
 
   LaunchCounters out;
   out.kernel = kernel_;
@@ -377,6 +393,16 @@ void kernel_fail(const Core& core, const std::string& message) {
   if (core.launch == nullptr) fail(ErrorKind::internal, "npu kernel: {}", message);
   fail(ErrorKind::internal, "npu kernel {} (emulated), block {} of {} on vector core {}: {}", core.launch->kernel(),
        core.block, core.launch->block_dim(), core.index, message);
+}
+
+void device_fault(const Core& core, std::string_view error_str, const std::string& detail) {
+  // The runtime's code and texts for a vector core's exception (ACL_ERROR_RT_VECTOR_CORE_EXCEPTION,
+  // 507035, acl_base.h; the errorStr and retCode as the device's plog prints them [S32]).
+  throw DeviceFault(ErrorKind::device,
+                    fmt::format("npu runtime error 507035 (ACL_ERROR_RT_VECTOR_CORE_EXCEPTION): {} Kernel task happen "
+                                "error, retCode=0x31, [vector core exception]. [npu kernel {} (emulated), block {} of {} "
+                                "on vector core {}: {}; the launch's outputs are left poisoned]",
+                                error_str, kernel_name(core), core.block, block_dim(core), core.index, detail));
 }
 
 std::string_view kernel_name(const Core& core) { return core.launch != nullptr ? core.launch->kernel() : ""; }

@@ -67,6 +67,9 @@ struct GmArg {
   const char* name;
   const void* data;
   std::size_t bytes;
+  // The kernel writes it: a launch that faults (device_fault) leaves it poisoned, as a kernel the
+  // device stopped mid-way leaves its outputs.
+  bool output = false;
 };
 
 namespace detail {
@@ -199,6 +202,11 @@ inline Core& current() {
 
 // Throws opreg::Error (internal) prefixed with the kernel, block and core.
 [[noreturn]] void kernel_fail(const Core& core, const std::string& message);
+// A fault the device raises at run time in a kernel that compiled (an address past the UB): the
+// launch fails once with the runtime's error (ErrorKind::device), the other blocks are stopped
+// and the launch's output arguments are poisoned (all bits set). `error_str` is the device's
+// errorStr, `detail` where the emulator saw it.
+[[noreturn]] void device_fault(const Core& core, std::string_view error_str, const std::string& detail);
 std::string_view kernel_name(const Core& core);
 std::int64_t block_dim(const Core& core);
 // The kernel argument containing [p, p + bytes), or nullptr.

@@ -411,7 +411,7 @@ void run_fwd(const family::GluFwd& d, const GluPlan& plan, const KernelContext& 
   const std::string name = kernel_name(A, false, plan.impl);
   if (plan.block_dim == 0) return emulator.record(empty_launch(name, emulator));
   const auto bytes = static_cast<std::size_t>(d.n) * elem_bytes(d.type);
-  const std::vector<GmArg> args{{"a", d.a, bytes}, {"b", d.b, bytes}, {"c", d.c, bytes}};
+  const std::vector<GmArg> args{{"a", d.a, bytes}, {"b", d.b, bytes}, {"c", d.c, bytes, true}};
   launch_port(plan, name, emulator, args);
   const bool torch = d.rounding == family::GluRounding::torch;
   emulator.launch(name, plan.block_dim, args, [&] {
@@ -428,7 +428,7 @@ void run_bwd(const family::GluBwd& d, const GluPlan& plan, const KernelContext& 
   if (plan.block_dim == 0) return emulator.record(empty_launch(name, emulator));
   const auto bytes = static_cast<std::size_t>(d.n) * elem_bytes(d.type);
   const std::vector<GmArg> args{
-      {"dc", d.dc, bytes}, {"a", d.a, bytes}, {"b", d.b, bytes}, {"da", d.da, bytes}, {"db", d.db, bytes}};
+      {"dc", d.dc, bytes}, {"a", d.a, bytes}, {"b", d.b, bytes}, {"da", d.da, bytes, true}, {"db", d.db, bytes, true}};
   launch_port(plan, name, emulator, args);
   const bool torch = d.rounding == family::GluRounding::torch;
   emulator.launch(name, plan.block_dim, args, [&] {

@@ -482,10 +482,10 @@ void launch_bwd(const family::NormBwd& d, const NormSizes& s, const NormPlan& pl
   const auto pbytes = static_cast<std::size_t>(s.params()) * elem_bytes(s.p);
   const auto sbytes = static_cast<std::size_t>(s.sets) * 4;
   std::vector<GmArg> args{{"dy", d.dy, xbytes},       {"x", d.x, xbytes},   {"mean", d.mean, sbytes},
-                          {"rstd", d.rstd, sbytes},   {"dx", d.dx, xbytes}, {"workspace", lease.data(), lease.bytes()}};
+                          {"rstd", d.rstd, sbytes},   {"dx", d.dx, xbytes, true}, {"workspace", lease.data(), lease.bytes()}};
   if (s.has_weight) args.push_back({"weight", d.weight, pbytes});
-  if (d.dweight != nullptr) args.push_back({"dweight", d.dweight, pbytes});
-  if (d.dbias != nullptr) args.push_back({"dbias", d.dbias, pbytes});
+  if (d.dweight != nullptr) args.push_back({"dweight", d.dweight, pbytes, true});
+  if (d.dbias != nullptr) args.push_back({"dbias", d.dbias, pbytes, true});
   kernel::launch<KernelNormGrad>(emulator, name, cores, args, s.x, s.p, p, gm_addr(d.dy), gm_addr(d.x), gm_addr(d.weight),
                                  gm_addr(d.mean), gm_addr(d.rstd), gm_addr(d.dx), gm_addr(d.dweight), gm_addr(d.dbias),
                                  gm_addr(lease.data()));

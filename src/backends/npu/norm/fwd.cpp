@@ -356,7 +356,7 @@ void launch_fwd(const family::NormFwd& d, const NormSizes& s, const NormPlan& pl
   const auto xbytes = static_cast<std::size_t>(s.sets * s.size()) * elem_bytes(s.x);
   const auto pbytes = static_cast<std::size_t>(s.params()) * elem_bytes(s.p);
   const auto sbytes = static_cast<std::size_t>(s.sets) * 4;
-  std::vector<GmArg> args{{"x", d.x, xbytes}, {"y", d.y, xbytes}, {"mean", d.mean, sbytes}, {"rstd", d.rstd, sbytes}};
+  std::vector<GmArg> args{{"x", d.x, xbytes}, {"y", d.y, xbytes, true}, {"mean", d.mean, sbytes, true}, {"rstd", d.rstd, sbytes, true}};
   if (s.has_weight) args.push_back({"weight", d.weight, pbytes});
   if (s.has_bias) args.push_back({"bias", d.bias, pbytes});
   kernel::launch<KernelNorm>(emulator, name, plan.tiles.block_dim, args, s.x, s.p, p, gm_addr(d.x), gm_addr(d.weight),

@@ -403,11 +403,11 @@ void run_bwd(const family::RowNormBwd& d, const BwdPlan& plan, const KernelConte
   std::vector<GmArg> args{{"dy", d.dy, xbytes},
                           {"x", d.x, xbytes},
                           {"rstd", d.rstd, static_cast<std::size_t>(s.rows) * 4},
-                          {"dx", d.dx, xbytes},
+                          {"dx", d.dx, xbytes, true},
                           {"workspace", lease.data(), lease.bytes()}};
   if (s.has_weight) {
     args.push_back({"weight", d.weight, wbytes});
-    args.push_back({"dweight", d.dweight, wbytes});
+    args.push_back({"dweight", d.dweight, wbytes, true});
   }
   if (s.fused) args.push_back({"ds_out", d.ds_out, xbytes});
   kernel::launch<KernelRmsNormGrad>(emulator, name, cores, args, s.x, s.w, p, gm_addr(d.dy), gm_addr(d.ds_out),

@@ -425,11 +425,11 @@ void run_fwd(const family::RowNormFwd& d, const FwdPlan& plan, const KernelConte
     return;
   }
   const std::size_t xbytes = static_cast<std::size_t>(s.rows * s.cols) * elem_bytes(s.x);
-  std::vector<GmArg> args{{"x", d.x, xbytes}, {"y", d.y, xbytes}, {"rstd", d.rstd, static_cast<std::size_t>(s.rows) * 4}};
+  std::vector<GmArg> args{{"x", d.x, xbytes}, {"y", d.y, xbytes, true}, {"rstd", d.rstd, static_cast<std::size_t>(s.rows) * 4, true}};
   if (s.has_weight) args.push_back({"weight", d.weight, static_cast<std::size_t>(s.cols) * elem_bytes(s.w)});
   if (s.fused) {
     args.push_back({"residual", d.residual, xbytes});
-    args.push_back({"s", d.s, xbytes});
+    args.push_back({"s", d.s, xbytes, true});
   }
   kernel::launch<KernelRmsNorm>(emulator, name, p.plan.block_dim, args, s.x, s.w, p, gm_addr(d.x), gm_addr(d.residual),
                                 gm_addr(d.weight), gm_addr(d.y), gm_addr(d.s), gm_addr(d.rstd));
