@@ -29,7 +29,8 @@ class NpuBackend final : public HostMemoryBackend {
   int inference_priority() const override { return 300; }
   FallbackPolicy default_fallback() const override { return FallbackPolicy::warn; }
   std::vector<std::string> env_vars() const override {
-    return {"OPREG_NPU_PROFILE", "OPREG_NPU_UB_BYTES", "OPREG_NPU_MATH"};
+    // OPREG_NPU_TRITON_MULTIBUFFER: gpu_port's multi-buffer rule, read by gpu_port.cpp per call.
+    return {"OPREG_NPU_PROFILE", "OPREG_NPU_UB_BYTES", "OPREG_NPU_MATH", "OPREG_NPU_TRITON_MULTIBUFFER"};
   }
   Availability probe() override;
   DeviceProps properties(int index) const override;

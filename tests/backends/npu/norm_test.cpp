@@ -75,14 +75,17 @@ TEST_F(NormNpu, GpuPortIsNeverChosen) {
     Problem p(*reg, spec(op, {4, 8, 2}, DType::f32, 2), npu);
     const Verdict v = p.run_variant(std::string("npu.") + op + ".gpu_port");
     EXPECT_FALSE(v.ok);
-    EXPECT_NE(v.reason.find("gpu_port is forced-only"), std::string::npos) << v.reason;
+    EXPECT_NE(v.reason.find("never chosen"), std::string::npos) << v.reason;
     EXPECT_NE(p.run().variant->name.find(".single_pass"), std::string::npos);
   }
 }
 
 // group_norm's seed shape (32x2048x4096, 32 groups: (N, group) sets of 64 x 4096 = 2^18) scaled
-// down to 2 samples: the same BLOCK_SIZE, so the same ub overflow. x and y tiles of 2^18 f32
-// double-buffered: 2^18 x 32 x 2 x 2 bits; the backward's dy, x, dx: 2^18 x 32 x 3 x 2.
+// down to 2 samples. Liger caps the forward's BLOCK_SIZE at 16384 on an npu: x, w and b loaded
+// (doubled), y, the f32 copy of x: 16384 x (3 x 2 x 16 + 16 + 32) bits, and the tl.sum scratch,
+// (16384 / 64 + 8) floats: 2367744 bits, past UB. The
+// backward's BLOCK_SIZE is next_power_of_2(HW) = 4096: it fits, and the result is the chunked
+// kernel's.
 TEST_F(NormNpu, GpuPortUbOverflowOnTheSeedGroup) {
   const ProblemSpec f = spec("group_norm.fwd", {2, 64, 4096}, DType::bf16, 1);
   const ProblemSpec b = spec("group_norm.bwd", {2, 64, 4096}, DType::bf16, 1);
@@ -91,22 +94,22 @@ TEST_F(NormNpu, GpuPortUbOverflowOnTheSeedGroup) {
   force("npu.group_norm.fwd.gpu_port");
   Problem pf(*reg, f, npu);
   EXPECT_TRUE(ThrowsError([&] { pf.run(); }, ErrorKind::unsupported,
-                          {"ub overflow, requires 33554432 bits while 1572864 bits available!"}));
+                          {"ub overflow, requires 2367744 bits while 1572864 bits available!"}));
   force("npu.group_norm.bwd.gpu_port");
   Problem pb(*reg, b, npu);
-  EXPECT_TRUE(ThrowsError([&] { pb.run(); }, ErrorKind::unsupported,
-                          {"ub overflow, requires 50331648 bits while 1572864 bits available!"}));
+  EXPECT_EQ(pb.run().variant->name, "npu.group_norm.bwd.gpu_port");
 }
 
-// layer_norm: a row of 48000 f32 (the research's worked case) is BLOCK_SIZE 65536 here, x, w, b
-// and y double-buffered: 65536 x 32 x 4 x 2 bits.
+// layer_norm: a row of 48000 f32 (the research's worked case) is BLOCK_SIZE 65536 here; w, b and
+// x loaded (doubled), y stored: 65536 x 32 x (3 x 2 + 1) bits, and the tl.sum scratch,
+// (65536 / 64 + 8) floats.
 TEST_F(NormNpu, GpuPortUbOverflowOnALongRow) {
   const ProblemSpec f = spec("layer_norm.fwd", {2, 48000}, DType::f32);
   EXPECT_EQ(chosen_passes(f), "npu.layer_norm.fwd.chunked");
   force("npu.layer_norm.fwd.gpu_port");
   Problem p(*reg, f, npu);
   EXPECT_TRUE(ThrowsError([&] { p.run(); }, ErrorKind::unsupported,
-                          {"ub overflow, requires 16777216 bits while 1572864 bits available!"}));
+                          {"ub overflow, requires 14713088 bits while 1572864 bits available!"}));
 }
 
 // N x groups above 65535: one block per (N, group) is more than a launch takes; the chosen
@@ -117,7 +120,7 @@ TEST_F(NormNpu, GpuPortGridOverflow) {
     EXPECT_NE(chosen_passes(s).find(".single_pass"), std::string::npos);
     force(std::string("npu.") + op + ".gpu_port");
     Problem p(*reg, s, npu);
-    EXPECT_TRUE(ThrowsError([&] { p.run(); }, ErrorKind::unsupported, {kGrid, "block_dim 66000"}));
+    EXPECT_TRUE(ThrowsError([&] { p.run(); }, ErrorKind::unsupported, {kGrid, "66000 programs"}));
     force("");
   }
   const ProblemSpec s = spec("layer_norm.fwd", {65536, 4}, DType::bf16);

@@ -19,7 +19,10 @@
 // NaN the reference lacks, while an infinite a still gives the reference's NaN.
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "backends/npu/glu/plan.h"
 #include "backends/npu/gpu_port.h"
@@ -390,29 +393,47 @@ std::string kernel_name(Act act, bool backward, Impl impl) {
          std::string(to_string(impl));
 }
 
-// gpu_port, forced: the GPU kernel's launch (one program per row, its live set reserved first;
-// gpu_port.h), which fails where the device does; where the device takes it, the same rows are
-// then computed by this kernel, one block per row.
-void launch_port(const GluPlan& plan, const std::string& name, Emulator& emulator, const std::vector<GmArg>& args) {
-  if (plan.impl != Impl::gpu_port) return;
-  gpu_port::Port port;
-  port.programs = plan.rows;
-  port.block_size = plan.tile;
-  port.live_bits = plan.ub_used * 8;
-  port.ub_bits = plan.ub_bytes * 8;
-  gpu_port::launch(emulator, name, port, args);
-}
-
 }  // namespace
+
+// gpu_port, forced (gpu_port.h): Liger's GPU kernel's failures, once and before anything runs;
+// where it would run, the result from the flat kernel, then the port's program on scratch
+// outputs (its counters are the last launch's).
+template <Act A, class Desc>
+void port_run(const Desc& d, const KernelContext& ctx) {
+  constexpr bool kBwd = std::is_same_v<Desc, family::GluBwd>;
+  Emulator& emulator = emulator_in(ctx);
+  const GluSizes s = sizes_of(d);
+  const gpu_port::Port port = port_of(A, s, emulator.model());
+  gpu_port::check(port, fmt::format("{}.{}", A == Act::gelu ? "geglu" : "swiglu", kBwd ? "bwd" : "fwd"));
+  const GluPlan flat = plan(Impl::flat, s, emulator.model());
+  if constexpr (kBwd) {
+    run_bwd<A>(d, flat, ctx);
+  } else {
+    run_fwd<A>(d, flat, ctx);
+  }
+  if (port.programs == 0 || s.cols == 0) return;
+  const auto bytes = static_cast<std::size_t>(d.n) * elem_bytes(d.type);
+  const std::size_t pitch = (bytes + 63) / 64 * 64;
+  const Workspace::Lease scratch = acquire_scratch(ctx, pitch * (kBwd ? 2 : 1));
+  auto* base = static_cast<std::byte*>(scratch.data());
+  std::vector<GmArg> args;
+  if constexpr (kBwd) {
+    args = {{"dc", d.dc, bytes}, {"a", d.a, bytes}, {"b", d.b, bytes}, {"da_scratch", base, bytes, true},
+            {"db_scratch", base + pitch, bytes, true}};
+  } else {
+    args = {{"a", d.a, bytes}, {"b", d.b, bytes}, {"c_scratch", base, bytes, true}};
+  }
+  gpu_port::emulate(emulator, port.kernel + "_gpu_port", port, args);
+}
 
 template <Act A>
 void run_fwd(const family::GluFwd& d, const GluPlan& plan, const KernelContext& ctx) {
   Emulator& emulator = emulator_in(ctx);
+  if (plan.impl == Impl::gpu_port) return port_run<A>(d, ctx);
   const std::string name = kernel_name(A, false, plan.impl);
   if (plan.block_dim == 0) return emulator.record(empty_launch(name, emulator));
   const auto bytes = static_cast<std::size_t>(d.n) * elem_bytes(d.type);
   const std::vector<GmArg> args{{"a", d.a, bytes}, {"b", d.b, bytes}, {"c", d.c, bytes, true}};
-  launch_port(plan, name, emulator, args);
   const bool torch = d.rounding == family::GluRounding::torch;
   emulator.launch(name, plan.block_dim, args, [&] {
     kernel::with_types(d.type, d.type, [&](auto xt, auto) {
@@ -424,12 +445,12 @@ void run_fwd(const family::GluFwd& d, const GluPlan& plan, const KernelContext& 
 template <Act A>
 void run_bwd(const family::GluBwd& d, const GluPlan& plan, const KernelContext& ctx) {
   Emulator& emulator = emulator_in(ctx);
+  if (plan.impl == Impl::gpu_port) return port_run<A>(d, ctx);
   const std::string name = kernel_name(A, true, plan.impl);
   if (plan.block_dim == 0) return emulator.record(empty_launch(name, emulator));
   const auto bytes = static_cast<std::size_t>(d.n) * elem_bytes(d.type);
   const std::vector<GmArg> args{
       {"dc", d.dc, bytes}, {"a", d.a, bytes}, {"b", d.b, bytes}, {"da", d.da, bytes, true}, {"db", d.db, bytes, true}};
-  launch_port(plan, name, emulator, args);
   const bool torch = d.rounding == family::GluRounding::torch;
   emulator.launch(name, plan.block_dim, args, [&] {
     kernel::with_types(d.type, d.type, [&](auto xt, auto) {

@@ -84,26 +84,20 @@ GluPlan plan_sub_block(const Layout& layout, const GluSizes& s, const DeviceMode
   return p;
 }
 
-template <class Layout>
-GluPlan plan_gpu_port(const Layout& layout, const GluSizes& s, const DeviceModel& device, std::string& why) {
+// The port's numbers for supports()' line (port_of below; the act does not change the grid or
+// the tiles).
+GluPlan plan_gpu_port(const GluSizes& s, const DeviceModel& device, std::string& why) {
+  const gpu_port::Port port = port_of(Act::silu, s, device);
   GluPlan p;
-  const Sized z = sized(s, device);
-  p.block_dim = s.rows;
-  p.tile = static_cast<std::int64_t>(std::bit_ceil(static_cast<std::uint64_t>(std::max<std::int64_t>(1, s.cols))));
+  p.block_dim = port.programs;
+  p.tile = port.block_size;
   p.line = kLongestLineBytes / elem_bytes(s.x);
   p.tiles = 1;
-  p.depth = 2;  // triton-ascend's multibuffer, on by default on the A2 series
+  p.depth = port.rule == gpu_port::Multibuffer::doubled ? 2 : 1;
   p.ub_bytes = static_cast<std::int64_t>(device.ub_bytes);
-  p.ub_used = bytes_at(layout, p.tile, z.align, p.depth);
-  const bool grid_ok = s.rows <= 65535;
-  const bool ub_ok = p.ub_used <= p.ub_bytes;
-  p.fits = grid_ok && ub_ok;
-  why = fmt::format(
-      "gpu_port: the GPU kernel's launch, never chosen: one block per row, {} block(s){}; BLOCK_SIZE={} (the next "
-      "power of two of {} columns), the row's tiles live in UB with multibuffer doubling each loaded tile: {} bits "
-      "of {} available{}",
-      s.rows, grid_ok ? "" : " (more than 65535: grid should be less than 65536!)", p.tile, s.cols, p.ub_used * 8,
-      p.ub_bytes * 8, ub_ok ? "" : " (ub overflow)");
+  p.ub_used = (port.live_bits + 7) / 8;
+  p.fits = port.runs();
+  why = gpu_port::refuse(port, s.backward ? "{geglu,swiglu}.bwd" : "{geglu,swiglu}.fwd").reason;
   return p;
 }
 
@@ -171,7 +165,7 @@ GluPlan plan(Impl impl, const GluSizes& s, const DeviceModel& device, std::strin
       case Impl::sub_block:
         return plan_sub_block(layout, s, device, line);
       case Impl::gpu_port:
-        return plan_gpu_port(layout, s, device, line);
+        return plan_gpu_port(s, device, line);
     }
     return GluPlan{};
   };
@@ -189,6 +183,48 @@ GluPlan plan(Impl impl, const GluSizes& s, const DeviceModel& device, std::strin
   p.cols = s.cols;
   if (s.n == 0) p.block_dim = 0;
   if (why != nullptr) *why = std::move(line);
+  return p;
+}
+
+// Liger-Kernel's GPU kernels at gpu_port::kLigerCommit: ops/geglu.py:96-130 and
+// ops/swiglu.py's launches (off Blackwell): BLOCK_SIZE = calculate_settings(n_cols), one program
+// per row, grid (n_rows,). Tiles: a, b (dc) loaded, c (da, db) stored, and the float copy of a
+// 16-bit a. Work per element counted in the kernels: geglu forward a*a*a, 0.044715*, +a, *sqrt(2/pi),
+// tanh (exp and reciprocal on the vector unit, with its adds), 1+, 0.5*a*, *b: 10 ops and 2
+// transcendentals; backward 25 and 2; swiglu forward *gate_multiplier, sigmoid (-x, exp, +1,
+// reciprocal), x*sig, *b: 5 and 2; backward 11 and 2.
+gpu_port::Port port_of(Act act, const GluSizes& s, const DeviceModel& device) {
+  using gpu_port::Role;
+  gpu_port::Port p;
+  p.rule = gpu_port::multibuffer_from_env();
+  const std::uint32_t xb = elem_bytes(s.x) * 8;
+  const std::uint32_t work = xb == 16 ? 32 : 0;
+  const bool gelu = act == Act::gelu;
+  p.kernel = fmt::format("_{}_{}_kernel", gelu ? "geglu_tanh" : "swiglu", s.backward ? "backward" : "forward");
+  p.rows = s.rows;
+  p.cols = s.cols;
+  p.block_size = gpu_port::next_pow2(std::max<std::int64_t>(s.cols, 1));
+  if (p.block_size > 65536) {
+    p.host_error = fmt::format(
+        "RuntimeError: Cannot launch Triton kernel since n = {} exceeds the recommended Triton blocksize = 65536.",
+        s.cols);
+  }
+  p.programs = s.rows;
+  p.grid_text = fmt::format("({},)", s.rows);
+  if (!s.backward) {
+    // args: a, b | c
+    p.tiles = {{{"a", xb, Role::row_in, 0}, {"b", xb, Role::row_in, 1}, {"c", xb, Role::row_out, 2},
+                {"a_f32", work, Role::work, 0}}};
+    p.tile_count = 4;
+    p.work = {gelu ? 10 : 5, 2, 0};
+  } else {
+    // args: dc, a, b | da, db
+    p.tiles = {{{"dc", xb, Role::row_in, 0}, {"a", xb, Role::row_in, 1}, {"b", xb, Role::row_in, 2},
+                {"da", xb, Role::row_out, 3}, {"db", xb, Role::row_out, 4}, {"a_f32", work, Role::work, 0}}};
+    p.tile_count = 6;
+    p.work = {gelu ? 25 : 11, 2, 0};
+  }
+  gpu_port::size(p, static_cast<std::int64_t>(device.ub_bytes));
   return p;
 }
 

@@ -17,6 +17,7 @@
 #include <string>
 #include <string_view>
 
+#include "backends/npu/gpu_port.h"
 #include "backends/npu/profile.h"
 #include "backends/npu/tiling.h"
 #include "ops/families.h"
@@ -97,5 +98,8 @@ template <Act A>
 void run_fwd(const family::GluFwd& d, const GluPlan& plan, const KernelContext& ctx);
 template <Act A>
 void run_bwd(const family::GluBwd& d, const GluPlan& plan, const KernelContext& ctx);
+
+// gpu_port: Liger-Kernel's GPU geglu / swiglu kernel as triton-ascend launches it (gpu_port.h).
+gpu_port::Port port_of(Act act, const GluSizes& sizes, const DeviceModel& device);
 
 }  // namespace opreg::npu::glu

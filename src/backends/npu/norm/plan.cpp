@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <bit>
+#include <type_traits>
+#include <vector>
 
 #include "backends/npu/compensated.h"
 #include "backends/npu/gpu_port.h"
@@ -39,29 +41,114 @@ NormSizes from(const Desc& d, NormOp op, bool has_bias) {
 
 std::string op_name(const NormSizes& s) { return s.layer ? "layer_norm" : "group_norm"; }
 
-// The GPU kernel's live tiles (Liger-Kernel computes in f32): layer_norm forward x, w, b, y;
-// backward dy, x, w, dx, dw, db; group_norm forward x, y; backward dy, x, dx.
-std::int64_t gpu_tiles(const NormSizes& s, bool backward) {
-  if (s.layer) return backward ? 6 : 4;
-  return backward ? 3 : 2;
+}  // namespace
+
+// Liger-Kernel's GPU kernels at gpu_port::kLigerCommit, as triton-ascend launches them:
+// - layer_norm forward (ops/layer_norm.py:169-227): BLOCK_SIZE = calculate_settings(n_cols), one
+//   program per row, grid (n_rows,); tiles W, B (loaded once), X, Y, and a 16-bit X's float
+//   copy; work: x-mean, where(mask), xc*xc, *rstd, *w, +b and two tl.sums;
+// - layer_norm backward (lines 230-304): grid (sm_count,) with sm_count = num_vectorcore,
+//   rows_per_program = ceil(n_rows / sm_count); tiles W (once), x, dy, dx, the float dW and dB
+//   rows (stored once a program); work: x-mean, *rstd, w*dy, x_hat*wdy, x_hat*c1, +c2, wdy-, *rstd,
+//   dy*x_hat, dW +=, dB += and two tl.sums;
+// - group_norm (ops/group_norm.py): MAX_FUSED_SIZE = 16384 on an npu device (lines 22-25, #1003);
+//   forward (206-239): hidden = (C / G) x HW, BLOCK_SIZE = min(MAX_FUSED_SIZE,
+//   next_power_of_2(hidden)), grid (N, G), the set walked in BLOCK_SIZE pieces (tl.range loops):
+//   tiles X, the gathered W and B, Y; backward (242-278): BLOCK_SIZE = min(MAX_FUSED_SIZE,
+//   next_power_of_2(dY.shape[-1])), HW for the (N, C, HW) input Liger's tests and benchmark use
+//   (assumed for opreg's spatial size), grid (N, G); tiles X, dY, dX (W and the sums are scalars).
+//   group_norm's program is not emulated (its gathers and per-channel loops are not the row
+//   program's): forced, its checks run and the result and counters are the npu kernel's.
+gpu_port::Port port_of(const NormSizes& s, bool backward, const DeviceModel& device) {
+  using gpu_port::Role;
+  gpu_port::Port p;
+  p.rule = gpu_port::multibuffer_from_env();
+  const std::uint32_t xb = elem_bytes(s.x) * 8;
+  const std::uint32_t pb = elem_bytes(s.p) * 8;
+  const std::uint32_t work = xb == 16 ? 32 : 0;
+  const std::int64_t sm_count = device.profile->vector_cores;
+  const char* dir = backward ? "backward" : "forward";
+  if (s.layer) {
+    p.kernel = fmt::format("_layer_norm_{}_kernel", dir);
+    p.rows = s.sets;
+    p.cols = s.size();
+    p.block_size = gpu_port::next_pow2(std::max<std::int64_t>(p.cols, 1));
+    if (p.block_size > 65536) {
+      p.host_error = fmt::format(
+          "RuntimeError: Cannot launch Triton kernel since n = {} exceeds the recommended Triton blocksize = 65536.",
+          p.cols);
+    }
+    if (!backward) {
+      p.programs = s.sets;
+      // args: x, weight, bias | y
+      p.tiles = {{{"W", s.has_weight ? pb : 0, Role::param_in, 1},
+                  {"B", s.has_bias ? pb : 0, Role::param_in, 2},
+                  {"X", xb, Role::row_in, 0},
+                  {"Y", xb, Role::row_out, 3},
+                  {"X_f32", work, Role::work, 0}}};
+      p.tile_count = 5;
+      p.work = {6, 0, 2};
+    } else {
+      p.programs = sm_count;
+      p.first_mul = p.span = (s.sets + sm_count - 1) / sm_count;
+      // args: x, dy, weight | dx, dW partials, dB partials
+      p.tiles = {{{"w", s.has_weight ? pb : 0, Role::param_in, 2},
+                  {"x", xb, Role::row_in, 0},
+                  {"dy", xb, Role::row_in, 1},
+                  {"dx", xb, Role::row_out, 3},
+                  {"dW_row", 32, Role::prog_out, 4},
+                  {"db_row", 32, Role::prog_out, 5},
+                  {"x_f32", work, Role::work, 0}}};
+      p.tile_count = 7;
+      p.work = {11, 0, 2};
+    }
+    p.grid_text = fmt::format("({},)", p.programs);
+  } else {
+    constexpr std::int64_t kMaxFusedNpu = 16384;
+    const std::int64_t n = s.groups > 0 ? s.sets / s.groups : 0;
+    p.kernel = fmt::format("_group_norm_{}_kernel", dir);
+    p.rows = s.sets;
+    p.cols = s.size();
+    const std::int64_t hidden = backward ? s.spread : s.size();
+    p.block_size = std::min(kMaxFusedNpu, gpu_port::next_pow2(std::max<std::int64_t>(hidden, 1)));
+    p.chunks = (hidden + p.block_size - 1) / p.block_size;
+    p.programs = n * s.groups;
+    p.grid_text = fmt::format("({}, {})", n, s.groups);
+    p.emulated = false;
+    if (!backward) {
+      p.tiles = {{{"X", xb, Role::row_in, 0},
+                  {"W", s.has_weight ? pb : 0, Role::row_in, 1},
+                  {"B", s.has_bias ? pb : 0, Role::row_in, 2},
+                  {"Y", xb, Role::row_out, 3},
+                  {"X_f32", work, Role::work, 0}}};
+      p.tile_count = 5;
+      p.work = {0, 0, 2};  // tl.sum(X), tl.sum(X * X) (the scratch counted; not emulated)
+    } else {
+      p.work = {0, 0, 4};  // dW, dB, c1, c2
+      p.tiles = {{{"X", xb, Role::row_in, 0},
+                  {"UPSTREAM_grad", xb, Role::row_in, 1},
+                  {"dx", xb, Role::row_out, 2},
+                  {"X_f32", work, Role::work, 0}}};
+      p.tile_count = 4;
+    }
+  }
+  gpu_port::size(p, static_cast<std::int64_t>(device.ub_bytes));
+  return p;
 }
 
+namespace {
+
 NormPlan plan_gpu_port(const NormSizes& s, const DeviceModel& device, bool backward, std::string* why) {
+  const gpu_port::Port port = port_of(s, backward, device);
   NormPlan p;
   p.impl = Impl::gpu_port;
   p.tiles.rows = s.sets;
-  p.tiles.block_dim = s.sets;
+  p.tiles.block_dim = port.programs;
   p.tiles.fits = false;
-  p.tiles.block_size =
-      static_cast<std::int64_t>(std::bit_ceil(static_cast<std::uint64_t>(std::max<std::int64_t>(s.size(), 1))));
-  p.live_tiles = static_cast<std::int32_t>(gpu_tiles(s, backward));
+  p.tiles.block_size = port.block_size;
+  p.live_tiles = port.tile_count;
   if (why != nullptr) {
-    *why = fmt::format(
-        "gpu_port is forced-only: the GPU kernel's shape on Ascend, one block per {} ({} blocks; a launch takes at "
-        "most 65535), BLOCK_SIZE = next_power_of_2({}) = {}, {} f32 tiles double-buffered = {} bits of UB where the "
-        "device has {}; npu.{}.{}.single_pass / chunked split the sets over the cores",
-        s.layer ? "row" : "(N, group)", s.sets, s.size(), p.tiles.block_size, p.live_tiles, p.live_bits(),
-        device.ub_bytes * 8, op_name(s), backward ? "bwd" : "fwd");
+    *why = gpu_port::refuse(port, fmt::format("{}.{}", op_name(s), backward ? "bwd" : "fwd")).reason;
   }
   return p;
 }
@@ -305,17 +392,40 @@ NormPlan runnable_plan(NormPlan (*plan_fn)(Impl, const NormSizes&, const DeviceM
   return p;
 }
 
-void probe_gpu_port(const NormSizes& s, const NormPlan& plan, bool backward, Emulator& emulator) {
-  if (s.sets == 0) return;
-  const std::string name = std::string(s.layer ? "layer_norm" : "group_norm") + (backward ? "_bwd" : "_fwd") +
-                           "_gpu_port";
-  // One block per set (the launch refuses more than 65535); in each, the GPU kernel's live tiles.
-  gpu_port::Port port;
-  port.programs = s.sets;
-  port.block_size = plan.tiles.block_size;
-  port.live_bits = plan.live_bits();
-  port.ub_bits = static_cast<std::int64_t>(emulator.ub_bytes()) * 8;
-  gpu_port::launch(emulator, name, port);
+// gpu_port, forced: Liger's GPU kernel's failures, once and before anything runs; where it
+// would run, the result from single_pass (or chunked), then (layer_norm) the port's program on
+// scratch outputs, whose counters are the last launch's.
+template <class Desc>
+void port_run(const Desc& d, const NormSizes& s, bool backward, Emulator& em, const KernelContext& ctx) {
+  const gpu_port::Port port = port_of(s, backward, em.model());
+  gpu_port::check(port, fmt::format("{}.{}", op_name(s), backward ? "bwd" : "fwd"));
+  if constexpr (std::is_same_v<Desc, family::NormBwd>) {
+    launch_bwd(d, s, runnable_plan(&plan_bwd, s, em.model()), em, ctx);
+  } else {
+    launch_fwd(d, s, runnable_plan(&plan_fwd, s, em.model()), em);
+  }
+  if (!port.emulated || port.programs == 0 || port.cols == 0) return;
+  const auto xbytes = static_cast<std::size_t>(s.sets * s.size()) * elem_bytes(s.x);
+  const auto pbytes = static_cast<std::size_t>(std::max<std::int64_t>(s.params(), 1)) * elem_bytes(s.p);
+  const std::size_t pitch = (xbytes + 63) / 64 * 64;
+  const std::size_t partials = static_cast<std::size_t>(port.programs * port.cols) * 4;
+  const Workspace::Lease scratch = acquire_scratch(ctx, pitch + (backward ? 2 * partials : 0));
+  auto* base = static_cast<std::byte*>(scratch.data());
+  std::vector<GmArg> args;
+  if constexpr (std::is_same_v<Desc, family::NormBwd>) {
+    args = {{"x", d.x, xbytes},
+            {"dy", d.dy, xbytes},
+            {"weight", s.has_weight ? d.weight : d.x, s.has_weight ? pbytes : 64},
+            {"dx_scratch", base, xbytes, true},
+            {"dW_partials_scratch", base + pitch, partials, true},
+            {"dB_partials_scratch", base + pitch + partials, partials, true}};
+  } else {
+    args = {{"x", d.x, xbytes},
+            {"weight", s.has_weight ? d.weight : d.x, s.has_weight ? pbytes : 64},
+            {"bias", s.has_bias ? d.bias : d.x, s.has_bias ? pbytes : 64},
+            {"y_scratch", base, xbytes, true}};
+  }
+  gpu_port::emulate(em, port.kernel + "_gpu_port", port, args);
 }
 
 }  // namespace
@@ -325,16 +435,14 @@ void run_fwd(const family::NormFwd& d, const NormPlan& plan, const KernelContext
   Emulator& em = emulator_in(ctx);
   const NormSizes s = sizes_of(d, Op);
   if (plan.impl != Impl::gpu_port) return launch_fwd(d, s, plan, em);
-  probe_gpu_port(s, plan, false, em);
-  launch_fwd(d, s, runnable_plan(&plan_fwd, s, em.model()), em);
+  port_run(d, s, false, em, ctx);
 }
 template <NormOp Op>
 void run_bwd(const family::NormBwd& d, const NormPlan& plan, const KernelContext& ctx) {
   Emulator& em = emulator_in(ctx);
   const NormSizes s = sizes_of(d, Op);
   if (plan.impl != Impl::gpu_port) return launch_bwd(d, s, plan, em, ctx);
-  probe_gpu_port(s, plan, true, em);
-  launch_bwd(d, s, runnable_plan(&plan_bwd, s, em.model()), em, ctx);
+  port_run(d, s, true, em, ctx);
 }
 template void run_fwd<NormOp::layer_norm>(const family::NormFwd&, const NormPlan&, const KernelContext&);
 template void run_fwd<NormOp::group_norm>(const family::NormFwd&, const NormPlan&, const KernelContext&);

@@ -20,6 +20,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include "backends/npu/gpu_port.h"
 #include "backends/npu/profile.h"
 #include "backends/npu/tiling.h"
 #include "ops/families.h"
@@ -129,6 +130,9 @@ struct NormPlan {
 };
 
 NormPlan plan_fwd(Impl impl, const NormSizes& sizes, const DeviceModel& device, std::string* why = nullptr);
+// gpu_port: Liger-Kernel's GPU layer_norm / group_norm kernel as triton-ascend launches it
+// (gpu_port.h).
+gpu_port::Port port_of(const NormSizes& sizes, bool backward, const DeviceModel& device);
 NormPlan plan_bwd(Impl impl, const NormSizes& sizes, const DeviceModel& device, std::string* why = nullptr);
 
 // The variants' supports(), both directions: plans on the device's model and says what it

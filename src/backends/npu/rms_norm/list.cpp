@@ -15,8 +15,10 @@ std::vector<Tunable> tunables(Impl impl, bool backward) {
   if (backward) own.push_back({"dw", impl == Impl::atomic ? "atomic_add" : "workspace+SyncAll"});
   return tiled_tunables(own);
 }
-const std::vector<Tunable> kPortTunables{
-    {"grid", "one program per row"}, {"block_size", "next power of two of the row"}, {"multibuffer", "on"}};
+// Liger-Kernel's GPU kernels' launch (gpu_port.h; docs/backends/npu_gpu_port.md).
+const std::vector<Tunable> kPortTunables{{"grid", "Liger's: a program per row (fwd), num_vectorcore (bwd)"},
+                                         {"block_size", "next_power_of_2(n_cols), at most 65536"},
+                                         {"multibuffer", "OPREG_NPU_TRITON_MULTIBUFFER (double)"}};
 
 // One family, two ops: the same ordered lists for rms_norm and fused_add_rms_norm.
 template <class Fwd, class Bwd>

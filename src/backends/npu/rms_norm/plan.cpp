@@ -1,8 +1,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <type_traits>
+#include <vector>
 
+#include "backends/npu/ascend/runtime.h"
 #include "backends/npu/compensated.h"
 #include "backends/npu/npu_backend.h"
 #include "backends/npu/rms_norm/plan.h"
@@ -128,28 +131,112 @@ template Verdict supports<Impl::single_pass>(const family::RowNormBwd&, const De
 template Verdict supports<Impl::chunked>(const family::RowNormBwd&, const DeviceModel&, BwdPlan&);
 template Verdict supports<Impl::atomic>(const family::RowNormBwd&, const DeviceModel&, BwdPlan&);
 
-template <class Desc>
-Verdict port_supports(const Desc& d, const DeviceModel& device, gpu_port::Port& port) {
-  const RowNormSizes s = sizes_of(d);
+namespace {
+
+// Liger-Kernel's GPU kernels at gpu_port::kLigerCommit, as triton-ascend launches them:
+// - rms_norm forward (ops/rms_norm.py:436-510): BLOCK_SIZE = calculate_settings(n_cols); one
+//   program per row (_rms_norm_forward_kernel, grid (n_rows,)) when BLOCK_SIZE > 256 or
+//   n_rows < 4096 * 8, else _block_rms_norm_forward_kernel with BLOCK_ROW 16, grid
+//   cdiv(n_rows, 16) (line 469);
+// - rms_norm backward (lines 513-601): sm_count = get_npu_core_count() on an npu (ops/utils.py
+//   :144-153: the driver's num_vectorcore, the profile's vector cores), grid (sm_count,),
+//   rows_per_program = ceil(n_rows / sm_count) (line 537), or the block kernel striding over
+//   rows by sm_count x BLOCK_ROW (lines 367, 577); each program's float dW row goes to
+//   _dW[sm_count, n_cols], summed by torch afterwards (line 605, another launch, not emulated);
+// - fused_add_rms_norm forward (ops/fused_add_rms_norm.py:227-282): one program per row, always
+//   (line 259); backward (285-353): grid (sm_count,), rows_per_program = ceil(n_rows / sm_count).
+// Tiles: each tl.load's and tl.store's row, the float dW row (tl.zeros), and one float copy of
+// a 16-bit row (the compiler's other temporaries are not counted: a lower bound). Work per
+// element, counted in the kernels (llama casting): forward x*x, x*rstd, offset+w, *w (fused: +
+// the residual add) and one tl.sum; backward dy*w, rstd*m, m*x, c*x, +, x*rstd, dy*(.), dW += (fused:
+// + ds_out) and one tl.sum.
+gpu_port::Port port_of(const RowNormSizes& s, bool backward, const DeviceModel& device) {
+  using gpu_port::Role;
+  gpu_port::Port p;
+  p.rule = gpu_port::multibuffer_from_env();
   const std::uint32_t xb = elem_bytes(s.x) * 8;
   const std::uint32_t wb = s.has_weight ? elem_bytes(s.w) * 8 : 0;
-  const std::uint32_t fb = s.fused ? xb : 0;
-  const auto ub = static_cast<std::int64_t>(device.ub_bytes);
-  if constexpr (kBackward<Desc>) {
-    port = gpu_port::plan(
-        s.rows, s.cols, {{"dy", xb}, {"ds_out", fb}, {"x", xb}, {"weight", wb}, {"dx", xb}, {"dw_row", wb ? 32U : 0U}},
-        ub);
-  } else {
-    port = gpu_port::plan(s.rows, s.cols, {{"x", xb}, {"residual", fb}, {"weight", wb}, {"y", xb}, {"s", fb}}, ub);
+  const std::uint32_t work = xb == 16 ? 32 : 0;
+  p.rows = s.rows;
+  p.cols = s.cols;
+  p.block_size = gpu_port::next_pow2(std::max<std::int64_t>(s.cols, 1));
+  if (p.block_size > 65536) {
+    p.host_error = fmt::format(
+        "RuntimeError: Cannot launch Triton kernel since n = {} exceeds the recommended Triton blocksize = 65536.",
+        s.cols);
   }
-  return gpu_port::refuse(port, fmt::format("{}.{}", op_of(s), kBackward<Desc> ? "bwd" : "fwd"));
+  const bool row_kernel = s.fused || p.block_size > 256 || s.rows < 4096 * 8;
+  const std::int64_t sm_count = device.profile->vector_cores;
+  // Args: inputs first, then the scratch outputs (the order port_run builds them in).
+  if (!backward) {
+    if (row_kernel) {
+      p.kernel = s.fused ? "_fused_add_rms_norm_forward_kernel" : "_rms_norm_forward_kernel";
+      p.programs = s.rows;
+    } else {
+      p.kernel = "_block_rms_norm_forward_kernel";
+      p.block_rows = 16;
+      p.programs = (s.rows + 15) / 16;
+      p.first_mul = p.step = p.span = 16;
+    }
+    p.grid_text = fmt::format("({},)", p.programs);
+    // args: x, residual, weight | y, s
+    p.tiles = {{{"x", xb, Role::row_in, 0},
+                {"residual", s.fused ? xb : 0, Role::row_in, 1},
+                {"weight", wb, Role::param_in, 2},
+                {"y", xb, Role::row_out, 3},
+                {"s", s.fused ? xb : 0, Role::row_out, 4},
+                {"x_f32", work, Role::work, 0}}};
+    p.tile_count = 6;
+    p.work = {s.fused ? 5 : 4, 0, 1};
+  } else {
+    p.programs = sm_count;
+    p.grid_text = fmt::format("({},)", sm_count);
+    if (row_kernel) {
+      p.kernel = s.fused ? "_fused_add_rms_norm_backward_kernel" : "_rms_norm_backward_kernel";
+      p.first_mul = p.span = (s.rows + sm_count - 1) / sm_count;
+    } else {
+      p.kernel = "_block_rms_norm_backward_kernel";
+      p.block_rows = 16;
+      p.first_mul = 16;
+      p.step = sm_count * 16;
+      p.span = s.rows;
+    }
+    // args: dy, x, ds_out, weight | dx, dw partials
+    p.tiles = {{{"dy", xb, Role::row_in, 0},
+                {"x", xb, Role::row_in, 1},
+                {"ds_out", s.fused ? xb : 0, Role::row_in, 2},
+                {"weight", wb, Role::param_in, 3},
+                {"dx", xb, Role::row_out, 4},
+                {"dw_row", wb != 0 ? 32U : 0U, Role::prog_out, 5},
+                {"x_f32", work, Role::work, 0}}};
+    p.tile_count = 7;
+    p.work = {s.fused ? 9 : 8, 0, 1};
+  }
+  gpu_port::size(p, static_cast<std::int64_t>(device.ub_bytes));
+  return p;
+}
+
+}  // namespace
+
+template <class Desc>
+Verdict port_supports(const Desc& d, const DeviceModel& device, gpu_port::Summary& port) {
+  const RowNormSizes s = sizes_of(d);
+  const gpu_port::Port full = port_of(s, kBackward<Desc>, device);
+  port = gpu_port::summary(full);
+  return gpu_port::refuse(full, fmt::format("{}.{}", op_of(s), kBackward<Desc> ? "bwd" : "fwd"));
 }
 
 template <class Desc>
-void port_run(const Desc& d, const gpu_port::Port& port, const KernelContext& ctx) {
+void port_run(const Desc& d, const gpu_port::Summary& planned, const KernelContext& ctx) {
   Emulator& emulator = emulator_in(ctx);
   const RowNormSizes s = sizes_of(d);
-  gpu_port::launch(emulator, fmt::format("{}_{}_gpu_port", op_of(s), kBackward<Desc> ? "bwd" : "fwd"), port);
+  const std::string op_dir = fmt::format("{}.{}", op_of(s), kBackward<Desc> ? "bwd" : "fwd");
+  // The plan was made when supports() ran; the rule is read again so a changed environment is
+  // what the failure reports.
+  const gpu_port::Port port = port_of(s, kBackward<Desc>, emulator.model());
+  static_cast<void>(planned);
+  gpu_port::check(port, op_dir);  // fails once, before anything runs
+  // The result: the npu's own kernel (single_pass, or chunked for a row UB cannot hold).
   if constexpr (kBackward<Desc>) {
     BwdPlan plan = plan_bwd(Impl::single_pass, s, emulator.model());
     if (!plan.tiles.fits) plan = plan_bwd(Impl::chunked, s, emulator.model());
@@ -159,10 +246,35 @@ void port_run(const Desc& d, const gpu_port::Port& port, const KernelContext& ct
     if (!plan.tiles.fits) plan = plan_fwd(Impl::chunked, s, emulator.model());
     run_fwd(d, plan, ctx);
   }
+  if (port.programs == 0 || s.cols == 0) return;
+  // Then the port's program, its outputs into scratch: its counters are the last launch's.
+  const std::size_t xbytes = static_cast<std::size_t>(s.rows * s.cols) * elem_bytes(s.x);
+  const std::size_t wbytes = static_cast<std::size_t>(s.cols) * elem_bytes(s.w);
+  const std::size_t out1 = (xbytes + 63) / 64 * 64;
+  const std::size_t out2 =
+      kBackward<Desc> ? static_cast<std::size_t>(port.programs * s.cols) * 4 : (s.fused ? xbytes : 0);
+  const Workspace::Lease scratch = acquire_scratch(ctx, out1 + std::max<std::size_t>(out2, 64));
+  auto* base = static_cast<std::byte*>(scratch.data());
+  std::vector<GmArg> args;
+  if constexpr (kBackward<Desc>) {
+    args = {{"dy", d.dy, xbytes},
+            {"x", d.x, xbytes},
+            {"ds_out", s.fused && d.ds_out != nullptr ? d.ds_out : d.dy, s.fused ? xbytes : 64},
+            {"weight", s.has_weight ? d.weight : d.dy, s.has_weight ? wbytes : 64},
+            {"dx_scratch", base, xbytes, true},
+            {"dw_partials_scratch", base + out1, std::max<std::size_t>(out2, 64), true}};
+  } else {
+    args = {{"x", d.x, xbytes},
+            {"residual", s.fused ? d.residual : d.x, s.fused ? xbytes : 64},
+            {"weight", s.has_weight ? d.weight : d.x, s.has_weight ? wbytes : 64},
+            {"y_scratch", base, xbytes, true},
+            {"s_scratch", base + out1, std::max<std::size_t>(out2, 64), true}};
+  }
+  gpu_port::emulate(emulator, fmt::format("{}_gpu_port", port.kernel), port, args);
 }
-template Verdict port_supports(const family::RowNormFwd&, const DeviceModel&, gpu_port::Port&);
-template Verdict port_supports(const family::RowNormBwd&, const DeviceModel&, gpu_port::Port&);
-template void port_run(const family::RowNormFwd&, const gpu_port::Port&, const KernelContext&);
-template void port_run(const family::RowNormBwd&, const gpu_port::Port&, const KernelContext&);
+template Verdict port_supports(const family::RowNormFwd&, const DeviceModel&, gpu_port::Summary&);
+template Verdict port_supports(const family::RowNormBwd&, const DeviceModel&, gpu_port::Summary&);
+template void port_run(const family::RowNormFwd&, const gpu_port::Summary&, const KernelContext&);
+template void port_run(const family::RowNormBwd&, const gpu_port::Summary&, const KernelContext&);
 
 }  // namespace opreg::npu::rms_norm

@@ -97,10 +97,10 @@ void run_bwd(const family::RowNormBwd& d, const BwdPlan& plan, const KernelConte
 // ds_out, x, weight, dx and the float dW row it accumulates).
 // Desc: RowNormFwd or RowNormBwd.
 template <class Desc>
-Verdict port_supports(const Desc& d, const DeviceModel& device, gpu_port::Port& port);
+Verdict port_supports(const Desc& d, const DeviceModel& device, gpu_port::Summary& port);
 // Forced: the port's launch (which fails where the device does), then, where the device took it,
 // the result from the npu's own kernel (single_pass, or chunked for a row UB cannot hold).
 template <class Desc>
-void port_run(const Desc& d, const gpu_port::Port& port, const KernelContext& ctx);
+void port_run(const Desc& d, const gpu_port::Summary& port, const KernelContext& ctx);
 
 }  // namespace opreg::npu::rms_norm
