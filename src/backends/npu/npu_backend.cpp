@@ -3,7 +3,12 @@
 // Every device here is emulated and says so: inference never picks it, OPREG_DEVICE=npu does.
 #include "backends/npu/npu_backend.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <initializer_list>
 #include <string>
+#include <string_view>
 
 #include "backends/builtin.h"
 #include "backends/npu/tiling.h"
@@ -14,21 +19,36 @@
 
 namespace opreg::npu {
 
+namespace {
+
+// An emulator mode from the environment: unset gives the first of `accepted`, anything else
+// accepted is returned, the rest is an error naming the variable, the value and what is accepted.
+std::string env_mode(const char* var, std::initializer_list<std::string_view> accepted, std::string_view what) {
+  const std::optional<std::string> value = env_value(var);
+  if (!value) return std::string(*accepted.begin());
+  for (std::string_view a : accepted) {
+    if (*value == a) return *value;
+  }
+  fail(ErrorKind::invalid_argument, "{}={}: not a {} of the npu emulator; accepted: {}", var, quote(*value), what,
+       fmt::join(accepted, ", "));
+}
+
+}  // namespace
+
 Availability NpuBackend::probe() {
   const DeviceModel model =
       fixed_ ? *fixed_ : select_device_model(env_value("OPREG_NPU_PROFILE"), env_value("OPREG_NPU_UB_BYTES"));
   emulator_ = std::make_unique<Emulator>(model);
-  // OPREG_NPU_MATH: exact (the default) or approx (Emulator::set_approx_math).
-  const std::optional<std::string> math = env_value("OPREG_NPU_MATH");
-  if (math && *math != "exact" && *math != "approx") {
-    fail(ErrorKind::invalid_argument, "OPREG_NPU_MATH={}: not a math mode of the npu emulator; accepted: exact, approx",
-         quote(*math));
-  }
-  emulator_->set_approx_math(math == "approx");
-  std::string how = fmt::format("host emulator of {} ({} vector cores, Unified Buffer {} B{}{})", model.profile->name,
+  // OPREG_NPU_MATH: exact (the default) or approx (Emulator::set_approx_math). OPREG_NPU_SYNC: auto
+  // (the default: the compiler orders dependent vector instructions) or manual (PipeBarrier<PIPE_V>
+  // required between them; Emulator::set_auto_sync).
+  emulator_->set_approx_math(env_mode("OPREG_NPU_MATH", {"exact", "approx"}, "math mode") == "approx");
+  emulator_->set_auto_sync(env_mode("OPREG_NPU_SYNC", {"auto", "manual"}, "sync mode") == "auto");
+  std::string how = fmt::format("host emulator of {} ({} vector cores, Unified Buffer {} B{}{}{})", model.profile->name,
                                 model.profile->vector_cores, model.ub_bytes,
                                 model.ub_bytes != model.profile->ub_bytes ? " from OPREG_NPU_UB_BYTES" : "",
-                                emulator_->approx_math() ? ", approximate math" : "");
+                                emulator_->approx_math() ? ", approximate math" : "",
+                                emulator_->auto_sync() ? "" : ", no auto-sync");
   return {true, 1, std::move(how)};
 }
 

@@ -20,7 +20,7 @@ namespace opreg::npu {
 
 class NpuBackend final : public HostMemoryBackend {
  public:
-  // Reads OPREG_NPU_PROFILE / OPREG_NPU_UB_BYTES / OPREG_NPU_MATH when probed.
+  // Reads OPREG_NPU_PROFILE / OPREG_NPU_UB_BYTES / OPREG_NPU_MATH / OPREG_NPU_SYNC when probed.
   NpuBackend() = default;
   // A fixed device model, whatever the environment says (tests, benchmarks).
   explicit NpuBackend(DeviceModel model) : fixed_(model) {}
@@ -30,7 +30,8 @@ class NpuBackend final : public HostMemoryBackend {
   FallbackPolicy default_fallback() const override { return FallbackPolicy::warn; }
   std::vector<std::string> env_vars() const override {
     // OPREG_NPU_TRITON_MULTIBUFFER: gpu_port's multi-buffer rule, read by gpu_port.cpp per call.
-    return {"OPREG_NPU_PROFILE", "OPREG_NPU_UB_BYTES", "OPREG_NPU_MATH", "OPREG_NPU_TRITON_MULTIBUFFER"};
+    return {"OPREG_NPU_PROFILE", "OPREG_NPU_UB_BYTES", "OPREG_NPU_MATH", "OPREG_NPU_SYNC",
+            "OPREG_NPU_TRITON_MULTIBUFFER"};
   }
   Availability probe() override;
   DeviceProps properties(int index) const override;

@@ -114,7 +114,7 @@ TEST_F(Strict, CopiedInDataComputedOnNeedsMte2V) {
           Muls(t, t, 2.0f, 8);
         });
       },
-      ErrorKind::internal, {"Muls: dst", "missing event is MTE2_V"}));
+      ErrorKind::internal, {"Muls: src", "missing event is MTE2_V"}));
   // A barrier orders every pipe.
   run([](auto& t, auto& gx, auto&) {
     DataCopyPad(t, gx, {1, 32, 0, 0, 0}, {});
@@ -318,6 +318,59 @@ TEST(ReduceSumOrder, BitExactOnTheA2AndThe950PRWhereOrdersDiffer) {
   float old_order = halves(&v[0]);
   for (std::size_t j = 64; j < v.size(); j += 64) old_order += halves(&v[j]);
   EXPECT_NE(std::bit_cast<std::uint32_t>(old_order), std::bit_cast<std::uint32_t>(a2));
+}
+
+// ---- No auto-sync (OPREG_NPU_SYNC=manual) [S26]: the vector pipe does not order dependent
+// instructions by itself; PipeBarrier<PIPE_V> (or PIPE_ALL) between a write and a later read.
+TEST_F(Strict, WithoutAutoSyncAVectorResultReadByVNeedsPipeBarrierV) {
+  em.set_auto_sync(false);
+  EXPECT_TRUE(ThrowsError(
+      [&] {
+        run([](auto& t, auto&, auto&) {
+          const LocalTensor<float> u = u_;
+          Duplicate(t, 1.0f, 64);
+          Muls(u, t, 2.0f, 64);
+        });
+      },
+      ErrorKind::internal,
+      {"Muls: src (a VECCALC buffer at UB offset 0) was last written by Duplicate (V) and is read by V with no "
+       "PipeBarrier<PIPE_V>() between them",
+       "insert PipeBarrier<PIPE_V>();"}));
+  // In place: the instruction reads the previous write, so it needs the barrier too.
+  EXPECT_TRUE(ThrowsError(
+      [&] {
+        run([](auto& t, auto&, auto&) {
+          Duplicate(t, 1.0f, 64);
+          Muls(t, t, 2.0f, 64);
+        });
+      },
+      ErrorKind::internal, {"Muls: src", "PipeBarrier<PIPE_V>()"}));
+  // A barrier, PIPE_V or PIPE_ALL, orders them; independent instructions need none.
+  run([](auto& t, auto&, auto&) {
+    const LocalTensor<float> u = u_;
+    Duplicate(t, 1.0f, 64);
+    Duplicate(u, 3.0f, 64);
+    PipeBarrier<PIPE_V>();
+    Muls(t, t, 2.0f, 64);
+    PipeBarrier<PIPE_ALL>();
+    Add(u, u, t, 64);
+  });
+  EXPECT_TRUE(ThrowsError(
+      [&] {
+        run([](auto& t, auto&, auto&) {
+          Duplicate(t, 1.0f, 64);
+          PipeBarrier<PIPE_V>();
+          Muls(t, t, 2.0f, 64);
+          Adds(t, t, 1.0f, 64);  // reads Muls' result: a barrier each time
+        });
+      },
+      ErrorKind::internal, {"Adds: src", "was last written by Muls (V)"}));
+  // With auto-sync (the default) the same code runs.
+  em.set_auto_sync(true);
+  run([](auto& t, auto&, auto&) {
+    Duplicate(t, 1.0f, 64);
+    Muls(t, t, 2.0f, 64);
+  });
 }
 
 }  // namespace

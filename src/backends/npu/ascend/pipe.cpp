@@ -55,6 +55,14 @@ void unsynchronised(const npu::detail::Core& core, const npu::detail::Buffer& b,
                         api, role, position_name(b.position), b.offset, what, from, to, from, to, from, to));
 }
 
+void no_v_barrier(const npu::detail::Core& core, const npu::detail::Buffer& b, const char* api, const char* role) {
+  npu::detail::kernel_fail(
+      core, fmt::format("{}: {} (a {} buffer at UB offset {}) was last written by {} (V) and is read by V with no "
+                        "PipeBarrier<PIPE_V>() between them; without auto-sync (OPREG_NPU_SYNC=manual) the vector "
+                        "pipe does not order dependent instructions: insert PipeBarrier<PIPE_V>(); before it",
+                        api, role, position_name(b.position), b.offset, b.w_api));
+}
+
 void bad_use(const npu::detail::Core& core, const void* addr, std::uint64_t bytes, const npu::detail::Buffer* buffer,
              std::uint32_t generation, std::uint64_t tensor_bytes, Use use, const char* api, const char* role) {
   using npu::detail::BufState;

@@ -283,6 +283,7 @@ void Launch::run_block(std::int64_t block, Core& core) {
   core.atomic_add = false;
   core.strict = em_.strict();
   core.approx_math = em_.approx_math();
+  core.manual_sync = !em_.auto_sync();
   core.pipes = PipeState{};
   core.kernel_type = 0;
   // A core's next block starts when its previous one ended, after the per-block overhead.

@@ -173,6 +173,9 @@ struct Core {
   bool atomic_add = false;
   bool strict = true;      // the pipe synchronisation rules (Emulator::set_strict)
   bool approx_math = false;  // Emulator::set_approx_math
+  // No auto-sync (Emulator::set_auto_sync(false)): a vector instruction that reads what an earlier
+  // one wrote needs PipeBarrier<PIPE_V> between them; off for a program triton-ascend compiled.
+  bool manual_sync = false;
   const char* launch_profile = "";           // the profile's name, for messages
   std::uint32_t max_ext_block_count = 4095;  // DataCopyExtParams.blockCount: 65535 on the 950PR [S9]
   bool reduce_tree_across_repeats = false;   // ReduceSum's method 1 (950PR) or 2 (A2/A3) [S23]
@@ -212,6 +215,9 @@ std::int64_t block_dim(const Core& core);
 // The kernel argument containing [p, p + bytes), or nullptr.
 const GmArg* find_arg(const Core& core, const void* p, std::size_t bytes);
 void sync_all(Core& core);
+// The running block is a program triton-ascend compiled (gpu_port): its syncs are the
+// compiler's, so the no-auto-sync rule does not apply to it.
+inline void triton_compiled(Core& core) { core.manual_sync = false; }
 // KERNEL_TASK_TYPE_DEFAULT: the kernel type the running block declared.
 void declare_kernel_type(Core& core, AscendC::KernelMetaType type);
 std::mutex& atomic_mutex(Core& core);
@@ -330,6 +336,13 @@ class Emulator {
   // (vector.h's within_2ulp). Off by default.
   void set_approx_math(bool on) { approx_math_.store(on); }
   bool approx_math() const { return approx_math_.load(); }
+  // Auto-sync (the default, OPREG_NPU_SYNC=auto): the compiler orders dependent vector
+  // instructions, as CANN's auto-sync inserts PipeBarrier<PIPE_V> [S26]. Off (manual): strict mode
+  // also requires PipeBarrier<PIPE_V> (or PIPE_ALL) between a vector instruction that writes a
+  // buffer and a later one that reads it, as a kernel built without auto-sync does. Programs
+  // triton-ascend compiled (triton_compiled) are exempt: the compiler inserts their syncs.
+  void set_auto_sync(bool on) { auto_sync_.store(on); }
+  bool auto_sync() const { return auto_sync_.load(); }
 
   // Runs `body` once per block, block ids 0..block_dim-1 in waves of the vector core count,
   // each block on a core of its own. Launches on one device run one at a time (one stream).
@@ -362,6 +375,7 @@ class Emulator {
   std::atomic<int> host_threads_{0};
   std::atomic<bool> strict_{true};
   std::atomic<bool> approx_math_{false};
+  std::atomic<bool> auto_sync_{true};
 };
 
 // triton-ascend's grid rule: up to 3 grid dims whose product is the block count, at most 65535.

@@ -105,9 +105,9 @@ void binary(const char* api, const LocalTensor<T>& dst, const LocalTensor<T>& a,
   static_assert(kVectorArith<T> || kScalarFallback<T>,
                 "no vector arithmetic on this type (the A2 vector unit has none on bf16: Cast to float first)");
   npu::detail::Core& core = npu::detail::current();
-  npu::detail::Buffer* w = Access::use(core, dst, count, Use::vector_write, api, "dst");
   npu::detail::Buffer* r0 = Access::use(core, a, count, Use::vector_read, api, "src0");
   npu::detail::Buffer* r1 = Access::use(core, b, count, Use::vector_read, api, "src1");
+  npu::detail::Buffer* w = Access::use(core, dst, count, Use::vector_write, api, "dst");
   issue<T>(core, count, sizeof(T), w, r0, r1, {dst.GetPhyAddr(), sizeof(T)}, {a.GetPhyAddr(), sizeof(T)},
            {b.GetPhyAddr(), sizeof(T)});
   map2(dst.GetPhyAddr(), a.GetPhyAddr(), b.GetPhyAddr(), count, f);
@@ -118,8 +118,8 @@ void unary(const char* api, const LocalTensor<T>& dst, const LocalTensor<T>& a, 
   static_assert(kVectorArith<T> || kScalarFallback<T>,
                 "no vector arithmetic on this type (the A2 vector unit has none on bf16: Cast to float first)");
   npu::detail::Core& core = npu::detail::current();
-  npu::detail::Buffer* w = Access::use(core, dst, count, Use::vector_write, api, "dst");
   npu::detail::Buffer* r0 = Access::use(core, a, count, Use::vector_read, api, "src");
+  npu::detail::Buffer* w = Access::use(core, dst, count, Use::vector_write, api, "dst");
   issue<T>(core, count, sizeof(T), w, r0, nullptr, {dst.GetPhyAddr(), sizeof(T)}, {a.GetPhyAddr(), sizeof(T)});
   map1(dst.GetPhyAddr(), a.GetPhyAddr(), count, f);
 }
@@ -147,9 +147,9 @@ template <class F>
 void reduce(const char* api, const LocalTensor<float>& dst, const LocalTensor<float>& src,
             const LocalTensor<float>& work, std::uint32_t count, float identity, F combine) {
   npu::detail::Core& core = npu::detail::current();
+  npu::detail::Buffer* r = Access::use(core, src, count, Use::vector_read, api, "src");
   // dst: element-aligned (the reductions' exception to the 32-byte rule) [S23][S24].
   npu::detail::Buffer* w = Access::use(core, dst, 1, Use::vector_write, api, "dst", sizeof(float));
-  npu::detail::Buffer* r = Access::use(core, src, count, Use::vector_read, api, "src");
   npu::detail::Buffer* k = Access::use(core, work, ((count + 63) / 64 + 7) / 8 * 8, Use::vector_write, api, "work");
   float* out = work.GetPhyAddr();
   const float* in = src.GetPhyAddr();
@@ -319,8 +319,8 @@ void Cast(const LocalTensor<D>& dst, const LocalTensor<S>& src, RoundMode mode, 
   if (narrow && mode != RoundMode::CAST_RINT && mode != RoundMode::CAST_NONE) [[unlikely]] {
     npu::detail::kernel_fail(core, "Cast: only CAST_RINT and CAST_NONE are emulated for float -> 16-bit");
   }
-  npu::detail::Buffer* w = detail_::Access::use(core, dst, calCount, detail_::Use::vector_write, "Cast", "dst");
   npu::detail::Buffer* r = detail_::Access::use(core, src, calCount, detail_::Use::vector_read, "Cast", "src");
+  npu::detail::Buffer* w = detail_::Access::use(core, dst, calCount, detail_::Use::vector_write, "Cast", "dst");
   // A repeat is 64 floats: the float side's 8 blocks, the 16-bit side's 4.
   detail_::issue<float>(core, calCount, 4, w, r, nullptr, {dst.GetPhyAddr(), sizeof(D)}, {src.GetPhyAddr(), sizeof(S)});
   D* d = dst.GetPhyAddr();
@@ -366,7 +366,8 @@ void SyncAll() {
 
 // A barrier on the issuing core [S26]: PIPE_ALL waits for every pipe (strict mode: everything
 // issued before it is visible to every pipe after it); PIPE_V / PIPE_MTE2 / PIPE_MTE3 order one
-// pipe within itself (which the emulator's scoreboard already does); PIPE_S is a hardware error.
+// pipe within itself (which the emulator's scoreboard already does; PIPE_V is what the no-auto-sync
+// mode checks, Emulator::set_auto_sync); PIPE_S is a hardware error.
 template <pipe_t pipe>
 void PipeBarrier() {
   static_assert(pipe != PIPE_S, "PipeBarrier<PIPE_S>() is a hardware error: the scalar unit orders itself");
@@ -374,6 +375,9 @@ void PipeBarrier() {
     npu::detail::Core& core = npu::detail::current();
     core.time.issue = core.time.end();
     core.pipes.barrier_all();
+  } else if constexpr (pipe == PIPE_V) {
+    npu::detail::PipeState& ps = npu::detail::current().pipes;
+    ps.synced[npu::detail::kPipeV][npu::detail::kPipeV] = ps.seq + 1;
   }
 }
 

@@ -137,9 +137,9 @@ void binary_repeat(const char* api, const LocalTensor<T>& dst, const LocalTensor
   const Placement p0 = placement(api, kParams, "src0", p.src0BlkStride, p.src0RepStride);
   const Placement p1 = placement(api, kParams, "src1", p.src1BlkStride, p.src1RepStride);
   npu::detail::Core& core = npu::detail::current();
-  npu::detail::Buffer* w = Access::use(core, dst, pd.span<T>(repeatTimes, last), Use::vector_write, api, "dst");
   npu::detail::Buffer* r0 = Access::use(core, a, p0.span<T>(repeatTimes, last), Use::vector_read, api, "src0");
   npu::detail::Buffer* r1 = Access::use(core, b, p1.span<T>(repeatTimes, last), Use::vector_read, api, "src1");
+  npu::detail::Buffer* w = Access::use(core, dst, pd.span<T>(repeatTimes, last), Use::vector_write, api, "dst");
   if (repeatTimes == 0) return;
   for (std::int32_t r = 0; r < repeatTimes; ++r) {
     for (std::uint32_t e = 0; e <= last; ++e) {
@@ -159,8 +159,8 @@ void unary_repeat(const char* api, const LocalTensor<T>& dst, const LocalTensor<
   const Placement pd = placement(api, "UnaryRepeatParams", "dst", p.dstBlkStride, p.dstRepStride);
   const Placement ps = placement(api, "UnaryRepeatParams", "src", p.srcBlkStride, p.srcRepStride);
   npu::detail::Core& core = npu::detail::current();
-  npu::detail::Buffer* w = Access::use(core, dst, pd.span<T>(repeatTimes, last), Use::vector_write, api, "dst");
   npu::detail::Buffer* r0 = Access::use(core, a, ps.span<T>(repeatTimes, last), Use::vector_read, api, "src");
+  npu::detail::Buffer* w = Access::use(core, dst, pd.span<T>(repeatTimes, last), Use::vector_write, api, "dst");
   if (repeatTimes == 0) return;
   for (std::int32_t r = 0; r < repeatTimes; ++r) {
     for (std::uint32_t e = 0; e <= last; ++e) {
@@ -236,10 +236,10 @@ void WholeReduceSum(const LocalTensor<T>& dst, const LocalTensor<T>& src, detail
   const detail_::Placement ps{std::uint64_t(srcBlkStride), std::uint64_t(srcRepStride)};
   const std::uint64_t dst_span = repeatTime == 0 ? 0 : std::uint64_t(repeatTime - 1) * dstRepStride + 1;
   npu::detail::Core& core = npu::detail::current();
-  npu::detail::Buffer* w =
-      detail_::Access::use(core, dst, dst_span, detail_::Use::vector_write, api, "dst", sizeof(T));
   npu::detail::Buffer* r0 = detail_::Access::use(core, src, ps.span<T>(repeatTime, last), detail_::Use::vector_read,
                                                  api, "src");
+  npu::detail::Buffer* w =
+      detail_::Access::use(core, dst, dst_span, detail_::Use::vector_write, api, "dst", sizeof(T));
   if (repeatTime == 0) return;
   for (std::int32_t r = 0; r < repeatTime; ++r) {
     float lanes[64];
@@ -263,10 +263,10 @@ void Brcb(const LocalTensor<T>& dst, const LocalTensor<T>& src0, std::int32_t re
       detail_::placement(api, "BrcbRepeatParams", "dst", repeatParams.dstBlkStride, repeatParams.dstRepStride);
   npu::detail::Core& core = npu::detail::current();
   // dst: through the last lane of block 7 of the last repeat.
-  npu::detail::Buffer* w =
-      detail_::Access::use(core, dst, pd.span<T>(repeatTime, 8 * per_block - 1), detail_::Use::vector_write, api, "dst");
   npu::detail::Buffer* r0 =
       detail_::Access::use(core, src0, std::uint64_t(8) * repeatTime, detail_::Use::vector_read, api, "src0");
+  npu::detail::Buffer* w =
+      detail_::Access::use(core, dst, pd.span<T>(repeatTime, 8 * per_block - 1), detail_::Use::vector_write, api, "dst");
   if (repeatTime == 0) return;
   for (std::int32_t r = 0; r < repeatTime; ++r) {
     for (std::uint32_t j = 0; j < 8; ++j) {
