@@ -39,15 +39,21 @@ inline constexpr float kExactBound = 0x1p63f;  // operands clamped here: product
 // hi = a's upper 12 significant bits, lo = a - hi, both exact; `tmp` is scratch. lo may be a.
 inline void Split(const LocalTensor<float>& hi, const LocalTensor<float>& lo, const LocalTensor<float>& a,
                   const LocalTensor<float>& tmp, uint32_t n) {
+  PipeBarrier<PIPE_V>();
   Muls(hi, a, kSplitter, n);  // c = a * (2^12 + 1)
+  PipeBarrier<PIPE_V>();
   Sub(tmp, hi, a, n);         // c - a
+  PipeBarrier<PIPE_V>();
   Sub(hi, hi, tmp, n);        // c - (c - a)
+  PipeBarrier<PIPE_V>();
   Sub(lo, a, hi, n);
 }
 
 // dst = a clamped to [-bound, bound] (a NaN stays NaN).
 inline void Clamp(const LocalTensor<float>& dst, const LocalTensor<float>& a, float bound, uint32_t n) {
+  PipeBarrier<PIPE_V>();
   Maxs(dst, a, -bound, n);
+  PipeBarrier<PIPE_V>();
   Mins(dst, dst, bound, n);
 }
 
@@ -62,16 +68,25 @@ inline void ProductError(const LocalTensor<float>& e, const LocalTensor<float>& 
   const LocalTensor<float>& tmp = s[4];
   Clamp(al, a, kExactBound, n);
   Clamp(bl, b, kExactBound, n);
+  PipeBarrier<PIPE_V>();
   Mul(e, al, bl, n);  // p, the clamped operands' product
   Split(ah, al, al, tmp, n);
   Split(bh, bl, bl, tmp, n);
+  PipeBarrier<PIPE_V>();
   Mul(tmp, ah, bh, n);
+  PipeBarrier<PIPE_V>();
   Sub(e, tmp, e, n);  // ah bh - p
+  PipeBarrier<PIPE_V>();
   Mul(ah, ah, bl, n);
+  PipeBarrier<PIPE_V>();
   Add(e, e, ah, n);  // + ah bl
+  PipeBarrier<PIPE_V>();
   Mul(bh, al, bh, n);
+  PipeBarrier<PIPE_V>();
   Add(e, e, bh, n);  // + al bh
+  PipeBarrier<PIPE_V>();
   Mul(al, al, bl, n);
+  PipeBarrier<PIPE_V>();
   Add(e, e, al, n);  // + al bl: the rounding error of p
 }
 
@@ -89,13 +104,21 @@ inline void AddCompensated(const LocalTensor<float>& hi, const LocalTensor<float
   const LocalTensor<float>& vc = s[4];
   Clamp(hc, hi, kSumBound, n);
   Clamp(vc, v, kSumBound, n);
+  PipeBarrier<PIPE_V>();
   Add(sum, hc, vc, n);
+  PipeBarrier<PIPE_V>();
   Sub(z, sum, hc, n);    // the part of v that reached the sum
+  PipeBarrier<PIPE_V>();
   Sub(err, sum, z, n);   // the part of hi that did
+  PipeBarrier<PIPE_V>();
   Sub(err, hc, err, n);  // hi's lost bits
+  PipeBarrier<PIPE_V>();
   Sub(z, vc, z, n);      // v's lost bits
+  PipeBarrier<PIPE_V>();
   Add(err, err, z, n);
+  PipeBarrier<PIPE_V>();
   Add(lo, lo, err, n);
+  PipeBarrier<PIPE_V>();
   Add(hi, hi, v, n);
 }
 
@@ -119,6 +142,7 @@ inline void AddProductExact(const LocalTensor<float>& hi, const LocalTensor<floa
     const auto w = static_cast<uint32_t>(Std::min(kExactCols, n - c));
     ProductError(e, a[at], b[at], s.t, w);
     AddCompensated(hi[at], lo[at], p[at], s.t, w);
+    PipeBarrier<PIPE_V>();
     Add(lo[at], lo[at], e, w);
   }
 }
@@ -151,32 +175,56 @@ inline void AddNormProductExact(const LocalTensor<float>& hi, const LocalTensor<
   for (int64_t c0 = 0; c0 < n; c0 += kExactCols) {
     const auto at = static_cast<uint32_t>(c0);
     const auto w = static_cast<uint32_t>(Std::min(kExactCols, n - c0));
+    PipeBarrier<PIPE_V>();
     Adds(xh, x[at], -mean, w);  // d = fl(x - mean)
+    PipeBarrier<PIPE_V>();
     Sub(t[0], xh, x[at], w);    // TwoSum(x, -mean)'s error into xl
+    PipeBarrier<PIPE_V>();
     Sub(t[1], xh, t[0], w);
+    PipeBarrier<PIPE_V>();
     Sub(t[1], x[at], t[1], w);
+    PipeBarrier<PIPE_V>();
     Adds(t[0], t[0], mean, w);
+    PipeBarrier<PIPE_V>();
     Sub(xl, t[1], t[0], w);
+    PipeBarrier<PIPE_V>();
     Muls(xl, xl, rstd, w);  // the difference's error, scaled
+    PipeBarrier<PIPE_V>();
     Maxs(t[0], xh, -kExactBound, w);
+    PipeBarrier<PIPE_V>();
     Mins(t[0], t[0], kExactBound, w);
+    PipeBarrier<PIPE_V>();
     Muls(t[1], t[0], rstd, w);  // the clamped d's product
     Split(t[2], t[0], t[0], t[3], w);
+    PipeBarrier<PIPE_V>();
     Muls(t[3], t[2], rh, w);
+    PipeBarrier<PIPE_V>();
     Sub(t[1], t[3], t[1], w);
+    PipeBarrier<PIPE_V>();
     Muls(t[3], t[2], rl, w);
+    PipeBarrier<PIPE_V>();
     Add(t[1], t[1], t[3], w);
+    PipeBarrier<PIPE_V>();
     Muls(t[3], t[0], rh, w);
+    PipeBarrier<PIPE_V>();
     Add(t[1], t[1], t[3], w);
+    PipeBarrier<PIPE_V>();
     Muls(t[3], t[0], rl, w);
+    PipeBarrier<PIPE_V>();
     Add(t[1], t[1], t[3], w);
+    PipeBarrier<PIPE_V>();
     Add(xl, xl, t[1], w);  // xhat - xh
+    PipeBarrier<PIPE_V>();
     Muls(xh, xh, rstd, w);
+    PipeBarrier<PIPE_V>();
     Mul(p, dy[at], xh, w);
     ProductError(t[5], dy[at], xh, t, w);
     AddCompensated(hi[at], lo[at], p, t, w);
+    PipeBarrier<PIPE_V>();
     Add(lo[at], lo[at], t[5], w);
+    PipeBarrier<PIPE_V>();
     Mul(t[0], dy[at], xl, w);
+    PipeBarrier<PIPE_V>();
     Add(lo[at], lo[at], t[0], w);
   }
 }

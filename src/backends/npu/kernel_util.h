@@ -132,7 +132,9 @@ LocalTensor<float> FloatTile(const LocalTensor<T>& out, const LocalTensor<float>
 template <class T>
 void RoundTo(const LocalTensor<float>& v, const LocalTensor<T>& tmp, int64_t n) {
   if constexpr (!IsSameType<T, float>::value) {
+    PipeBarrier<PIPE_V>();
     Cast(tmp, v, RoundMode::CAST_RINT, static_cast<uint32_t>(n));
+    PipeBarrier<PIPE_V>();
     Cast(v, tmp, RoundMode::CAST_NONE, static_cast<uint32_t>(n));
   }
 }
@@ -148,6 +150,7 @@ inline void RoundToElem(const LocalTensor<float>& v, const LocalTensor<float>& s
 template <class T>
 void StoreFloat(const LocalTensor<T>& dst, const LocalTensor<float>& src, int64_t n) {
   if constexpr (!IsSameType<T, float>::value) {
+    PipeBarrier<PIPE_V>();
     Cast(dst, src, RoundMode::CAST_RINT, static_cast<uint32_t>(n));
   } else {
     static_cast<void>(dst);
@@ -171,6 +174,7 @@ void LoadRowAsFloat(const LocalTensor<float>& dst, const GlobalTensor<T>& src, i
     const LocalTensor<T> narrow = raw.ReinterpretCast<T>();
     CopyRowsIn(narrow, src[static_cast<uint64_t>(col0)], 1, width, width);
     PipeSync<HardEvent::MTE2_V>();
+    PipeBarrier<PIPE_V>();
     Cast(dst, narrow, RoundMode::CAST_NONE, static_cast<uint32_t>(width));
   }
 }
@@ -206,6 +210,7 @@ void PrepareScale(const LocalTensor<float>& wf, const GlobalTensor<W>& w, const 
                   int64_t col0, int64_t width, float offset, family::Elem round) {
   if (width == 0) return;
   LoadRowAsFloat(wf, w, col0, width, scratch);
+  PipeBarrier<PIPE_V>();
   if (offset != 0.0f) Adds(wf, wf, offset, static_cast<uint32_t>(width));
   RoundToElem(wf, scratch, round, width);
 }
@@ -245,12 +250,19 @@ inline float ScaleFor(float largest) { return Pow2(-ExponentOf(largest)); }
 inline void ScaledRstd(const LocalTensor<float>& rstd, const LocalTensor<float>& ss, const LocalTensor<float>& scale,
                        int64_t n, float eps, int64_t count) {
   const auto c = static_cast<uint32_t>(count);
+  PipeBarrier<PIPE_V>();
   Muls(rstd, ss, n == 0 ? 0.0f : 1.0f / static_cast<float>(n), c);
+  PipeBarrier<PIPE_V>();
   Mul(ss, scale, scale, c);
+  PipeBarrier<PIPE_V>();
   Muls(ss, ss, eps, c);
+  PipeBarrier<PIPE_V>();
   Add(rstd, rstd, ss, c);
+  PipeBarrier<PIPE_V>();
   Sqrt(rstd, rstd, c);
+  PipeBarrier<PIPE_V>();
   Reciprocal(rstd, rstd, c);
+  PipeBarrier<PIPE_V>();
   Mul(rstd, rstd, scale, c);
 }
 
@@ -325,12 +337,15 @@ class ParamReduce {
           AddCompensated(sum, lo, part, tmp, n);
           inPart_.FreeTensor(part);
           part = Fetch(in.ws[at(k, c0) + static_cast<uint64_t>(in.lo_offset)], width);
+          PipeBarrier<PIPE_V>();
           Add(lo, lo, part, n);
         } else {
+          PipeBarrier<PIPE_V>();
           Add(sum, sum, part, n);
         }
         inPart_.FreeTensor(part);
       }
+      PipeBarrier<PIPE_V>();
       if (comp) Add(sum, sum, lo, n);
       if constexpr (IsSameType<P, float>::value) {
         PipeSync<HardEvent::MTE2_MTE3>();  // one plain part: copied out unchanged
@@ -338,6 +353,7 @@ class ParamReduce {
         CopyRowsOut(dst[static_cast<uint64_t>(c0)], sum, 1, width, width);
       } else {
         LocalTensor<P> out = outP_.template AllocTensor<P>();
+        PipeBarrier<PIPE_V>();
         Cast(out, sum, RoundMode::CAST_RINT, n);
         outP_.EnQue(out);
         out = outP_.template DeQue<P>();

@@ -333,8 +333,8 @@ TEST_F(Strict, WithoutAutoSyncAVectorResultReadByVNeedsPipeBarrierV) {
         });
       },
       ErrorKind::internal,
-      {"Muls: src (a VECCALC buffer at UB offset 0) was last written by Duplicate (V) and is read by V with no "
-       "PipeBarrier<PIPE_V>() between them",
+      {"Muls: src (UB offset 0, in a VECCALC buffer at 0) reads what a vector instruction (Duplicate the last) wrote "
+       "with no PipeBarrier<PIPE_V>() between them",
        "insert PipeBarrier<PIPE_V>();"}));
   // In place: the instruction reads the previous write, so it needs the barrier too.
   EXPECT_TRUE(ThrowsError(
@@ -364,7 +364,15 @@ TEST_F(Strict, WithoutAutoSyncAVectorResultReadByVNeedsPipeBarrierV) {
           Adds(t, t, 1.0f, 64);  // reads Muls' result: a barrier each time
         });
       },
-      ErrorKind::internal, {"Adds: src", "was last written by Muls (V)"}));
+      ErrorKind::internal, {"Adds: src", "(Muls the last)"}));
+  // The record is per byte: an instruction reading bytes no vector instruction wrote since the
+  // barrier (the next row of a tile) needs none.
+  run([](auto& t, auto&, auto&) {
+    Duplicate(t, 1.0f, 128);
+    PipeBarrier<PIPE_V>();
+    Muls(t, t, 2.0f, 64);              // writes t[0, 64)
+    Muls(t[64], t[64], 3.0f, 64);      // reads t[64, 128): Duplicate's, ordered by the barrier
+  });
   // With auto-sync (the default) the same code runs.
   em.set_auto_sync(true);
   run([](auto& t, auto&, auto&) {

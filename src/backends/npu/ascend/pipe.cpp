@@ -3,6 +3,7 @@
 #include "backends/npu/ascend/pipe.h"
 #include "backends/npu/ascend/vector_repeat.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -55,12 +56,43 @@ void unsynchronised(const npu::detail::Core& core, const npu::detail::Buffer& b,
                         api, role, position_name(b.position), b.offset, what, from, to, from, to, from, to));
 }
 
-void no_v_barrier(const npu::detail::Core& core, const npu::detail::Buffer& b, const char* api, const char* role) {
+void v_order(npu::detail::Core& core, const npu::detail::Buffer& b, std::uint32_t lo, std::uint32_t hi, bool write,
+             const char* api, const char* role) {
+  std::vector<std::uint64_t>& bits = core.v_written;
+  if (bits.size() * 128 < core.ub_size) bits.assign((core.ub_size + 127) / 128, 0);
+  if (core.v_epoch != core.pipes.v_barriers) {  // a barrier since: forget the writes before it
+    for (std::size_t w = core.v_from; w < core.v_to; ++w) bits[w] = 0;
+    core.v_from = bits.size();
+    core.v_to = 0;
+    core.v_epoch = core.pipes.v_barriers;
+  }
+  const std::size_t first = lo / 2;
+  const std::size_t last = (hi + 1) / 2;  // a bit per 2 bytes, [first, last)
+  for (std::size_t i = first; i < last;) {
+    const std::size_t w = i / 64;
+    const std::size_t n = std::min<std::size_t>(64 - i % 64, last - i);
+    const std::uint64_t mask = (n == 64 ? ~std::uint64_t{0} : ((std::uint64_t{1} << n) - 1)) << (i % 64);
+    if (write) {
+      bits[w] |= mask;
+    } else if ((bits[w] & mask) != 0) [[unlikely]] {
+      no_v_barrier(core, b, lo, api, role);
+    }
+    i += n;
+  }
+  if (write && first < last) {
+    core.v_from = std::min(core.v_from, first / 64);
+    core.v_to = std::max(core.v_to, (last + 63) / 64);
+    core.v_api = api;
+  }
+}
+
+void no_v_barrier(const npu::detail::Core& core, const npu::detail::Buffer& b, std::uint32_t lo, const char* api,
+                  const char* role) {
   npu::detail::kernel_fail(
-      core, fmt::format("{}: {} (a {} buffer at UB offset {}) was last written by {} (V) and is read by V with no "
-                        "PipeBarrier<PIPE_V>() between them; without auto-sync (OPREG_NPU_SYNC=manual) the vector "
-                        "pipe does not order dependent instructions: insert PipeBarrier<PIPE_V>(); before it",
-                        api, role, position_name(b.position), b.offset, b.w_api));
+      core, fmt::format("{}: {} (UB offset {}, in a {} buffer at {}) reads what a vector instruction ({} the last) "
+                        "wrote with no PipeBarrier<PIPE_V>() between them; without auto-sync (OPREG_NPU_SYNC=manual) "
+                        "the vector pipe does not order dependent instructions: insert PipeBarrier<PIPE_V>(); before it",
+                        api, role, lo, position_name(b.position), b.offset, core.v_api));
 }
 
 void bad_use(const npu::detail::Core& core, const void* addr, std::uint64_t bytes, const npu::detail::Buffer* buffer,

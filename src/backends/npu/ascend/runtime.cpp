@@ -284,6 +284,10 @@ void Launch::run_block(std::int64_t block, Core& core) {
   core.strict = em_.strict();
   core.approx_math = em_.approx_math();
   core.manual_sync = !em_.auto_sync();
+  std::fill(core.v_written.begin(), core.v_written.end(), 0);  // no-auto-sync's record (v_order)
+  core.v_from = core.v_written.size();
+  core.v_to = 0;
+  core.v_epoch = 0;
   core.pipes = PipeState{};
   core.kernel_type = 0;
   // A core's next block starts when its previous one ended, after the per-block overhead.

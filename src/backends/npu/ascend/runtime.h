@@ -16,6 +16,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "backends/npu/ascend/types.h"
 #include "backends/npu/profile.h"
@@ -124,6 +125,7 @@ struct PipeState {
   };
   static constexpr int kGmWrites = 8;
   std::uint32_t seq = 0;
+  std::uint32_t v_barriers = 0;  // PipeBarrier<PIPE_V> (or PIPE_ALL) so far: Core::v_epoch
   std::uint32_t synced[4][4] = {};
   std::uint32_t pending[4][4][kEventIds] = {};
   GmWrite gm[kGmWrites] = {};
@@ -133,6 +135,7 @@ struct PipeState {
       for (auto& v : row) v = seq + 1;
     }
     gm_count = 0;
+    ++v_barriers;
   }
 };
 
@@ -176,6 +179,13 @@ struct Core {
   // No auto-sync (Emulator::set_auto_sync(false)): a vector instruction that reads what an earlier
   // one wrote needs PipeBarrier<PIPE_V> between them; off for a program triton-ascend compiled.
   bool manual_sync = false;
+  // Its record: which UB bytes (a bit per 2 bytes) vector instructions wrote since the barrier
+  // numbered v_epoch (PipeState::v_barriers), the words of v_written touched, the last writer.
+  std::vector<std::uint64_t> v_written;
+  std::uint32_t v_epoch = 0;
+  std::size_t v_from = 0;
+  std::size_t v_to = 0;
+  const char* v_api = "";
   const char* launch_profile = "";           // the profile's name, for messages
   std::uint32_t max_ext_block_count = 4095;  // DataCopyExtParams.blockCount: 65535 on the 950PR [S9]
   bool reduce_tree_across_repeats = false;   // ReduceSum's method 1 (950PR) or 2 (A2/A3) [S23]

@@ -109,8 +109,13 @@ void check_gm_read(npu::detail::Core& core, const char* api, const void* gm, std
 [[noreturn]] void unsynchronised(const npu::detail::Core& core, const npu::detail::Buffer& b, std::uint8_t pipe,
                                  bool write, std::uint8_t other, bool other_wrote, const char* api, const char* role);
 // No auto-sync: a vector instruction reads what an earlier one wrote with no PipeBarrier<PIPE_V>.
-[[noreturn]] void no_v_barrier(const npu::detail::Core& core, const npu::detail::Buffer& b, const char* api,
-                               const char* role);
+[[noreturn]] void no_v_barrier(const npu::detail::Core& core, const npu::detail::Buffer& b, std::uint32_t lo,
+                               const char* api, const char* role);
+
+// No auto-sync: a vector instruction reading UB bytes [lo, hi) that a vector instruction wrote
+// since the last PipeBarrier<PIPE_V> (or PIPE_ALL) is an error; a write is remembered.
+void v_order(npu::detail::Core& core, const npu::detail::Buffer& b, std::uint32_t lo, std::uint32_t hi, bool write,
+             const char* api, const char* role);
 
 // Strict mode: `pipe` reads (or writes) buffer b now. A write by another pipe must have been
 // synchronised to this pipe since (a queue, a flag, a barrier); so must, for a write, every read
@@ -123,13 +128,6 @@ inline void hazard(npu::detail::Core& core, npu::detail::Buffer& b, std::uint8_t
   if (b.w_pipe != pipe && b.w_pipe != kNoPipe && (b.w_synced & (1u << pipe)) == 0 &&
       b.w_seq >= ps.synced[b.w_pipe][pipe]) [[unlikely]] {
     unsynchronised(core, b, pipe, write, b.w_pipe, true, api, role);
-  }
-  // Without auto-sync the vector pipe does not order itself: a read of an earlier vector
-  // instruction's result needs PipeBarrier<PIPE_V> since (an instruction's sources are checked
-  // before its dst is recorded, so an in-place instruction reads the previous write).
-  if (core.manual_sync && pipe == kPipeV && !write && b.w_pipe == kPipeV && b.w_seq >= ps.synced[kPipeV][kPipeV])
-      [[unlikely]] {
-    no_v_barrier(core, b, api, role);
   }
   if (write) {
     if (pipe != kPipeV && b.r_seq_v != 0 && b.r_seq_v >= ps.synced[kPipeV][pipe]) [[unlikely]] {
@@ -209,7 +207,16 @@ struct Access {
         misaligned(core, t.addr_, align, how, api, role);
       }
     }
-    if (core.strict && b != &core.loose) hazard(core, *b, pipe_of(how), writes(how), api, role);
+    if (core.strict && b != &core.loose) {
+      hazard(core, *b, pipe_of(how), writes(how), api, role);
+      // Without auto-sync the vector pipe does not order itself (an instruction's sources are
+      // checked before its dst is recorded, so an in-place instruction reads the previous write).
+      if (core.manual_sync && pipe_of(how) == npu::detail::kPipeV) {
+        const auto lo = static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(t.addr_) -
+                                                   reinterpret_cast<std::uintptr_t>(core.ub));
+        v_order(core, *b, lo, lo + static_cast<std::uint32_t>(bytes), writes(how), api, role);
+      }
+    }
     return b;
   }
 

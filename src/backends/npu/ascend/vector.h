@@ -376,8 +376,7 @@ void PipeBarrier() {
     core.time.issue = core.time.end();
     core.pipes.barrier_all();
   } else if constexpr (pipe == PIPE_V) {
-    npu::detail::PipeState& ps = npu::detail::current().pipes;
-    ps.synced[npu::detail::kPipeV][npu::detail::kPipeV] = ps.seq + 1;
+    ++npu::detail::current().pipes.v_barriers;
   }
 }
 

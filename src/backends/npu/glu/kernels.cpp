@@ -126,10 +126,15 @@ LocalTensor<float> GateArg(const LocalTensor<float>& tmp, const LocalTensor<floa
     static_cast<void>(tmp);
     return a;
   } else {
+    PipeBarrier<PIPE_V>();
     Mul(tmp, a, a, n);
+    PipeBarrier<PIPE_V>();
     Mul(tmp, tmp, a, n);
+    PipeBarrier<PIPE_V>();
     Muls(tmp, tmp, kC, n);
+    PipeBarrier<PIPE_V>();
     Add(tmp, tmp, a, n);
+    PipeBarrier<PIPE_V>();
     Muls(tmp, tmp, 2.0f * kK, n);
     return tmp;
   }
@@ -138,12 +143,17 @@ LocalTensor<float> GateArg(const LocalTensor<float>& tmp, const LocalTensor<floa
 // dst = sigmoid(z) = 1 / (1 + e^-z), or with complement, 1 - sigmoid(z) = 1 / (1 + e^z). dst may be z.
 inline void Sigmoid(const LocalTensor<float>& dst, const LocalTensor<float>& z, uint32_t n, bool complement) {
   if (complement) {
+    PipeBarrier<PIPE_V>();
     Exp(dst, z, n);
   } else {
+    PipeBarrier<PIPE_V>();
     Muls(dst, z, -1.0f, n);
+    PipeBarrier<PIPE_V>();
     Exp(dst, dst, n);
   }
+  PipeBarrier<PIPE_V>();
   Adds(dst, dst, 1.0f, n);
+  PipeBarrier<PIPE_V>();
   Reciprocal(dst, dst, n);
 }
 
@@ -153,18 +163,30 @@ void Slope(const LocalTensor<float>& t, const LocalTensor<float>& a, const Local
            const LocalTensor<float>& scratch, uint32_t n) {
   if constexpr (A == Act::silu) {
     static_cast<void>(scratch);
+    PipeBarrier<PIPE_V>();
     Mul(t, t, a, n);
+    PipeBarrier<PIPE_V>();
     Adds(t, t, 1.0f, n);
+    PipeBarrier<PIPE_V>();
     Mul(t, t, s, n);
   } else {
+    PipeBarrier<PIPE_V>();
     Mul(t, t, s, n);
+    PipeBarrier<PIPE_V>();
     Mul(t, t, a, n);
+    PipeBarrier<PIPE_V>();
     Muls(t, t, 2.0f * kK, n);
+    PipeBarrier<PIPE_V>();
     Mul(scratch, a, a, n);
+    PipeBarrier<PIPE_V>();
     Mins(scratch, scratch, kSquareCap, n);
+    PipeBarrier<PIPE_V>();
     Muls(scratch, scratch, 3.0f * kC, n);
+    PipeBarrier<PIPE_V>();
     Adds(scratch, scratch, 1.0f, n);
+    PipeBarrier<PIPE_V>();
     Mul(t, t, scratch, n);
+    PipeBarrier<PIPE_V>();
     Add(t, t, s, n);
   }
 }
@@ -247,9 +269,12 @@ class KernelGluFwd : public KernelGluBase<X, KernelGluFwd<X, A>> {
     Sigmoid(t, GateArg<A>(t, xa, n), n, false);
     // act(a) = a * s lands in c's tile (float) or over a's float copy (16-bit), then times b.
     const LocalTensor<float> out = FloatTile(c, af);
+    PipeBarrier<PIPE_V>();
     Mul(out, xa, t, n);
     if (torch_) kernel::RoundTo(out, c, n);  // through c's tile, written only after
-    Mul(out, out, AsFloat(b, t, n), n);
+    const LocalTensor<float> bf = AsFloat(b, t, n);
+    PipeBarrier<PIPE_V>();
+    Mul(out, out, bf, n);
     StoreFloat(c, out, n);
     outC_.EnQue(c);
     inA_.FreeTensor(a);
@@ -330,21 +355,28 @@ class KernelGluBwd : public KernelGluBase<X, KernelGluBwd<X, A>> {
     Sigmoid(s, z, n, false);
     Sigmoid(slope, z, n, true);
     Slope<A>(slope, xa, s, value, n);
+    PipeBarrier<PIPE_V>();
     Mul(value, xa, s, n);
     // db = dc * act(a); da = dc * act'(a) * b (b as float over a's float copy, now unused).
     // torch: act(a) rounded through db's tile and dc * b through da's, each written only after.
     if (torch_) kernel::RoundTo(value, db, n);
     const LocalTensor<float> g = AsFloat(dc, s, n);
+    PipeBarrier<PIPE_V>();
     Mul(value, value, g, n);
     StoreFloat(db, value, n);
     if (torch_) {
       const LocalTensor<float> gb = AsFloat(b, af, n);
+      PipeBarrier<PIPE_V>();
       Mul(gb, g, gb, n);
       kernel::RoundTo(gb, da, n);
+      PipeBarrier<PIPE_V>();
       Mul(slope, slope, gb, n);
     } else {
+      PipeBarrier<PIPE_V>();
       Mul(slope, slope, g, n);
-      Mul(slope, slope, AsFloat(b, af, n), n);
+      const LocalTensor<float> bf = AsFloat(b, af, n);
+      PipeBarrier<PIPE_V>();
+      Mul(slope, slope, bf, n);
     }
     StoreFloat(da, slope, n);
     outDa_.EnQue(da);

@@ -226,7 +226,9 @@ class KernelNormGrad : public kernel::RowKernel<BwdParams> {
         [&](int64_t g0, int64_t gn) {
           const float inv = size_ == 0 ? 0.0f : 1.0f / static_cast<float>(size_);
           PipeSync<HardEvent::S_V>();  // the sums the scalar unit set
+          PipeBarrier<PIPE_V>();
           Muls(c1, c1, inv, u32(gn));
+          PipeBarrier<PIPE_V>();
           Muls(c2, c2, inv, u32(gn));
           if (spill) {
             PipeSync<HardEvent::V_MTE3>();
@@ -274,7 +276,9 @@ class KernelNormGrad : public kernel::RowKernel<BwdParams> {
   // xhat = (x - mean) * rstd, in x's float tile.
   void Xhat(const LocalTensor<float>& xf, int64_t rows, int64_t pitch, float mean, float rstd) {
     const uint32_t span = u32(rows * pitch);
+    PipeBarrier<PIPE_V>();
     Adds(xf, xf, -mean, span);
+    PipeBarrier<PIPE_V>();
     Muls(xf, xf, rstd, span);
   }
 
@@ -289,9 +293,13 @@ class KernelNormGrad : public kernel::RowKernel<BwdParams> {
       if (kernel::IsFinite(rstd) && kernel::Fabs(rstd) <= kernel::kExactBound && kernel::IsFinite(mean)) {
         kernel::AddNormProductExact(dwpBuf_.Get<float>(), dwbBuf_.Get<float>(), dyf, xf, mean, rstd, ex, width);
       } else {
+        PipeBarrier<PIPE_V>();
         Adds(t, xf, -mean, u32(width));
+        PipeBarrier<PIPE_V>();
         Muls(t, t, rstd, u32(width));
+        PipeBarrier<PIPE_V>();
         Mul(t, t, dyf, u32(width));
+        PipeBarrier<PIPE_V>();
         Add(dwbBuf_.Get<float>(), dwbBuf_.Get<float>(), t, u32(width));
       }
     }
@@ -304,14 +312,18 @@ class KernelNormGrad : public kernel::RowKernel<BwdParams> {
     if ((!p_.grads_w && !p_.grads_b) || width == 0 || p_.exact) return;
     if (!s_.channel_mode()) {
       if (p_.grads_w) {
+        PipeBarrier<PIPE_V>();
         Mul(t, dyf, xh, u32(width));
+        PipeBarrier<PIPE_V>();
         Add(dwbBuf_.Get<float>(), dwbBuf_.Get<float>(), t, u32(width));
       }
+      PipeBarrier<PIPE_V>();
       if (p_.grads_b) Add(dbbBuf_.Get<float>(), dbbBuf_.Get<float>(), dyf, u32(width));
       if (++block_sets_ == kSetsPerBlockPartial) FoldBlock(width);
       return;
     }
     const int64_t c0 = (set % s_.groups) * s_.channels + row0;
+    PipeBarrier<PIPE_V>();
     if (p_.grads_w) Mul(t, dyf, xh, u32(rows * pitch));
     for (int64_t r = 0; r < rows; ++r) {
       const auto off = u32(r * pitch);
@@ -332,11 +344,13 @@ class KernelNormGrad : public kernel::RowKernel<BwdParams> {
                 int64_t width, int64_t pitch) {
     if (!s_.has_weight || width == 0) return;
     if (!s_.channel_mode()) {
+      PipeBarrier<PIPE_V>();
       Mul(dyf, dyf, wfBuf_.Get<float>(), u32(width));
       return;
     }
     const int64_t c0 = (set % s_.groups) * s_.channels + row0;
     for (int64_t r = 0; r < rows; ++r) {
+      PipeBarrier<PIPE_V>();
       Muls(dyf[u32(r * pitch)], dyf[u32(r * pitch)], wcBuf_.Get<float>().GetValue(u32(c0 + r)), u32(width));
     }
   }
@@ -347,6 +361,7 @@ class KernelNormGrad : public kernel::RowKernel<BwdParams> {
                 float& s1, float& s2) {
     Gradient(dyf, set, row0, rows, width, pitch);
     if (width == 0) return;
+    PipeBarrier<PIPE_V>();
     Mul(t, dyf, xh, u32(rows * pitch));
     s1 += RowsSum(t, rows, width, pitch, Acc(), Work());
     s2 += RowsSum(dyf, rows, width, pitch, Acc(), Work());
@@ -356,9 +371,13 @@ class KernelNormGrad : public kernel::RowKernel<BwdParams> {
   void Dx(const LocalTensor<float>& dxf, const LocalTensor<float>& g, const LocalTensor<float>& xh,
           const LocalTensor<float>& t, int64_t rows, int64_t pitch, float c1, float c2, float rstd) {
     const uint32_t span = u32(rows * pitch);
+    PipeBarrier<PIPE_V>();
     Muls(t, xh, c1, span);
+    PipeBarrier<PIPE_V>();
     Adds(t, t, c2, span);
+    PipeBarrier<PIPE_V>();
     Sub(dxf, g, t, span);
+    PipeBarrier<PIPE_V>();
     Muls(dxf, dxf, rstd, span);
   }
 
@@ -380,10 +399,12 @@ class KernelNormGrad : public kernel::RowKernel<BwdParams> {
 
   void FoldBlock(int64_t width) {
     if (p_.grads_w) {
+      PipeBarrier<PIPE_V>();
       Add(dwpBuf_.Get<float>(), dwpBuf_.Get<float>(), dwbBuf_.Get<float>(), u32(width));
       Duplicate(dwbBuf_.Get<float>(), 0.0f, u32(width));
     }
     if (p_.grads_b) {
+      PipeBarrier<PIPE_V>();
       Add(dbpBuf_.Get<float>(), dbpBuf_.Get<float>(), dbbBuf_.Get<float>(), u32(width));
       Duplicate(dbbBuf_.Get<float>(), 0.0f, u32(width));
     }

@@ -248,13 +248,18 @@ class KernelNorm : public kernel::RowKernel<FwdParams> {
   float RescaleResident(const LocalTensor<float>& x, const LocalTensor<float>& t, int64_t rows,
                         int64_t width, int64_t pitch, Moments& m) {
     const uint32_t span = u32(rows * pitch);
+    PipeBarrier<PIPE_V>();
     Adds(t, x, -m.mean, span);
+    PipeBarrier<PIPE_V>();
     Abs(t, t, span);
     const float largest = RowsMax(t, rows, width, pitch, Acc(), Work());
     if (!kernel::IsFinite(largest)) return 1.0f;
     const float scale = ScaleFor(largest);
+    PipeBarrier<PIPE_V>();
     Adds(t, x, -m.mean, span);
+    PipeBarrier<PIPE_V>();
     Muls(t, t, scale, span);
+    PipeBarrier<PIPE_V>();
     Mul(t, t, t, span);
     m.m2 = RowsSum(t, rows, width, pitch, Acc(), Work());
     return scale;
@@ -279,7 +284,9 @@ class KernelNorm : public kernel::RowKernel<FwdParams> {
     float scale = 1.0f;
     WithScratch([&](const LocalTensor<float>& t) {
     each_piece([&](const LocalTensor<float>& xf, const Piece& pc, uint32_t span) {
+      PipeBarrier<PIPE_V>();
       Adds(t, xf, -m.mean, span);
+      PipeBarrier<PIPE_V>();
       Abs(t, t, span);
       const float piece = RowsMax(t, pc.rows, pc.width, pitch, Acc(), Work());
       largest = kernel::IsNan(piece) || piece > largest ? piece : largest;
@@ -287,8 +294,11 @@ class KernelNorm : public kernel::RowKernel<FwdParams> {
     if (!kernel::IsFinite(largest)) return;
     scale = ScaleFor(largest);
     each_piece([&](const LocalTensor<float>& xf, const Piece& pc, uint32_t span) {
+      PipeBarrier<PIPE_V>();
       Adds(t, xf, -m.mean, span);
+      PipeBarrier<PIPE_V>();
       Muls(t, t, scale, span);
+      PipeBarrier<PIPE_V>();
       Mul(t, t, t, span);
       sum += RowsSum(t, pc.rows, pc.width, pitch, Acc(), Work());
     });
@@ -302,10 +312,14 @@ class KernelNorm : public kernel::RowKernel<FwdParams> {
              int64_t rows, int64_t width, int64_t pitch, float mean, float rstd) {
     if (width == 0) return;
     const uint32_t span = u32(rows * pitch);
+    PipeBarrier<PIPE_V>();
     Adds(yf, xf, -mean, span);
     if (!s_.channel_mode()) {
+      PipeBarrier<PIPE_V>();
       Muls(yf, yf, rstd, span);
+      PipeBarrier<PIPE_V>();
       if (s_.has_weight) Mul(yf, yf, wfBuf_.Get<float>(), u32(width));
+      PipeBarrier<PIPE_V>();
       if (s_.has_bias) Add(yf, yf, bfBuf_.Get<float>(), u32(width));
       return;
     }
@@ -314,7 +328,9 @@ class KernelNorm : public kernel::RowKernel<FwdParams> {
     for (int64_t r = 0; r < rows; ++r) {
       const LocalTensor<float> v = yf[u32(r * pitch)];
       const float a = s_.has_weight ? rstd * wcBuf_.Get<float>().GetValue(u32(c0 + r)) : rstd;
+      PipeBarrier<PIPE_V>();
       Muls(v, v, a, u32(width));
+      PipeBarrier<PIPE_V>();
       if (s_.has_bias) Adds(v, v, bcBuf_.Get<float>().GetValue(u32(c0 + r)), u32(width));
     }
   }

@@ -34,8 +34,10 @@ inline float RowsReduce(const LocalTensor<float>& v, int64_t rows, int64_t width
   if (width == 0) return result;
   for (int64_t r = 0; r < rows; ++r) {
     if constexpr (kMax) {
+      PipeBarrier<PIPE_V>();
       ReduceMax(acc, v[u32(r * pitch)], work, u32(width));
     } else {
+      PipeBarrier<PIPE_V>();
       ReduceSum(acc, v[u32(r * pitch)], work, u32(width));
     }
     kernel::PipeSync<HardEvent::V_S>();
@@ -92,6 +94,7 @@ inline float RowsSumExact(const LocalTensor<float>& x, const LocalTensor<float>&
   const int64_t count = rows * width;
   if (count == 0) return 0.0f;
   const uint32_t span = u32(rows * pitch);
+  PipeBarrier<PIPE_V>();
   Abs(t, x, span);
   const float largest = RowsMax(t, rows, width, pitch, acc, work);
   const int e = kernel::ExponentOf(largest);  // largest < 2^e
@@ -100,9 +103,12 @@ inline float RowsSumExact(const LocalTensor<float>& x, const LocalTensor<float>&
   const int m = e + k + 1;
   if (!kernel::IsFinite(largest) || largest == 0.0f || m > 126) return RowsSum(x, rows, width, pitch, acc, work);
   const float sigma = kernel::Pow2(m);
+  PipeBarrier<PIPE_V>();
   Adds(t, x, sigma, span);
+  PipeBarrier<PIPE_V>();
   Adds(t, t, -sigma, span);  // q
   const float high = RowsSum(t, rows, width, pitch, acc, work);
+  PipeBarrier<PIPE_V>();
   Sub(t, x, t, span);  // x - q
   return high + RowsSum(t, rows, width, pitch, acc, work);
 }
@@ -122,8 +128,10 @@ inline Moments PieceMoments(const LocalTensor<float>& x, const LocalTensor<float
   m.n = static_cast<float>(count);
   const float mean0 = RowsSumExact(x, t, rows, width, pitch, acc, work) / m.n;
   const uint32_t span = u32(rows * pitch);
+  PipeBarrier<PIPE_V>();
   Adds(t, x, -mean0, span);
   const float sd = RowsSum(t, rows, width, pitch, acc, work);
+  PipeBarrier<PIPE_V>();
   Mul(t, t, t, span);
   const float q = RowsSum(t, rows, width, pitch, acc, work);
   if (kernel::IsFinite(sd) && kernel::IsFinite(mean0)) {

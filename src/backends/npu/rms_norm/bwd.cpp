@@ -216,13 +216,18 @@ class KernelRmsNormGrad : public kernel::RowKernel<BwdParams> {
     const LocalTensor<float> xf = AsFloat(x, kernel::FloatScratch<X>(xfBuf_), width);
     const LocalTensor<float> t = tBuf_.Get<float>();
     const LocalTensor<float> acc = accBuf_.Get<float>();
+    PipeBarrier<PIPE_V>();
     Muls(xf, xf, rstd, u32(width));  // xhat, in x's float tile
     if (p_.has_weight) {
+      PipeBarrier<PIPE_V>();
       Mul(t, dyf, wfBuf_.Get<float>(), u32(width));
+      PipeBarrier<PIPE_V>();
       Mul(t, t, xf, u32(width));
     } else {
+      PipeBarrier<PIPE_V>();
       Mul(t, dyf, xf, u32(width));
     }
+    PipeBarrier<PIPE_V>();
     ReduceSum(acc, t, workBuf_.Get<float>(), u32(width));
     PipeSync<HardEvent::V_S>();
     const LocalTensor<float> dot = dotBuf_.Get<float>();
@@ -246,18 +251,23 @@ class KernelRmsNormGrad : public kernel::RowKernel<BwdParams> {
     const LocalTensor<float> coeff = coeffBuf_.Get<float>();
     auto row = [&](const LocalTensor<float>& v, int64_t r) { return v[u32(r * pitch)]; };
     // xhat = x * rstd, in x's float tile (x itself is not needed again).
+    PipeBarrier<PIPE_V>();
     for (int64_t r = 0; r < n; ++r) Muls(row(xf, r), row(xf, r), rstd.GetValue(u32(s0 + r)), u32(width));
     if (p_.has_weight) {
       // dW: dy * xhat, xhat rounded to X first (not under gemma); dx's tile is the scratch.
       bool rounded = false;
       if constexpr (!IsSameType<X, float>::value) {
         if (p_.mode != family::Mode::gemma) {
+          PipeBarrier<PIPE_V>();
           Cast(dx, xf, RoundMode::CAST_RINT, u32(span));
+          PipeBarrier<PIPE_V>();
           Cast(t, dx, RoundMode::CAST_NONE, u32(span));
+          PipeBarrier<PIPE_V>();
           Mul(t, t, dyf, u32(span));
           rounded = true;
         }
       }
+      PipeBarrier<PIPE_V>();
       if (!rounded) Mul(t, xf, dyf, u32(span));
       const LocalTensor<float> blk = blkBuf_.Get<float>();
       if (p_.exact) {  // (dwp, blk) += dy * xhat exactly: the terms of large rows cancel
@@ -266,17 +276,21 @@ class KernelRmsNormGrad : public kernel::RowKernel<BwdParams> {
           kernel::AddProductExact(dwpBuf_.Get<float>(), blk, row(dyf, r), row(xf, r), row(t, r), ex, width);
       } else {
         for (int64_t r = 0; r < n; ++r) {
+          PipeBarrier<PIPE_V>();
           Add(blk, blk, row(t, r), u32(width));
           if (++block_rows_ == kRowsPerBlockPartial) FoldBlock(width);
         }
       }
       // m = dy * w', in dy's float tile.
       const LocalTensor<float> wf = wfBuf_.Get<float>();
+      PipeBarrier<PIPE_V>();
       for (int64_t r = 0; r < n; ++r) Mul(row(dyf, r), row(dyf, r), wf, u32(width));
     }
     if (whole) {
       const LocalTensor<float> dot = dotBuf_.Get<float>();
+      PipeBarrier<PIPE_V>();
       Mul(t, dyf, xf, u32(span));
+      PipeBarrier<PIPE_V>();
       for (int64_t r = 0; r < n; ++r) ReduceSum(dot[u32(r)], row(t, r), workBuf_.Get<float>(), u32(width));
       Coeff(coeff, dot, n);
     }
@@ -284,13 +298,18 @@ class KernelRmsNormGrad : public kernel::RowKernel<BwdParams> {
     // dx = rstd * (m - c * xhat), in dx's tile for float, else in m's.
     const LocalTensor<float> dxf = kernel::FloatTile(dx, dyf);
     for (int64_t r = 0; r < n; ++r) {
+      PipeBarrier<PIPE_V>();
       Muls(row(t, r), row(xf, r), coeff.GetValue(u32(s0 + r)), u32(width));
+      PipeBarrier<PIPE_V>();
       Sub(row(dxf, r), row(dyf, r), row(t, r), u32(width));
+      PipeBarrier<PIPE_V>();
       Muls(row(dxf, r), row(dxf, r), rstd.GetValue(u32(s0 + r)), u32(width));
     }
     if (p_.fused) {  // + ds_out, before dx is rounded (its float copy goes through t, free now)
       LocalTensor<X> ds = inDs_.DeQue<X>();
-      Add(dxf, dxf, AsFloat(ds, t, span), u32(span));
+      const LocalTensor<float> dsf = AsFloat(ds, t, span);
+      PipeBarrier<PIPE_V>();
+      Add(dxf, dxf, dsf, u32(span));
       inDs_.FreeTensor(ds);
     }
     StoreFloat(dx, dxf, span);
@@ -301,6 +320,7 @@ class KernelRmsNormGrad : public kernel::RowKernel<BwdParams> {
 
   // c = dot / cols for n rows.
   void Coeff(const LocalTensor<float>& coeff, const LocalTensor<float>& dot, int64_t n) {
+    PipeBarrier<PIPE_V>();
     Muls(coeff, dot, cols_ == 0 ? 0.0f : 1.0f / static_cast<float>(cols_), u32(n));
   }
 
@@ -316,6 +336,7 @@ class KernelRmsNormGrad : public kernel::RowKernel<BwdParams> {
   void FoldBlock(int64_t width) {
     const LocalTensor<float> dwp = dwpBuf_.Get<float>();
     const LocalTensor<float> blk = blkBuf_.Get<float>();
+    PipeBarrier<PIPE_V>();
     Add(dwp, dwp, blk, u32(width));
     Duplicate(blk, 0.0f, u32(width));
     block_rows_ = 0;

@@ -108,11 +108,16 @@ class KernelRmsNorm : public kernel::RowKernel<FwdParams> {
     if constexpr (IsSameType<X, float>::value) {
       static_cast<void>(xf);
       static_cast<void>(sq);
+      PipeBarrier<PIPE_V>();
       Add(s, x, r, static_cast<uint32_t>(span));
       sf = s;
     } else {
-      Add(xf, xf, AsFloat(r, sq, span), static_cast<uint32_t>(span));
+      const LocalTensor<float> rf = AsFloat(r, sq, span);
+      PipeBarrier<PIPE_V>();
+      Add(xf, xf, rf, static_cast<uint32_t>(span));
+      PipeBarrier<PIPE_V>();
       Cast(s, xf, RoundMode::CAST_RINT, static_cast<uint32_t>(span));
+      PipeBarrier<PIPE_V>();
       Cast(xf, s, RoundMode::CAST_NONE, static_cast<uint32_t>(span));
       sf = xf;
     }
@@ -151,11 +156,13 @@ class KernelRmsNorm : public kernel::RowKernel<FwdParams> {
     if (p_.fused) xf = AddResidual(x, xf, sq, span);  // normalise s
     const LocalTensor<float> sums = sumsBuf_.Get<float>();
     const LocalTensor<float> rstd = rstdBuf_.Get<float>();
+    PipeBarrier<PIPE_V>();
     Mul(sq, xf, xf, static_cast<uint32_t>(span));
     if (short_rows(cols_)) {
       ShortRowSums(sums, sq, n, pitch);
     } else {
       for (int64_t r = 0; r < n; ++r) {
+        PipeBarrier<PIPE_V>();
         ReduceSum(sums[static_cast<uint32_t>(r)], sq[static_cast<uint32_t>(r * pitch)],
                   workBuf_.Get<float>(), static_cast<uint32_t>(cols_));
       }
@@ -176,6 +183,7 @@ class KernelRmsNorm : public kernel::RowKernel<FwdParams> {
       PipeSync<HardEvent::V_S>();
       for (int64_t r = 0; r < n; ++r) {
         const auto off = static_cast<uint32_t>(r * pitch);
+        PipeBarrier<PIPE_V>();
         Muls(yf[off], xf[off], rstd.GetValue(static_cast<uint32_t>(r)), static_cast<uint32_t>(cols_));
       }
     }
@@ -192,6 +200,7 @@ class KernelRmsNorm : public kernel::RowKernel<FwdParams> {
     const auto rep = static_cast<int32_t>(pitch / 8);
     for (int64_t r0 = 0; r0 < n; r0 += MAX_REPEAT_TIMES) {
       const auto k = static_cast<int32_t>(Std::min<int64_t>(MAX_REPEAT_TIMES, n - r0));
+      PipeBarrier<PIPE_V>();
       WholeReduceSum(sums[static_cast<uint32_t>(r0)], sq[static_cast<uint32_t>(r0 * pitch)],
                      static_cast<uint64_t>(cols_), k, 1, 1, rep);
     }
@@ -203,11 +212,13 @@ class KernelRmsNorm : public kernel::RowKernel<FwdParams> {
   void ShortRowsTimesRstd(const LocalTensor<float>& yf, const LocalTensor<float>& xf, const LocalTensor<float>& rstd,
                           int64_t n, int64_t pitch) {
     const LocalTensor<float> blocks = rstdBlocksBuf_.Get<float>();
+    PipeBarrier<PIPE_V>();
     Brcb(blocks, rstd, static_cast<int32_t>((n + 7) / 8), BrcbRepeatParams(1, 8));
     const int64_t rep = pitch / 8;
     for (int64_t r0 = 0; r0 < n; r0 += MAX_REPEAT_TIMES) {
       const auto k = static_cast<int32_t>(Std::min<int64_t>(MAX_REPEAT_TIMES, n - r0));
       const auto off = static_cast<uint32_t>(r0 * pitch);
+      PipeBarrier<PIPE_V>();
       Mul(yf[off], xf[off], blocks[static_cast<uint32_t>(r0 * 8)], static_cast<uint64_t>(cols_), k,
           BinaryRepeatParams(1, 1, 0, rep, rep, 1));
     }
@@ -276,15 +287,19 @@ class KernelRmsNorm : public kernel::RowKernel<FwdParams> {
     if (p_.fused) {
       const LocalTensor<float> sf = AddResidual(x, xf, kernel::FloatScratch<X>(sqBuf_), width);
       if constexpr (IsSameType<X, float>::value) {
+        PipeBarrier<PIPE_V>();
         Mul(x, sf, sf, static_cast<uint32_t>(width));  // s's tile leaves as it is: x takes the squares
         sq = x;
       } else {
+        PipeBarrier<PIPE_V>();
         Mul(xf, sf, sf, static_cast<uint32_t>(width));
       }
       CopyOutS(row, 1, col0, width);
     } else {
+      PipeBarrier<PIPE_V>();
       Mul(xf, xf, xf, static_cast<uint32_t>(width));
     }
+    PipeBarrier<PIPE_V>();
     ReduceSum(acc, sq, workBuf_.Get<float>(), static_cast<uint32_t>(width));
     PipeSync<HardEvent::V_S>();
     const LocalTensor<float> sums = sumsBuf_.Get<float>();
@@ -298,6 +313,7 @@ class KernelRmsNorm : public kernel::RowKernel<FwdParams> {
     LocalTensor<X> y = outY_.AllocTensor<X>();
     const LocalTensor<float> xf = AsFloat(x, kernel::FloatScratch<X>(xfBuf_), width);
     const LocalTensor<float> yf = kernel::FloatTile(y, kernel::FloatScratch<X>(sqBuf_));
+    PipeBarrier<PIPE_V>();
     Muls(yf, xf, rstd, static_cast<uint32_t>(width));
     Scale(yf, y, 1, width, width);
     outY_.EnQue(y);
@@ -318,14 +334,19 @@ class KernelRmsNorm : public kernel::RowKernel<FwdParams> {
   void RescaleRow(int64_t r, const LocalTensor<float>& x, const LocalTensor<float>& scratch) {
     const auto width = static_cast<uint32_t>(cols_);
     const LocalTensor<float> acc = accBuf_.Get<float>();
+    PipeBarrier<PIPE_V>();
     Abs(scratch, x, width);
+    PipeBarrier<PIPE_V>();
     ReduceMax(acc, scratch, workBuf_.Get<float>(), width);
     PipeSync<HardEvent::V_S>();
     const float largest = acc.GetValue(0);
     if (!kernel::IsFinite(largest)) return;
     const float scale = ScaleFor(largest);
+    PipeBarrier<PIPE_V>();
     Muls(scratch, x, scale, width);
+    PipeBarrier<PIPE_V>();
     Mul(scratch, scratch, scratch, width);
+    PipeBarrier<PIPE_V>();
     ReduceSum(sumsBuf_.Get<float>()[static_cast<uint32_t>(r)], scratch, workBuf_.Get<float>(), width);
     PipeSync<HardEvent::V_S>();  // the next row's sum is read by the scalar unit
     scaleBuf_.Get<float>().SetValue(static_cast<uint32_t>(r), scale);
@@ -347,7 +368,9 @@ class KernelRmsNorm : public kernel::RowKernel<FwdParams> {
     if (p_.fused) PipeBarrier<PIPE_ALL>();  // s was written in this pass: MTE3 -> MTE2
     float largest = 0.0f;
     each_chunk([&](const LocalTensor<float>& xf, uint32_t width) {
+      PipeBarrier<PIPE_V>();
       Abs(xf, xf, width);
+      PipeBarrier<PIPE_V>();
       ReduceMax(acc, xf, workBuf_.Get<float>(), width);
       PipeSync<HardEvent::V_S>();
       largest = Std::max(largest, acc.GetValue(0));
@@ -356,8 +379,11 @@ class KernelRmsNorm : public kernel::RowKernel<FwdParams> {
     const float scale = ScaleFor(largest);
     float sum = 0.0f;
     each_chunk([&](const LocalTensor<float>& xf, uint32_t width) {
+      PipeBarrier<PIPE_V>();
       Muls(xf, xf, scale, width);
+      PipeBarrier<PIPE_V>();
       Mul(xf, xf, xf, width);
+      PipeBarrier<PIPE_V>();
       ReduceSum(acc, xf, workBuf_.Get<float>(), width);
       PipeSync<HardEvent::V_S>();
       sum += acc.GetValue(0);
@@ -379,6 +405,7 @@ class KernelRmsNorm : public kernel::RowKernel<FwdParams> {
       const LocalTensor<float> wf = wfBuf_.Get<float>();
       for (int64_t r = 0; r < n; ++r) {
         const auto off = static_cast<uint32_t>(r * pitch);
+        PipeBarrier<PIPE_V>();
         Mul(yf[off], yf[off], wf, static_cast<uint32_t>(width));
       }
     }
