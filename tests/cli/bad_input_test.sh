@@ -377,7 +377,8 @@ env_bad() {  # VAR VALUE CODE [NEEDLE]: refused on a run and on `opreg devices`
   err "$code" "$needle" env "$var=$value" "$opreg" devices
 }
 for var in OPREG_DEVICE OPREG_BACKEND_ORDER OPREG_DISABLE OPREG_FORCE_VARIANT OPREG_FALLBACK OPREG_VERBOSE \
-  OPREG_NUM_THREADS OPREG_CPU_ISA OPREG_PLUGINS OPREG_NPU_PROFILE OPREG_NPU_UB_BYTES OPREG_NPU_MATH; do
+  OPREG_NUM_THREADS OPREG_CPU_ISA OPREG_PLUGINS OPREG_NPU_PROFILE OPREG_NPU_UB_BYTES OPREG_NPU_MATH \
+  OPREG_NPU_SYNC; do
   for blank in '' ' ' $'\t' $' \t '; do env_ok $var "$blank"; done
   env_bad $var "$ctl" 2
   if [[ $var == OPREG_DISABLE ]]; then  # a backend name that may register later
@@ -488,12 +489,15 @@ if [[ -n $plugin ]]; then
   env_bad OPREG_PLUGINS "$plugin:$plugin" 2 "already loaded"
   env_bad OPREG_PLUGINS "$plugin:/nonexistent.so" 2 "plugin '/nonexistent.so'"
 fi
-# OPREG_NPU_PROFILE, OPREG_NPU_UB_BYTES and OPREG_NPU_MATH (read when the npu backend registers: every command)
+# OPREG_NPU_PROFILE, OPREG_NPU_UB_BYTES, OPREG_NPU_MATH and OPREG_NPU_SYNC (read when the npu backend registers:
+# every command)
 for v in Ascend910B4 910B2 ' Ascend910_93 ' Ascend950PR; do env_ok OPREG_NPU_PROFILE "$v"; done
 for v in nosuch ascend910b4 Ascend 910 Ascend910B4,910B2 910B3; do env_bad OPREG_NPU_PROFILE "$v" 2; done
 for v in 4096 1048576 196608 ' 16384 '; do env_ok OPREG_NPU_UB_BYTES "$v"; done
 for v in exact approx ' approx '; do env_ok OPREG_NPU_MATH "$v"; done
 for v in Approx exact,approx fast 1; do env_bad OPREG_NPU_MATH "$v" 2; done
+for v in auto manual ' manual '; do env_ok OPREG_NPU_SYNC "$v"; done
+for v in Manual auto,manual off 0; do env_bad OPREG_NPU_SYNC "$v" 2; done
 # The smallest UB runs a row past it in chunks. bf16: f32's exact dW path takes a fixed 6 KiB of
 # UB scratch (docs/backends/npu.md), so at 4096 B an f32 backward falls back, saying so.
 ok env OPREG_NPU_UB_BYTES=4096 "$opreg" run rms_norm.bwd --device npu --shape 3x5000 --dtype bf16 --repeat 1
