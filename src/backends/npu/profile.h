@@ -33,6 +33,9 @@ struct Profile {
   // The rate a DMA row reaches from a GM address not 512-byte aligned, as a fraction of the
   // aligned rate: 0.7 on A2 (the page's largest difference [S31]), 1 where no source gives one.
   double gm_unaligned_rate;
+  // Per-instruction vector costs (a start-up per instruction and cycles per repeat by
+  // instruction, [S33]) on the A2/A3 profiles; false: one cycle a repeat, no start-up.
+  bool instr_costs;
   const char* sources;  // one line: where each number comes from
 };
 

@@ -610,7 +610,33 @@ TEST_F(Emulated, SourcesInTheSameBankGroupsTakeTwoCyclesARepeat) {
   EXPECT_EQ(same.counters.bank_conflicts, 64U);
   EXPECT_EQ(apart.counters.bank_conflicts, 0U);
   EXPECT_EQ(near.counters.bank_conflicts, 64U);
-  EXPECT_NEAR(same.vec_us, 2 * apart.vec_us, 1e-9);
+  // Add's own cost [S33]: 6 cycles of start-up, then the repeats at the bank groups' pace.
+  const double cycle_us = 1e-3 / em.profile().clock_ghz;
+  EXPECT_NEAR(same.vec_us, (6 + 2 * 64) * cycle_us, 1e-9);
+  EXPECT_NEAR(apart.vec_us, (6 + 64) * cycle_us, 1e-9);
+}
+
+// Each instruction's own cost on A2/A3 [S33]: a start-up, then its cycles a repeat, 1 for Abs, 2
+// for Exp on float and 4 on half, 7 for the cross-lane sum of ReduceSum; 64 repeats each.
+TEST_F(Emulated, InstructionsCostTheirMeasuredProfile) {
+  const double cycle_us = 1e-3 / em.profile().clock_ghz;
+  const auto timed = [&](auto body) { return with_ub_floats(em, 3 * 65536, body).vec_us / cycle_us; };
+  EXPECT_NEAR(timed([](const LocalTensor<float>& t) { Abs(t[32768], t[0], 64 * 64); }), 4 + 64, 1e-6);
+  EXPECT_NEAR(timed([](const LocalTensor<float>& t) { Exp(t[32768], t[0], 64 * 64); }), 12 + 2 * 64, 1e-6);
+  EXPECT_NEAR(timed([](const LocalTensor<float>& t) {
+                Exp(t[32768].ReinterpretCast<half>(), t[0].ReinterpretCast<half>(), 128 * 64);
+              }),
+              12 + 4 * 64, 1e-6);
+  // 4096 floats: 64 repeats of vcadd, then one more over their 64 sums: two instructions.
+  EXPECT_NEAR(timed([](const LocalTensor<float>& t) { ReduceSum(t[32768], t[0], t[40960], 64 * 64); }),
+              2 * 20 + 7 * 65, 1e-6);
+  // The 950PR has no source for them: one cycle a repeat, no start-up.
+  Emulator a5(model("Ascend950PR"));
+  const double a5_cycle_us = 1e-3 / a5.profile().clock_ghz;
+  EXPECT_NEAR(with_ub_floats(a5, 3 * 65536, [](const LocalTensor<float>& t) { Exp(t[32768], t[0], 64 * 64); })
+                      .vec_us /
+                  a5_cycle_us,
+              64, 1e-6);
 }
 
 // Eight blocks of one operand in one bank group (block stride 16: 512 B apart) take eight

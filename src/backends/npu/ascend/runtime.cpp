@@ -186,6 +186,7 @@ LaunchCounters Launch::run() {
     core.ub_peak = 0;
     core.cycle_ns = 1.0 / p.clock_ghz;
     core.bank_groups = p.ub_bank_groups;
+    core.instr_costs = p.instr_costs;
     core.gm_unaligned_rate = p.gm_unaligned_rate;
     core.launch_profile = p.name;
     core.reduce_tree_across_repeats = std::string_view(p.name).starts_with("Ascend950");
@@ -398,6 +399,35 @@ void kernel_fail(const Core& core, const std::string& message) {
   if (core.launch == nullptr) fail(ErrorKind::internal, "npu kernel: {}", message);
   fail(ErrorKind::internal, "npu kernel {} (emulated), block {} of {} on vector core {}: {}", core.launch->kernel(),
        core.block, core.launch->block_dim(), core.index, message);
+}
+
+InstrCost instr_cost(std::string_view api, bool half) {
+  // The A2/A3 vector instructions' measured profiles, cycles = start-up + slope x repeats, from
+  // pto-isa's cost model (cce_cycle_profiles.csv: vadd 5.9 + 2.07, vadds 6 + 1, vmul 6.9 + 2.13,
+  // vmuls 7 + 1, vmax/vmin 4 + 2, vmaxs/vmins 4 + 1, vabs 4 + 1, vexp 12 + 2 (f16 12 + 4), vln
+  // 14 + 2 (14 + 4), vsqrt 13 + 2 (13 + 4), vrsqrt 4.8 + 1.06, vdiv 13 + 4 (13 + 8), vector_dup
+  // 1 + 1, vbrcb 1 + 1, vcadd 20 + 7 (23 + 7), vcmax 8 + 7 (9 + 7)) [S33]. The binary
+  // instructions' slope of 2 is what the bank groups give two sources at one offset modulo 512 B
+  // [S30], which the profile does not state; the model charges the unit 1 a repeat and lets the
+  // bank groups set the rest. Reciprocal is charged as vdiv (the ISA derives vrec from it).
+  struct Entry {
+    std::string_view api;
+    InstrCost f32;
+    InstrCost f16;
+  };
+  static constexpr Entry kTable[] = {
+      {"Add", {6, 1}, {6, 1}},          {"Sub", {6, 1}, {6, 1}},          {"Mul", {7, 1}, {7, 1}},
+      {"Max", {4, 1}, {4, 1}},          {"Min", {4, 1}, {4, 1}},          {"Adds", {6, 1}, {6, 1}},
+      {"Muls", {7, 1}, {7, 1}},         {"Maxs", {4, 1}, {4, 1}},         {"Mins", {4, 1}, {4, 1}},
+      {"Abs", {4, 1}, {4, 1}},          {"Exp", {12, 2}, {12, 4}},        {"Ln", {14, 2}, {14, 4}},
+      {"Sqrt", {13, 2}, {13, 4}},       {"Rsqrt", {5, 1}, {5, 1}},        {"Reciprocal", {13, 4}, {13, 8}},
+      {"Div", {13, 4}, {13, 8}},        {"Duplicate", {1, 1}, {1, 1}},    {"Brcb", {1, 1}, {1, 1}},
+      {"ReduceSum", {20, 7}, {23, 7}},  {"WholeReduceSum", {20, 7}, {23, 7}}, {"ReduceMax", {8, 7}, {9, 7}},
+  };
+  for (const Entry& e : kTable) {
+    if (e.api == api) return half ? e.f16 : e.f32;
+  }
+  return {};
 }
 
 void device_fault(const Core& core, std::string_view error_str, const std::string& detail) {

@@ -202,6 +202,7 @@ struct Core {
   double mem_ns_per_byte = 0;  // the core's share of HBM, reads and writes together (0: L2-resident)
   double cycle_ns = 1;
   int bank_groups = 0;  // the profile's UB bank groups (0: conflicts not charged)
+  bool instr_costs = false;  // the profile's per-instruction vector costs (InstrCost)
   double gm_unaligned_rate = 1;  // the profile's: a DMA row from GM not 512-byte aligned
 };
 
@@ -283,13 +284,30 @@ inline std::uint64_t repeat_cycles(int groups, std::uint64_t repeats, const Bloc
 
 void vector_time(Core& c, double cycles, Buffer* w, Buffer* r0, Buffer* r1);
 
-// Charges `repeats` repeats whose operands' blocks walk as given (nullptr: no such operand):
-// their cycles, the cycles lost to bank conflicts counted.
-inline void charge_vector(Core& c, std::uint64_t repeats, Buffer* w, const BlockWalk* dst, Buffer* r0,
-                          const BlockWalk* src0, Buffer* r1, const BlockWalk* src1) {
-  const std::uint64_t cycles = repeat_cycles(c.bank_groups, repeats, dst, src0, src1);
-  c.counters.bank_conflicts += cycles - repeats;
-  vector_time(c, static_cast<double>(cycles), w, r0, r1);
+// A vector instruction's own cost on the A2/A3 profiles [S33]: cycles from issue to its first
+// repeat (`startup`, per instruction of at most 255 repeats) and the unit's cycles per repeat
+// (`per_repeat`: 1 for the arithmetic, whose repeats the UB's bank groups pace instead, more for
+// the transcendental, division and cross-lane reduction instructions). The profiles without a
+// source (Profile::instr_costs false) take one cycle a repeat and no start-up.
+struct InstrCost {
+  double startup = 0;
+  double per_repeat = 1;
+};
+// The cost of instruction `api` on float (half: false) or 16-bit elements (true).
+InstrCost instr_cost(std::string_view api, bool half);
+
+// Charges `instructions` instructions of `repeats` repeats in all whose operands' blocks walk as
+// given (nullptr: no such operand): per repeat the larger of the instruction's own cycles and the
+// bank groups' (the cycles lost to bank conflicts counted), plus each instruction's start-up.
+inline void charge_vector(Core& c, std::uint64_t repeats, std::uint64_t instructions, InstrCost cost, Buffer* w,
+                          const BlockWalk* dst, Buffer* r0, const BlockWalk* src0, Buffer* r1,
+                          const BlockWalk* src1) {
+  if (!c.instr_costs) cost = {};
+  const std::uint64_t banked = repeat_cycles(c.bank_groups, repeats, dst, src0, src1);
+  const double own = cost.per_repeat * static_cast<double>(repeats);
+  const double body = static_cast<double>(banked) > own ? static_cast<double>(banked) : own;
+  if (static_cast<double>(banked) > own) c.counters.bank_conflicts += static_cast<std::uint64_t>(static_cast<double>(banked) - own);
+  vector_time(c, body + cost.startup * static_cast<double>(instructions), w, r0, r1);
 }
 
 // The scoreboard (see Timeline): a vector instruction of `cycles` reading r0, r1 and writing w.

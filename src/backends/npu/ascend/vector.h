@@ -41,8 +41,9 @@ struct Operand {
 // the scalar unit, element by element). A repeat covers 256 bytes of elements of elem_bytes (a
 // Cast's 16-bit side covers 4 blocks of its own); the operands are contiguous.
 template <class T>
-inline void issue(npu::detail::Core& core, std::uint64_t elems, std::uint64_t elem_bytes, npu::detail::Buffer* w,
-                  npu::detail::Buffer* r0, npu::detail::Buffer* r1, Operand d, Operand a = {}, Operand b = {}) {
+inline void issue(npu::detail::Core& core, npu::detail::InstrCost cost, std::uint64_t elems, std::uint64_t elem_bytes,
+                  npu::detail::Buffer* w, npu::detail::Buffer* r0, npu::detail::Buffer* r1, Operand d, Operand a = {},
+                  Operand b = {}) {
   if (elems == 0) return;
   if constexpr (kScalarFallback<T>) {
     ++core.counters.scalar_fallbacks;
@@ -54,8 +55,9 @@ inline void issue(npu::detail::Core& core, std::uint64_t elems, std::uint64_t el
     if (w != nullptr) w->write_done = core.time.issue;
   } else {
     const std::uint64_t repeats = (elems * elem_bytes + ONE_REPEAT_BYTE_SIZE - 1) / ONE_REPEAT_BYTE_SIZE;
+    const std::uint64_t instructions = (repeats + MAX_REPEAT_TIMES - 1) / MAX_REPEAT_TIMES;
     core.counters.vector_repeats += repeats;
-    core.counters.vector_instructions += (repeats + MAX_REPEAT_TIMES - 1) / MAX_REPEAT_TIMES;
+    core.counters.vector_instructions += instructions;
     npu::detail::BlockWalk walks[3];
     const npu::detail::BlockWalk* used[3] = {};
     const Operand ops[3] = {d, a, b};
@@ -65,7 +67,7 @@ inline void issue(npu::detail::Core& core, std::uint64_t elems, std::uint64_t el
       walks[i] = {static_cast<std::uint64_t>(static_cast<const std::byte*>(ops[i].p) - core.ub), 1, blocks, blocks};
       used[i] = &walks[i];
     }
-    npu::detail::charge_vector(core, repeats, w, used[0], r0, used[1], r1, used[2]);
+    npu::detail::charge_vector(core, repeats, instructions, cost, w, used[0], r0, used[1], r1, used[2]);
   }
 }
 
@@ -108,7 +110,8 @@ void binary(const char* api, const LocalTensor<T>& dst, const LocalTensor<T>& a,
   npu::detail::Buffer* r0 = Access::use(core, a, count, Use::vector_read, api, "src0");
   npu::detail::Buffer* r1 = Access::use(core, b, count, Use::vector_read, api, "src1");
   npu::detail::Buffer* w = Access::use(core, dst, count, Use::vector_write, api, "dst");
-  issue<T>(core, count, sizeof(T), w, r0, r1, {dst.GetPhyAddr(), sizeof(T)}, {a.GetPhyAddr(), sizeof(T)},
+  issue<T>(core, npu::detail::instr_cost(api, sizeof(T) == 2), count, sizeof(T), w, r0, r1, {dst.GetPhyAddr(), sizeof(T)},
+           {a.GetPhyAddr(), sizeof(T)},
            {b.GetPhyAddr(), sizeof(T)});
   map2(dst.GetPhyAddr(), a.GetPhyAddr(), b.GetPhyAddr(), count, f);
 }
@@ -120,7 +123,8 @@ void unary(const char* api, const LocalTensor<T>& dst, const LocalTensor<T>& a, 
   npu::detail::Core& core = npu::detail::current();
   npu::detail::Buffer* r0 = Access::use(core, a, count, Use::vector_read, api, "src");
   npu::detail::Buffer* w = Access::use(core, dst, count, Use::vector_write, api, "dst");
-  issue<T>(core, count, sizeof(T), w, r0, nullptr, {dst.GetPhyAddr(), sizeof(T)}, {a.GetPhyAddr(), sizeof(T)});
+  issue<T>(core, npu::detail::instr_cost(api, sizeof(T) == 2), count, sizeof(T), w, r0, nullptr,
+           {dst.GetPhyAddr(), sizeof(T)}, {a.GetPhyAddr(), sizeof(T)});
   map1(dst.GetPhyAddr(), a.GetPhyAddr(), count, f);
 }
 
@@ -187,7 +191,10 @@ void reduce(const char* api, const LocalTensor<float>& dst, const LocalTensor<fl
   if (count != 0) {
     core.counters.vector_repeats += repeats;
     core.counters.vector_instructions += instructions;
-    npu::detail::vector_time(core, static_cast<double>(repeats), w, r, k);
+    const npu::detail::InstrCost cost = core.instr_costs ? npu::detail::instr_cost(api, false) : npu::detail::InstrCost{};
+    npu::detail::vector_time(core, cost.startup * static_cast<double>(instructions) +
+                                       cost.per_repeat * static_cast<double>(repeats),
+                             w, r, k);
     k->write_done = core.time.vec;
   }
 }
@@ -303,7 +310,8 @@ template <class T>
 void Duplicate(const LocalTensor<T>& dst, const T& scalarValue, std::uint32_t calCount) {
   npu::detail::Core& core = npu::detail::current();
   npu::detail::Buffer* w = detail_::Access::use(core, dst, calCount, detail_::Use::vector_write, "Duplicate", "dst");
-  detail_::issue<T>(core, calCount, sizeof(T), w, nullptr, nullptr, {dst.GetPhyAddr(), sizeof(T)});
+  detail_::issue<T>(core, npu::detail::instr_cost("Duplicate", sizeof(T) == 2), calCount, sizeof(T), w, nullptr,
+                    nullptr, {dst.GetPhyAddr(), sizeof(T)});
   T* d = dst.GetPhyAddr();
   for (std::uint32_t i = 0; i < calCount; ++i) d[i] = scalarValue;
 }
@@ -321,8 +329,13 @@ void Cast(const LocalTensor<D>& dst, const LocalTensor<S>& src, RoundMode mode, 
   }
   npu::detail::Buffer* r = detail_::Access::use(core, src, calCount, detail_::Use::vector_read, "Cast", "src");
   npu::detail::Buffer* w = detail_::Access::use(core, dst, calCount, detail_::Use::vector_write, "Cast", "dst");
-  // A repeat is 64 floats: the float side's 8 blocks, the 16-bit side's 4.
-  detail_::issue<float>(core, calCount, 4, w, r, nullptr, {dst.GetPhyAddr(), sizeof(D)}, {src.GetPhyAddr(), sizeof(S)});
+  // A repeat is 64 floats: the float side's 8 blocks, the 16-bit side's 4. Its cost by direction
+  // and 16-bit type [S33]: from bf16 6 + 2 a repeat, from half 6 + 1, to bf16 3 + 1.5, to half 4 + 1.
+  constexpr bool bf16 = std::is_same_v<D, bfloat16_t> || std::is_same_v<S, bfloat16_t>;
+  constexpr npu::detail::InstrCost cost = widen ? (bf16 ? npu::detail::InstrCost{6, 2} : npu::detail::InstrCost{6, 1})
+                                                : (bf16 ? npu::detail::InstrCost{3, 1.5} : npu::detail::InstrCost{4, 1});
+  detail_::issue<float>(core, cost, calCount, 4, w, r, nullptr, {dst.GetPhyAddr(), sizeof(D)},
+                        {src.GetPhyAddr(), sizeof(S)});
   D* d = dst.GetPhyAddr();
   const S* s = src.GetPhyAddr();
   if constexpr (std::is_same_v<S, half>) {

@@ -112,13 +112,13 @@ npu::detail::BlockWalk walk_of(const npu::detail::Core& core, const LocalTensor<
 
 // Counts and charges one repeat-form instruction; dst, src0, src1: its operands' block walks
 // (nullptr: none, or not charged for bank conflicts).
-inline void charge_repeats(std::int32_t repeatTimes, npu::detail::Buffer* w, npu::detail::Buffer* r0,
-                           npu::detail::Buffer* r1, const npu::detail::BlockWalk* dst = nullptr,
+inline void charge_repeats(npu::detail::InstrCost cost, std::int32_t repeatTimes, npu::detail::Buffer* w,
+                           npu::detail::Buffer* r0, npu::detail::Buffer* r1, const npu::detail::BlockWalk* dst = nullptr,
                            const npu::detail::BlockWalk* src0 = nullptr, const npu::detail::BlockWalk* src1 = nullptr) {
   npu::detail::Core& core = npu::detail::current();
   core.counters.vector_repeats += static_cast<std::uint64_t>(repeatTimes);
   core.counters.vector_instructions += 1;
-  npu::detail::charge_vector(core, static_cast<std::uint64_t>(repeatTimes), w, dst, r0, src0, r1, src1);
+  npu::detail::charge_vector(core, static_cast<std::uint64_t>(repeatTimes), 1, cost, w, dst, r0, src0, r1, src1);
 }
 
 template <class T, bool FloatOnly>
@@ -148,7 +148,7 @@ void binary_repeat(const char* api, const LocalTensor<T>& dst, const LocalTensor
     }
   }
   const npu::detail::BlockWalk wd = walk_of(core, dst, pd), w0 = walk_of(core, a, p0), w1 = walk_of(core, b, p1);
-  charge_repeats(repeatTimes, w, r0, r1, &wd, &w0, &w1);
+  charge_repeats(npu::detail::instr_cost(api, sizeof(T) == 2), repeatTimes, w, r0, r1, &wd, &w0, &w1);
 }
 
 template <class T, class F>
@@ -168,7 +168,7 @@ void unary_repeat(const char* api, const LocalTensor<T>& dst, const LocalTensor<
     }
   }
   const npu::detail::BlockWalk wd = walk_of(core, dst, pd), ws = walk_of(core, a, ps);
-  charge_repeats(repeatTimes, w, r0, nullptr, &wd, &ws);
+  charge_repeats(npu::detail::instr_cost(api, sizeof(T) == 2), repeatTimes, w, r0, nullptr, &wd, &ws);
 }
 
 }  // namespace detail_
@@ -246,7 +246,7 @@ void WholeReduceSum(const LocalTensor<T>& dst, const LocalTensor<T>& src, detail
     for (std::uint32_t e = 0; e < 64; ++e) lanes[e] = e <= last && mask.on(e) ? src.GetPhyAddr()[ps.at<T>(r, e)] : 0.0f;
     dst.GetPhyAddr()[std::uint64_t(r) * dstRepStride] = detail_::tree(lanes, 64, 0.0f, [](float a, float b) { return a + b; });
   }
-  detail_::charge_repeats(repeatTime, w, r0, nullptr);
+  detail_::charge_repeats(npu::detail::instr_cost(api, sizeof(T) == 2), repeatTime, w, r0, nullptr);
 }
 
 // ---- Brcb [S29]: repeat r reads src0[8r .. 8r + 7] and fills 8 blocks of dst, block j (at
@@ -275,7 +275,7 @@ void Brcb(const LocalTensor<T>& dst, const LocalTensor<T>& src0, std::int32_t re
       for (std::uint32_t k = 0; k < per_block; ++k) block[k] = v;
     }
   }
-  detail_::charge_repeats(repeatTime, w, r0, nullptr);
+  detail_::charge_repeats(npu::detail::instr_cost(api, sizeof(T) == 2), repeatTime, w, r0, nullptr);
 }
 
 }  // namespace opreg::npu::AscendC
