@@ -30,21 +30,29 @@ double burst_bytes(const npu::detail::Core& core, const std::byte* gm, const Blo
   return bytes;
 }
 
-// A transfer of `bytes` on MTE2 (in) or MTE3: it starts when it is issued, its engine is free
-// and its UB buffer is ready (a copy in waits for the buffer's last reader and writer), and ends
-// when the engine has moved it and, from HBM, when the core's share of the memory has too.
-double transfer(npu::detail::Core& core, double start, double bytes, bool in) {
+// A DMA of bursts b on MTE2 (in) or MTE3: it starts when it is issued, its engine is free and
+// its UB buffer is ready (a copy in waits for the buffer's last reader and writer); the engine
+// spends the set-up, then moves the bytes (burst_bytes); it ends when the engine has, and, from
+// HBM, when the core's share of the memory has too. The set-up and the unaligned rows' extra time
+// are counted as dma_overhead.
+double transfer(npu::detail::Core& core, double start, const std::byte* gm, const Blocks& b, bool in) {
   double& engine = in ? core.time.mte2 : core.time.mte3;
   if (core.time.issue > start) start = core.time.issue;
   if (engine > start) start = engine;
-  const double ns = bytes * (in ? core.in_ns_per_byte : core.out_ns_per_byte);
+  const double bytes = burst_bytes(core, gm, b);
+  const double plain = static_cast<double>(b.count) * static_cast<double>((b.len + 31) / 32 * 32);
+  const double ns_per_byte = in ? core.in_ns_per_byte : core.out_ns_per_byte;
+  const double setup = cost_constants().dma_setup_cycles * core.cycle_ns;
+  const double ns = setup + bytes * ns_per_byte;
   double end = start + ns;
   if (core.mem_ns_per_byte > 0) {
-    core.time.mem = std::max(core.time.mem, start) + bytes * core.mem_ns_per_byte;
+    core.time.mem = std::max(core.time.mem, start + setup) + bytes * core.mem_ns_per_byte;
     end = std::max(end, core.time.mem);
   }
   engine = end;
   core.time.port_busy += ns;
+  core.counters.dma_overhead +=
+      static_cast<std::uint64_t>((setup + (bytes - plain) * ns_per_byte) / core.cycle_ns + 0.5);
   return end;
 }
 
@@ -170,7 +178,7 @@ void copy_in(npu::detail::Core& core, std::byte* ub, npu::detail::Buffer* buffer
   core.counters.dma_blocks += b.count;
   core.counters.gm_read += b.count * b.len;
   double ready = buffer->read_done > buffer->write_done ? buffer->read_done : buffer->write_done;
-  buffer->write_done = transfer(core, ready, burst_bytes(core, gm, b), true);
+  buffer->write_done = transfer(core, ready, gm, b, true);
 }
 
 void copy_out(npu::detail::Core& core, std::byte* gm, const std::byte* ub, npu::detail::Buffer* buffer, const Blocks& b,
@@ -194,7 +202,7 @@ void copy_out(npu::detail::Core& core, std::byte* gm, const std::byte* ub, npu::
   ++core.counters.dma_out;
   core.counters.dma_blocks += b.count;
   core.counters.gm_write += b.count * b.len;
-  const double end = transfer(core, buffer->write_done, burst_bytes(core, gm, b), false);
+  const double end = transfer(core, buffer->write_done, gm, b, false);
   if (buffer->read_done < end) buffer->read_done = end;
 }
 

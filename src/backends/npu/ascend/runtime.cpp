@@ -141,6 +141,7 @@ class Launch {
   SplitMix rng_;
   std::uint64_t seed_;
   bool l2_resident_ = false;
+  double l2_fraction_ = 0;  // the working set's part in L2: min(1, L2 / working set)
 
   std::mutex mutex_;
   std::condition_variable cv_;
@@ -176,6 +177,9 @@ LaunchCounters Launch::run() {
     reach = std::max(reach, hi);
   }
   l2_resident_ = working_set <= p.l2_bytes;
+  // A working set larger than the L2 finds the L2's worth of it there and the rest in HBM
+  // (assumed: a rerun keeps that part, rather than LRU's none).
+  l2_fraction_ = working_set == 0 ? 1.0 : std::min(1.0, static_cast<double>(p.l2_bytes) / static_cast<double>(working_set));
 
   for (int c = 0; c < cores; ++c) {
     Core& core = em_.cores_[static_cast<std::size_t>(c)];
@@ -221,6 +225,7 @@ LaunchCounters Launch::run() {
   out.idle_cores = out.waves * cores - block_dim_;
   out.ub_size = em_.ub_bytes();
   out.l2_resident = l2_resident_;
+  out.l2_fraction = l2_fraction_;
   out.seed = seed_;
   double critical = 0;
   for (int c = 0; c < cores; ++c) {
@@ -244,23 +249,21 @@ LaunchCounters Launch::run() {
 void Launch::set_rates(int active) {
   const Profile& p = em_.profile();
   const double eta = cost_constants().l2_efficiency;
-  double agg_in = p.hbm_gbps;
-  double agg_out = p.hbm_gbps;
-  double cap_in = p.ddr_read_bpc * p.clock_ghz;
-  double cap_out = p.ub_to_ddr_bpc * p.clock_ghz;
-  if (l2_resident_) {
-    cap_in = eta * p.l2_read_bpc * p.clock_ghz;
-    cap_out = eta * p.l2_write_bpc * p.clock_ghz;
-    agg_in = cap_in * p.ai_cores;
-    agg_out = cap_out * p.ai_cores;
-  }
-  const double in_gbps = std::min(cap_in, agg_in / active);
-  const double out_gbps = std::min(cap_out, agg_out / active);
+  // From L2 and from HBM, each direction: min(the core's ini rate, the aggregate / active cores).
+  const double l2_in = eta * p.l2_read_bpc * p.clock_ghz;
+  const double l2_out = eta * p.l2_write_bpc * p.clock_ghz;
+  const double l2_in_ns = 1.0 / std::min(l2_in, l2_in * p.ai_cores / active);
+  const double l2_out_ns = 1.0 / std::min(l2_out, l2_out * p.ai_cores / active);
+  const double hbm_in_ns = 1.0 / std::min(p.ddr_read_bpc * p.clock_ghz, p.hbm_gbps / active);
+  const double hbm_out_ns = 1.0 / std::min(p.ub_to_ddr_bpc * p.clock_ghz, p.hbm_gbps / active);
+  // A byte comes from L2 with probability l2_fraction_, else from HBM, whose share of the
+  // bandwidth reads and writes use together (the `mem` timeline).
+  const double f = l2_fraction_;
   for (int c = 0; c < active; ++c) {
     Core& core = em_.cores_[static_cast<std::size_t>(c)];
-    core.in_ns_per_byte = 1.0 / in_gbps;
-    core.out_ns_per_byte = 1.0 / out_gbps;
-    core.mem_ns_per_byte = l2_resident_ ? 0.0 : active / p.hbm_gbps;
+    core.in_ns_per_byte = f * l2_in_ns + (1 - f) * hbm_in_ns;
+    core.out_ns_per_byte = f * l2_out_ns + (1 - f) * hbm_out_ns;
+    core.mem_ns_per_byte = (1 - f) * active / p.hbm_gbps;
   }
 }
 
@@ -473,6 +476,7 @@ void Counters::add(const Counters& o) {
   vector_instructions += o.vector_instructions;
   vector_repeats += o.vector_repeats;
   bank_conflicts += o.bank_conflicts;
+  dma_overhead += o.dma_overhead;
   scalar_accesses += o.scalar_accesses;
   scalar_fallbacks += o.scalar_fallbacks;
   atomic_adds += o.atomic_adds;
@@ -487,9 +491,10 @@ std::string LaunchCounters::note() const {
   const Counters& c = counters;
   return fmt::format(
       " block_dim={} waves={} idle_cores={} ub_peak={} ub_ratio={:.2f} gm_read={} gm_write={} dma={} "
-      "vec_repeats={} bank_conflicts={} atomic_adds={} scalar_fallbacks={} truncated_copies={} est_us={:.1f}",
+      "vec_repeats={} bank_conflicts={} dma_overhead={} atomic_adds={} scalar_fallbacks={} truncated_copies={} "
+      "est_us={:.1f}",
       block_dim, waves, idle_cores, ub_peak, ub_ratio(), c.gm_read, c.gm_write, c.dma_in + c.dma_out, c.vector_repeats,
-      c.bank_conflicts, c.atomic_adds, c.scalar_fallbacks, c.truncated_copies, est_us);
+      c.bank_conflicts, c.dma_overhead, c.atomic_adds, c.scalar_fallbacks, c.truncated_copies, est_us);
 }
 
 Emulator::Emulator(DeviceModel model) : model_(model), arena_(nullptr, &std::free) {

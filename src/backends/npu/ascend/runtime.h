@@ -33,6 +33,7 @@ struct Counters {
   std::uint64_t vector_instructions = 0;  // each at most 255 repeats
   std::uint64_t vector_repeats = 0;       // 256 bytes each
   std::uint64_t bank_conflicts = 0;       // vector cycles lost to UB bank-group conflicts
+  std::uint64_t dma_overhead = 0;         // DMA engine cycles lost to set-up and unaligned GM rows
   std::uint64_t scalar_accesses = 0;      // GetValue / SetValue on UB or GM
   std::uint64_t scalar_fallbacks = 0;     // vector ops on a dtype the vector unit lacks, run element by element
   std::uint64_t atomic_adds = 0;          // MTE3 copies in atomic-add mode
@@ -54,6 +55,7 @@ struct LaunchCounters {
   std::uint64_t ub_peak = 0;  // the largest UB high-water mark of any core
   Counters counters;
   bool l2_resident = false;  // the launch's GM working set fits the L2
+  double l2_fraction = 0;    // the part of it the cost model finds in L2 (1 when it fits)
   double est_us = 0;         // the cost model's kernel time (device side, emulated)
   double mte_us = 0;         // busy time of the critical core's GM port (MTE2 + MTE3)
   double vec_us = 0;         // busy time of its vector unit
