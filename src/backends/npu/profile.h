@@ -49,7 +49,7 @@ struct CostConstants {
   double block_overhead_us = 2.0;  // each further block a core runs: ~2 us [P3]
   double sync_all_us = 1.0;        // a SyncAll barrier across the launch's cores (assumed)
   // Each DMA instruction's set-up on its engine before its bytes move: transfers above 16 KB reach
-  // the best bandwidth [S32]; assumed: a 16 KiB copy at the ini's 32 B a cycle (512 cycles) reaches
+  // the best bandwidth [S34]; assumed: a 16 KiB copy at the ini's 32 B a cycle (512 cycles) reaches
   // 90% of it, so 512 / 9 cycles.
   double dma_setup_cycles = 57.0;
   double l2_efficiency = 0.6;      // L2 rate reached by DMA of the ini's per-core rates (calibrated on [P1])

@@ -364,7 +364,7 @@ TEST_F(Emulated, CopiesFromGmNot512ByteAlignedRunAt70Percent) {
 }
 
 // Every DMA pays a set-up before its bytes move (assumed 57 cycles: a 16 KiB copy then reaches
-// 90% of the engine's rate; docs/backends/npu.md [S32]): one 64 KiB copy beats 2,048 copies of
+// 90% of the engine's rate; docs/backends/npu.md [S34]): one 64 KiB copy beats 2,048 copies of
 // 32 bytes by 2048 (S + 32 / r) / (S + 65536 / r), with r the engine's bytes a cycle.
 TEST_F(Emulated, OneLargeDmaBeatsManySmallOnesByTheSetUps) {
   Gm<float> x("x", 16384);
