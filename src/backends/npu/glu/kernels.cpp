@@ -244,8 +244,10 @@ class KernelGluFwd : public KernelGluBase<X, KernelGluFwd<X, A>> {
     const FwdLayout l = fwd_layout(kernel::elem_of<X>());
     pipe_.InitBuffer(inA_, depth(), bytes(l.a));
     pipe_.InitBuffer(inB_, depth(), bytes(l.b));
+    pipe_.InitBuffer(padC_, bytes(l.pad_c));
     pipe_.InitBuffer(outC_, depth(), bytes(l.c));
     if (l.af.size != 0) pipe_.InitBuffer(afBuf_, bytes(l.af));
+    if (l.pad_t.size != 0) pipe_.InitBuffer(padT_, bytes(l.pad_t));
     pipe_.InitBuffer(tBuf_, bytes(l.t));
   }
 
@@ -290,7 +292,7 @@ class KernelGluFwd : public KernelGluBase<X, KernelGluFwd<X, A>> {
   bool torch_;
   TQue<TPosition::VECIN, 2> inA_, inB_;
   TQue<TPosition::VECOUT, 2> outC_;
-  TBuf<TPosition::VECCALC> afBuf_, tBuf_;
+  TBuf<TPosition::VECCALC> padC_, afBuf_, padT_, tBuf_;
   GlobalTensor<X> aGm_, bGm_, cGm_;
 };
 

@@ -134,8 +134,10 @@ FwdLayout fwd_layout(family::Elem x) {
   FwdLayout l;
   l.a = {"a", Extent::tile, xs, true};
   l.b = {"b", Extent::tile, xs, true};
+  l.pad_c = {"bank_pad", Extent::bytes, 256, false};
   l.c = {"c", Extent::tile, xs, true};
   l.af = {"a_f32", Extent::tile, widened(x), false};
+  l.pad_t = {"bank_pad", Extent::bytes, l.af.size != 0 ? 256U : 0U, false};
   l.t = {"gate_f32", Extent::tile, 4, false};
   return l;
 }

@@ -47,9 +47,13 @@ GluSizes sizes_of(const family::GluBwd& d);
 // The forward's UB: a, b in and c out (queues of x's dtype), a as float and one float temporary
 // (the gate, then b as float). 28 B an element for f32 and 20 for 16-bit types double-buffered,
 // CANN SwiGLU's own figures.
+// Its tiles are whole 512-byte lines, so every buffer starts where the one before left it modulo
+// 512 B; two 256-byte pads move c (and t when a_f32 is there) to the other half of the UB's bank
+// groups, so that the binary instructions' two sources (a and t, c and b; a_f32 and t) never share
+// a bank group (docs/backends/npu.md, UB bank groups [S30]).
 struct FwdLayout {
-  UbItem a, b, c, af, t;
-  std::array<UbItem, 5> items() const { return {a, b, c, af, t}; }
+  UbItem a, b, pad_c, c, af, pad_t, t;
+  std::array<UbItem, 7> items() const { return {a, b, pad_c, c, af, pad_t, t}; }
 };
 FwdLayout fwd_layout(family::Elem x);
 
