@@ -20,20 +20,20 @@ constexpr Profile kProfiles[] = {
     {"Ascend910B4", 20, 40, 196608, 96 * kMiB, 32 * kGiB, 1.5,
      // No primary source gives the 910B4's HBM bandwidth: 20 AI cores x 32 B/cycle (the ini's
      // ddr_read_rate) x 1.5 GHz = 960 GB/s is a derived, marked parameter.
-     960.0, false, 32, 110, 64, 86, 16, 0.7, true,
+     960.0, false, 32, 110, 64, 86, 16, 0.7, true, false,
      "cores, UB, L2, HBM size, 1.5 GHz: [S1] Ascend910B4.ini; DMA rates: [C8] (910B ini); "
      "HBM 960 GB/s: derived from [C8] x 20 x 1.5 GHz, unverified; UB banks: [S30]; GM alignment: [S31]; "
      "instruction costs: [S33]"},
-    {"Ascend910B2", 24, 48, 196608, 192 * kMiB, 64 * kGiB, 1.8, 1600.0, true, 32, 110, 64, 86, 16, 0.7, true,
+    {"Ascend910B2", 24, 48, 196608, 192 * kMiB, 64 * kGiB, 1.8, 1600.0, true, 32, 110, 64, 86, 16, 0.7, true, false,
      "24/48 cores, 1.8 GHz, 64 GB, 1.6 TB/s: [C7] (vendor); UB, L2, DMA rates: [C8] Ascend910B2C.ini; "
      "UB banks: [S30]; GM alignment: [S31]; instruction costs: [S33]"},
-    {"Ascend910_93", 24, 48, 196608, 192 * kMiB, 64 * kGiB, 1.8, 1600.0, false, 32, 110, 64, 86, 16, 1.0, true,
+    {"Ascend910_93", 24, 48, 196608, 192 * kMiB, 64 * kGiB, 1.8, 1600.0, false, 32, 110, 64, 86, 16, 1.0, true, false,
      "24/48 cores, UB 196608: [P5] (secondary), [T1]; L2, HBM, clock, DMA rates: assumed equal to 910B2; "
      "UB banks: [S30] (A3); GM alignment: [S31] is A2 only; instruction costs: [S33] (A2/A3)"},
-    {"Ascend950PR", 32, 64, 253952, 112 * kMiB, 128 * kGiB, 1.65, 1600.0, true, 32, 110, 64, 86, 0, 1.0, false,
+    {"Ascend950PR", 32, 64, 253952, 112 * kMiB, 128 * kGiB, 1.65, 1600.0, true, 32, 110, 64, 86, 0, 1.0, false, true,
      "32/64 cores, 1.65 GHz, 128 GB, 1.6 TB/s, UB 253952 B usable: [C7]; L2 112 MiB: [S1] "
      "Ascend950PR_957bx.ini (another 950 SKU); DMA rates: assumed equal to 910B; UB banks, GM alignment, "
-     "instruction throughputs: no source"},
+     "instruction throughputs: no source; bf16 and int64 vector arithmetic: [S33] (A5)"},
 };
 
 const Profile* find_profile(std::string_view name) {

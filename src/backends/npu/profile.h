@@ -36,6 +36,10 @@ struct Profile {
   // Per-instruction vector costs (a start-up per instruction and cycles per repeat by
   // instruction, [S33]) on the A2/A3 profiles; false: one cycle a repeat, no start-up.
   bool instr_costs;
+  // bf16 and int64 arithmetic on the vector unit: the 950PR (A5: vadd's types i8-i64, f16, bf16,
+  // f32 [S33]); the A2/A3 vector unit has neither (bf16: Cast to float first; int64 runs on the
+  // scalar unit).
+  bool native_bf16_int64;
   const char* sources;  // one line: where each number comes from
 };
 

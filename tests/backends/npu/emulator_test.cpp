@@ -733,6 +733,36 @@ TEST_F(Emulated, TypesTheVectorUnitLacksFallBackToScalarCode) {
   EXPECT_EQ(c.counters.scalar_fallbacks, 2U);
 }
 
+// The 950PR's vector unit computes on bf16 and int64 (A5's vadd: i8-i64, f16, bf16, f32 [S33]):
+// bf16 results rounded to bf16 after each instruction, int64 at 32 lanes a repeat. The A2/A3
+// profiles refuse bf16 arithmetic (Cast to float first) and run int64 on the scalar unit (above).
+TEST_F(Emulated, The950PRComputesOnBf16AndInt64) {
+  Gm<float> x("x", 8);
+  const auto kernel = [] {
+    TPipe pipe;
+    TBuf<TPosition::VECCALC> buf, wide;
+    pipe.InitBuffer(buf, 1024);
+    pipe.InitBuffer(wide, 1024);
+    const LocalTensor<bfloat16_t> t = buf.Get<bfloat16_t>();
+    Duplicate(t, bfloat16_t{0x3F80}, 128);  // 1.0
+    Adds(t, t, bfloat16_t{0x3C00}, 128);  // + 2^-7: 1 + 2^-7, exact in bf16
+    Mul(t, t, t, 128);
+    const LocalTensor<std::int64_t> w = wide.Get<std::int64_t>();
+    Duplicate(w, std::int64_t{1} << 40, 32);
+    Add(w, w, w, 32);
+    PipeSync<HardEvent::V_S>();
+    // (1 + 2^-7)^2 = 1 + 2^-6 + 2^-14, rounded to bf16: 1 + 2^-6 (float would keep the 2^-14).
+    EXPECT_EQ(npu::detail::bf16_to_float(t.GetValue(127).bits), 1.015625f);
+    EXPECT_EQ(w.GetValue(31), std::int64_t{1} << 41);
+  };
+  Emulator a5(model("Ascend950PR"));
+  const LaunchCounters c = launch(a5, 1, {x.arg()}, kernel);
+  EXPECT_EQ(c.counters.scalar_fallbacks, 0U);
+  EXPECT_EQ(c.counters.vector_repeats, 1U + 1U + 1U + 1U + 1U);
+  EXPECT_TRUE(ThrowsError([&] { launch(em, 1, {x.arg()}, kernel); }, ErrorKind::internal,
+                          {"no bf16 arithmetic on the vector unit of Ascend910B4 (A2/A3): Cast to float first"}));
+}
+
 TEST_F(Emulated, ReduceSumAndArithmetic) {
   Gm<float> x("x", 1000);
   for (std::size_t i = 0; i < x.data.size(); ++i) x.data[i] = static_cast<float>(i % 7) - 3.0f + 0.25f;

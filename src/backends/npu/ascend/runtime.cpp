@@ -191,6 +191,7 @@ LaunchCounters Launch::run() {
     core.cycle_ns = 1.0 / p.clock_ghz;
     core.bank_groups = p.ub_bank_groups;
     core.instr_costs = p.instr_costs;
+    core.native_bf16_int64 = p.native_bf16_int64;
     core.gm_unaligned_rate = p.gm_unaligned_rate;
     core.launch_profile = p.name;
     core.reduce_tree_across_repeats = std::string_view(p.name).starts_with("Ascend950");

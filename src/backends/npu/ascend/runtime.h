@@ -205,6 +205,7 @@ struct Core {
   double cycle_ns = 1;
   int bank_groups = 0;  // the profile's UB bank groups (0: conflicts not charged)
   bool instr_costs = false;  // the profile's per-instruction vector costs (InstrCost)
+  bool native_bf16_int64 = false;  // the profile's vector unit computes on bf16 and int64
   double gm_unaligned_rate = 1;  // the profile's: a DMA row from GM not 512-byte aligned
 };
 

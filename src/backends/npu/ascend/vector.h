@@ -27,8 +27,12 @@ inline constexpr bool kFloatLike = std::is_same_v<T, float> || std::is_same_v<T,
 template <class T>
 inline constexpr bool kVectorArith =
     kFloatLike<T> || std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::int16_t>;
+// Types only some profiles' vector units compute on (Profile::native_bf16_int64): on the others
+// int64 runs element by element on the scalar unit and bf16 is refused (Cast to float first).
 template <class T>
 inline constexpr bool kScalarFallback = std::is_same_v<T, std::int64_t>;
+template <class T>
+inline constexpr bool kProfileArith = std::is_same_v<T, bfloat16_t> || kScalarFallback<T>;
 
 // A count-form operand for the cost model: its first element in UB (nullptr: none) and its
 // element size.
@@ -45,7 +49,13 @@ inline void issue(npu::detail::Core& core, npu::detail::InstrCost cost, std::uin
                   npu::detail::Buffer* w, npu::detail::Buffer* r0, npu::detail::Buffer* r1, Operand d, Operand a = {},
                   Operand b = {}) {
   if (elems == 0) return;
-  if constexpr (kScalarFallback<T>) {
+  if constexpr (std::is_same_v<T, bfloat16_t>) {
+    if (!core.native_bf16_int64) [[unlikely]] {
+      npu::detail::kernel_fail(core, std::string("no bf16 arithmetic on the vector unit of ") + core.launch_profile +
+                                         " (A2/A3): Cast to float first (the 950PR computes on bf16)");
+    }
+  }
+  if (kScalarFallback<T> && !core.native_bf16_int64) {
     ++core.counters.scalar_fallbacks;
     double start = core.time.issue;
     for (const npu::detail::Buffer* r : {r0, r1}) {
@@ -77,6 +87,10 @@ inline void map2(T* d, const T* a, const T* b, std::uint32_t n, F f) {
   if constexpr (std::is_same_v<T, half>) {
     const float* tab = npu::detail::half_table();
     for (std::uint32_t i = 0; i < n; ++i) d[i].bits = npu::detail::float_to_half(f(tab[a[i].bits], tab[b[i].bits]));
+  } else if constexpr (std::is_same_v<T, bfloat16_t>) {
+    for (std::uint32_t i = 0; i < n; ++i) {
+      d[i].bits = npu::detail::float_to_bf16(f(npu::detail::bf16_to_float(a[i].bits), npu::detail::bf16_to_float(b[i].bits)));
+    }
   } else {
     for (std::uint32_t i = 0; i < n; ++i) d[i] = static_cast<T>(f(a[i], b[i]));
   }
@@ -87,6 +101,8 @@ inline void map1(T* d, const T* a, std::uint32_t n, F f) {
   if constexpr (std::is_same_v<T, half>) {
     const float* tab = npu::detail::half_table();
     for (std::uint32_t i = 0; i < n; ++i) d[i].bits = npu::detail::float_to_half(f(tab[a[i].bits]));
+  } else if constexpr (std::is_same_v<T, bfloat16_t>) {
+    for (std::uint32_t i = 0; i < n; ++i) d[i].bits = npu::detail::float_to_bf16(f(npu::detail::bf16_to_float(a[i].bits)));
   } else {
     for (std::uint32_t i = 0; i < n; ++i) d[i] = static_cast<T>(f(a[i]));
   }
@@ -96,6 +112,8 @@ template <class T>
 inline auto lane(const T& v) {
   if constexpr (std::is_same_v<T, half>) {
     return npu::detail::half_table()[v.bits];
+  } else if constexpr (std::is_same_v<T, bfloat16_t>) {
+    return npu::detail::bf16_to_float(v.bits);
   } else {
     return v;
   }
@@ -104,8 +122,7 @@ inline auto lane(const T& v) {
 template <class T, class F>
 void binary(const char* api, const LocalTensor<T>& dst, const LocalTensor<T>& a, const LocalTensor<T>& b,
             std::uint32_t count, F f) {
-  static_assert(kVectorArith<T> || kScalarFallback<T>,
-                "no vector arithmetic on this type (the A2 vector unit has none on bf16: Cast to float first)");
+  static_assert(kVectorArith<T> || kProfileArith<T>, "no vector arithmetic on this type");
   npu::detail::Core& core = npu::detail::current();
   npu::detail::Buffer* r0 = Access::use(core, a, count, Use::vector_read, api, "src0");
   npu::detail::Buffer* r1 = Access::use(core, b, count, Use::vector_read, api, "src1");
@@ -118,8 +135,7 @@ void binary(const char* api, const LocalTensor<T>& dst, const LocalTensor<T>& a,
 
 template <class T, class F>
 void unary(const char* api, const LocalTensor<T>& dst, const LocalTensor<T>& a, std::uint32_t count, F f) {
-  static_assert(kVectorArith<T> || kScalarFallback<T>,
-                "no vector arithmetic on this type (the A2 vector unit has none on bf16: Cast to float first)");
+  static_assert(kVectorArith<T> || kProfileArith<T>, "no vector arithmetic on this type");
   npu::detail::Core& core = npu::detail::current();
   npu::detail::Buffer* r0 = Access::use(core, a, count, Use::vector_read, api, "src");
   npu::detail::Buffer* w = Access::use(core, dst, count, Use::vector_write, api, "dst");
