@@ -31,6 +31,14 @@ std::int64_t next_pow2(std::int64_t n) {
   return p;
 }
 
+void calculate_settings(Port& port, std::int64_t n) {
+  port.block_size = next_pow2(std::max<std::int64_t>(n, 1));
+  if (port.block_size > 65536) {
+    port.host_error = fmt::format(
+        "RuntimeError: Cannot launch Triton kernel since n = {} exceeds the recommended Triton blocksize = 65536.", n);
+  }
+}
+
 namespace {
 std::int64_t tile_bits(const Port& p, const Tile& t) {
   if (t.bits == 0) return 0;

@@ -115,8 +115,9 @@ struct Summary {
 inline Summary summary(const Port& p) { return {p.programs, p.block_size, p.live_bits, p.ub_bits}; }
 
 // Liger's calculate_settings (ops/utils.py:57-74): BLOCK_SIZE = next_power_of_2(n), a
-// RuntimeError past MAX_FUSED_SIZE 65536.
+// RuntimeError past MAX_FUSED_SIZE 65536 (set as the port's host_error).
 std::int64_t next_pow2(std::int64_t n);
+void calculate_settings(Port& port, std::int64_t n);
 
 // The port's live set under the rule: fills single/doubled/live bits and `pruned`.
 void size(Port& port, std::int64_t ub_bytes);

@@ -336,18 +336,32 @@ TEST_F(Emulated, MultiRowTilesArePaddedPerRowTo32Bytes) {
   EXPECT_EQ(x.data, y.data);
 }
 
+// One block whose body gets the whole of a float TBuf of `bytes`, at UB offset 0, and a float
+// GlobalTensor over x (the launch's one argument).
+template <class F>
+LaunchCounters with_gm_floats(Emulator& em, Gm<float>& x, std::uint32_t bytes, F body) {
+  return launch(em, 1, {x.arg()}, [&x, bytes, body] {
+    TPipe pipe;
+    TBuf<TPosition::VECCALC> buf;
+    pipe.InitBuffer(buf, bytes);
+    GlobalTensor<float> g;
+    g.SetGlobalBuffer(reinterpret_cast<float*>(x.addr()), x.data.size());
+    body(buf.Get<float>(), g);
+  });
+}
+template <class F>
+LaunchCounters with_ub_floats(Emulator& em, std::uint32_t bytes, F body) {
+  Gm<float> x("x", 8);
+  return with_gm_floats(em, x, bytes, [&body](const LocalTensor<float>& t, const GlobalTensor<float>&) { body(t); });
+}
+
 // GM alignment on A2 (the cost model, docs/backends/npu.md [S31]): 16 KiB read from a 512-byte
 // aligned address take 0.7 of the time the same bytes take from an address 32 bytes further.
 TEST_F(Emulated, CopiesFromGmNot512ByteAlignedRunAt70Percent) {
   Gm<float> x("x", 8192);
   const auto copy_from = [&](std::uint32_t first) {
-    return launch(em, 1, {x.arg()}, [&x, first] {
-      TPipe pipe;
-      TBuf<TPosition::VECCALC> buf;
-      pipe.InitBuffer(buf, 16384);
-      GlobalTensor<float> g;
-      g.SetGlobalBuffer(reinterpret_cast<float*>(x.addr()), 8192);
-      DataCopy(buf.Get<float>(), g[first], 4096);
+    return with_gm_floats(em, x, 16384, [first](const LocalTensor<float>& t, const GlobalTensor<float>& g) {
+      DataCopy(t, g[first], 4096);
     });
   };
   const LaunchCounters aligned = copy_from(0);
@@ -369,13 +383,7 @@ TEST_F(Emulated, CopiesFromGmNot512ByteAlignedRunAt70Percent) {
 TEST_F(Emulated, OneLargeDmaBeatsManySmallOnesByTheSetUps) {
   Gm<float> x("x", 16384);
   const auto copies = [&](int count, std::uint32_t floats) {
-    return launch(em, 1, {x.arg()}, [&x, count, floats] {
-      TPipe pipe;
-      TBuf<TPosition::VECCALC> buf;
-      pipe.InitBuffer(buf, 65536);
-      GlobalTensor<float> g;
-      g.SetGlobalBuffer(reinterpret_cast<float*>(x.addr()), 16384);
-      const LocalTensor<float> t = buf.Get<float>();
+    return with_gm_floats(em, x, 65536, [count, floats](const LocalTensor<float>& t, const GlobalTensor<float>& g) {
       for (int i = 0; i < count; ++i) DataCopy(t[i * floats], g[i * floats], floats);
     });
   };
@@ -613,18 +621,6 @@ TEST_F(Emulated, RepeatsAreCountedPerInstructionOf255AtMost) {
   });
   EXPECT_EQ(c.counters.vector_repeats, 257U);
   EXPECT_EQ(c.counters.vector_instructions, 3U);
-}
-
-// One block whose body gets the whole of a float TBuf of `bytes`, at UB offset 0.
-template <class F>
-LaunchCounters with_ub_floats(Emulator& em, std::uint32_t bytes, F body) {
-  Gm<float> x("x", 8);
-  return launch(em, 1, {x.arg()}, [bytes, body] {
-    TPipe pipe;
-    TBuf<TPosition::VECCALC> buf;
-    pipe.InitBuffer(buf, bytes);
-    body(buf.Get<float>());
-  });
 }
 
 // Approximate math (OPREG_NPU_MATH=approx): Exp's results within 2 ulp of the correctly rounded

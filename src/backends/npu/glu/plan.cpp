@@ -205,12 +205,7 @@ gpu_port::Port port_of(Act act, const GluSizes& s, const DeviceModel& device) {
   p.kernel = fmt::format("_{}_{}_kernel", gelu ? "geglu_tanh" : "swiglu", s.backward ? "backward" : "forward");
   p.rows = s.rows;
   p.cols = s.cols;
-  p.block_size = gpu_port::next_pow2(std::max<std::int64_t>(s.cols, 1));
-  if (p.block_size > 65536) {
-    p.host_error = fmt::format(
-        "RuntimeError: Cannot launch Triton kernel since n = {} exceeds the recommended Triton blocksize = 65536.",
-        s.cols);
-  }
+  gpu_port::calculate_settings(p, s.cols);
   p.programs = s.rows;
   p.grid_text = fmt::format("({},)", s.rows);
   if (!s.backward) {

@@ -72,12 +72,7 @@ gpu_port::Port port_of(const NormSizes& s, bool backward, const DeviceModel& dev
     p.kernel = fmt::format("_layer_norm_{}_kernel", dir);
     p.rows = s.sets;
     p.cols = s.size();
-    p.block_size = gpu_port::next_pow2(std::max<std::int64_t>(p.cols, 1));
-    if (p.block_size > 65536) {
-      p.host_error = fmt::format(
-          "RuntimeError: Cannot launch Triton kernel since n = {} exceeds the recommended Triton blocksize = 65536.",
-          p.cols);
-    }
+    gpu_port::calculate_settings(p, p.cols);
     if (!backward) {
       p.programs = s.sets;
       // args: x, weight, bias | y

@@ -159,12 +159,7 @@ gpu_port::Port port_of(const RowNormSizes& s, bool backward, const DeviceModel& 
   const std::uint32_t work = xb == 16 ? 32 : 0;
   p.rows = s.rows;
   p.cols = s.cols;
-  p.block_size = gpu_port::next_pow2(std::max<std::int64_t>(s.cols, 1));
-  if (p.block_size > 65536) {
-    p.host_error = fmt::format(
-        "RuntimeError: Cannot launch Triton kernel since n = {} exceeds the recommended Triton blocksize = 65536.",
-        s.cols);
-  }
+  gpu_port::calculate_settings(p, s.cols);
   const bool row_kernel = s.fused || p.block_size > 256 || s.rows < 4096 * 8;
   const std::int64_t sm_count = device.profile->vector_cores;
   // Args: inputs first, then the scratch outputs (the order port_run builds them in).
