@@ -345,11 +345,15 @@ void emulate(Emulator& emulator, const std::string& name, const Port& port, std:
     gm[i] = static_cast<GM_ADDR>(const_cast<void*>(args[i].data));
     gm_bytes[i] = args[i].bytes;
   }
+  // The native kernel that computed the outputs ran just before: the call's counters and time
+  // are the port's, labelled with where the values came from.
+  const std::optional<LaunchCounters> values = emulator.last_launch();
   // A Triton program: the compiler inserts its syncs, so the no-auto-sync rule is not its.
   emulator.launch(name, port.programs, args, [&] {
     npu::detail::triton_compiled(npu::detail::current());
     gpu_port_program(gm, gm_bytes, t);
   });
+  if (values) emulator.counters_beside(*values);
 }
 
 }  // namespace opreg::npu::gpu_port

@@ -121,8 +121,14 @@ TEST_F(GpuPort, ForwardPortCostsMoreThanTheNativeKernelAtTheSeedShape) {
   const double native_us = em->last_launch()->est_us;
   EXPECT_EQ(native.variant->name, "npu.fused_add_rms_norm.fwd.single_pass");
   force("npu.fused_add_rms_norm.fwd.gpu_port");
+  const double before = em->est_us_total();
   reg->call(fused_add_rms_norm_fwd_op(), fwd_args(2048, 512, DType::f32));
   const LaunchCounters port = *em->last_launch();
+  // The values are the native kernel's (it ran first, on the user's outputs); the call's time is
+  // the port's alone, and the counters say where the values came from.
+  EXPECT_EQ(port.values_from, "fused_add_rms_norm_fwd_single_pass");
+  EXPECT_NE(port.note().find(" values_from=fused_add_rms_norm_fwd_single_pass"), std::string::npos);
+  EXPECT_NEAR(em->est_us_total() - before, port.est_us, 1e-9);
   EXPECT_EQ(port.block_dim, 2048);
   EXPECT_EQ(port.waves, 52);
   EXPECT_GT(port.est_us, 2 * native_us);

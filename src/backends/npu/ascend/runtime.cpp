@@ -493,9 +493,10 @@ std::string LaunchCounters::note() const {
   return fmt::format(
       " block_dim={} waves={} idle_cores={} ub_peak={} ub_ratio={:.2f} gm_read={} gm_write={} dma={} "
       "vec_repeats={} bank_conflicts={} dma_overhead={} atomic_adds={} scalar_fallbacks={} truncated_copies={} "
-      "est_us={:.1f}",
+      "est_us={:.1f}{}{}",
       block_dim, waves, idle_cores, ub_peak, ub_ratio(), c.gm_read, c.gm_write, c.dma_in + c.dma_out, c.vector_repeats,
-      c.bank_conflicts, c.dma_overhead, c.atomic_adds, c.scalar_fallbacks, c.truncated_copies, est_us);
+      c.bank_conflicts, c.dma_overhead, c.atomic_adds, c.scalar_fallbacks, c.truncated_copies, est_us,
+      values_from.empty() ? "" : " values_from=", values_from);
 }
 
 Emulator::Emulator(DeviceModel model) : model_(model), arena_(nullptr, &std::free) {
@@ -554,6 +555,12 @@ void Emulator::record(const LaunchCounters& counters) {
 double Emulator::est_us_total() const {
   std::lock_guard lock(last_mutex_);
   return est_us_total_;
+}
+
+void Emulator::counters_beside(const LaunchCounters& values) {
+  std::lock_guard lock(last_mutex_);
+  if (last_) last_->values_from = values.kernel;
+  est_us_total_ -= values.est_us;
 }
 
 std::int64_t grid_blocks(std::span<const std::int64_t> grid) {

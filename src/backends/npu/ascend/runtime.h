@@ -57,6 +57,9 @@ struct LaunchCounters {
   bool l2_resident = false;  // the launch's GM working set fits the L2
   double l2_fraction = 0;    // the part of it the cost model finds in L2 (1 when it fits)
   double est_us = 0;         // the cost model's kernel time (device side, emulated)
+  // The launch whose outputs the user got, when these counters are another program's that ran
+  // beside it on scratch (gpu_port: the port's counters, the native kernel's values); "" none.
+  std::string values_from;
   double mte_us = 0;         // busy time of the critical core's GM port (MTE2 + MTE3)
   double vec_us = 0;         // busy time of its vector unit
   std::uint64_t seed = 0;    // the block order's seed
@@ -390,6 +393,9 @@ class Emulator {
   // The est_us of every launch (and record()) so far, summed: a benchmark's clock, whose
   // difference over a span counts every launch in it (a backward that launches twice, fwd + bwd).
   double est_us_total() const;
+  // The last launch ran on scratch beside `values`, which computed the outputs (gpu_port): its
+  // counters say so, and `values`' time leaves est_us_total (the call's time is the last one's).
+  void counters_beside(const LaunchCounters& values);
 
  private:
   friend class detail::Launch;
