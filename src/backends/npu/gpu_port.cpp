@@ -49,18 +49,7 @@ std::int64_t tile_bits(const Port& p, const Tile& t) {
 
 bool Port::doubled(int tile) const {
   const Tile& t = tiles[static_cast<std::size_t>(tile)];
-  if (t.bits == 0 || !t.loaded()) return false;
-  if (rule == Multibuffer::doubled) return true;
-  // pruned: the `pruned` largest loaded tiles (ties: the earlier first) lost their second buffer.
-  int larger = 0;
-  const std::int64_t own = tile_bits(*this, t);
-  for (int i = 0; i < tile_count; ++i) {
-    const Tile& o = tiles[static_cast<std::size_t>(i)];
-    if (i == tile || o.bits == 0 || !o.loaded()) continue;
-    const std::int64_t b = tile_bits(*this, o);
-    if (b > own || (b == own && i < tile)) ++larger;
-  }
-  return larger >= pruned;
+  return t.bits != 0 && t.loaded() && !t.pruned;
 }
 
 std::int64_t reduce_bits(const Port& p) {
@@ -75,23 +64,26 @@ void size(Port& port, std::int64_t ub_bytes) {
   port.ub_bits = ub_bytes * 8;
   port.single_bits = reduce_bits(port);
   port.doubled_bits = port.single_bits;
-  std::vector<std::int64_t> loaded;
+  std::vector<int> loaded;  // the loaded tiles, largest first (ties: the earlier first)
   for (int i = 0; i < port.tile_count; ++i) {
-    const Tile& t = port.tiles[static_cast<std::size_t>(i)];
+    Tile& t = port.tiles[static_cast<std::size_t>(i)];
     const std::int64_t b = tile_bits(port, t);
     port.single_bits += b;
     port.doubled_bits += t.loaded() ? 2 * b : b;
-    if (t.loaded() && b > 0) loaded.push_back(b);
+    t.pruned = false;
+    if (t.loaded() && b > 0) loaded.push_back(i);
   }
   port.pruned = 0;
   port.live_bits = port.doubled_bits;
   if (port.rule == Multibuffer::pruned) {
     // PR #1458's pass: while the estimate is over capacity, the largest multi-buffered
     // allocation loses its second buffer.
-    std::sort(loaded.begin(), loaded.end(), [](std::int64_t a, std::int64_t b) { return a > b; });
-    for (const std::int64_t b : loaded) {
+    const auto bits_of = [&](int i) { return tile_bits(port, port.tiles[static_cast<std::size_t>(i)]); };
+    std::stable_sort(loaded.begin(), loaded.end(), [&](int a, int b) { return bits_of(a) > bits_of(b); });
+    for (const int i : loaded) {
       if (port.live_bits <= port.ub_bits) break;
-      port.live_bits -= b;
+      port.live_bits -= bits_of(i);
+      port.tiles[static_cast<std::size_t>(i)].pruned = true;
       ++port.pruned;
     }
   }

@@ -60,6 +60,7 @@ struct Tile {
   std::uint32_t bits = 0;  // 0: the tile does not exist (no weight, no residual)
   Role role = Role::row_in;
   std::uint8_t arg = 0;  // row_in / param_in / row_out / prog_out: index into launch's args
+  bool pruned = false;   // a loaded tile the prune rule left single-buffered (size())
   bool loaded() const { return role == Role::row_in || role == Role::param_in; }
 };
 inline constexpr int kMaxTiles = 10;
@@ -101,7 +102,7 @@ struct Port {
   bool grid_ok() const { return programs <= 65535; }
   bool ub_ok() const { return live_bits <= ub_bits; }
   bool runs() const { return host_error.empty() && grid_ok() && ub_ok(); }
-  bool doubled(int tile) const;  // whether tile i is allocated twice under the rule
+  bool doubled(int tile) const;  // whether tile i is allocated twice under the rule (after size())
 };
 
 // What a port variant's supports() keeps as its plan (plain data: the choice cache copies it);

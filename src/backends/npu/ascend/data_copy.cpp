@@ -13,11 +13,14 @@ namespace opreg::npu::AscendC::detail_ {
 
 namespace {
 
-// The bytes a DMA is charged as: whole 32-byte granules of GM, and on A2 a row whose GM address
-// is not 512-byte aligned at 1 / gm_unaligned_rate of them [S31]. Alignment is counted from the
-// start of the row's kernel argument (GM allocations assumed 512-byte aligned).
+// A DMA moves whole 32-byte granules of GM: the bytes of one burst.
+double granule_bytes(const Blocks& b) { return static_cast<double>((b.len + 31) / 32 * 32); }
+
+// The bytes a DMA is charged as: its granules, and on A2 a row whose GM address is not 512-byte
+// aligned at 1 / gm_unaligned_rate of them [S31]. Alignment is counted from the start of the
+// row's kernel argument (GM allocations assumed 512-byte aligned).
 double burst_bytes(const npu::detail::Core& core, const std::byte* gm, const Blocks& b) {
-  const auto granules = static_cast<double>((b.len + 31) / 32 * 32);
+  const double granules = granule_bytes(b);
   if (core.gm_unaligned_rate >= 1.0) return static_cast<double>(b.count) * granules;
   const npu::GmArg* arg = npu::detail::find_arg(core, gm, b.gm_span());
   const auto base = reinterpret_cast<std::uintptr_t>(arg != nullptr ? arg->data : gm);
@@ -40,7 +43,7 @@ double transfer(npu::detail::Core& core, double start, const std::byte* gm, cons
   if (core.time.issue > start) start = core.time.issue;
   if (engine > start) start = engine;
   const double bytes = burst_bytes(core, gm, b);
-  const double plain = static_cast<double>(b.count) * static_cast<double>((b.len + 31) / 32 * 32);
+  const double plain = static_cast<double>(b.count) * granule_bytes(b);
   const double ns_per_byte = in ? core.in_ns_per_byte : core.out_ns_per_byte;
   const double setup = cost_constants().dma_setup_cycles * core.cycle_ns;
   const double ns = setup + bytes * ns_per_byte;

@@ -140,8 +140,7 @@ class Launch {
   const std::function<void()>& body_;
   SplitMix rng_;
   std::uint64_t seed_;
-  bool l2_resident_ = false;
-  double l2_fraction_ = 0;  // the working set's part in L2: min(1, L2 / working set)
+  double l2_fraction_ = 0;  // the working set's part in L2: min(1, L2 / working set); 1: L2-resident
 
   std::mutex mutex_;
   std::condition_variable cv_;
@@ -176,7 +175,6 @@ LaunchCounters Launch::run() {
     if (hi > from) working_set += hi - from;
     reach = std::max(reach, hi);
   }
-  l2_resident_ = working_set <= p.l2_bytes;
   // A working set larger than the L2 finds the L2's worth of it there and the rest in HBM
   // (assumed: a rerun keeps that part, rather than LRU's none).
   l2_fraction_ = working_set == 0 ? 1.0 : std::min(1.0, static_cast<double>(p.l2_bytes) / static_cast<double>(working_set));
@@ -225,7 +223,7 @@ LaunchCounters Launch::run() {
   out.waves = (block_dim_ + cores - 1) / cores;
   out.idle_cores = out.waves * cores - block_dim_;
   out.ub_size = em_.ub_bytes();
-  out.l2_resident = l2_resident_;
+  out.l2_resident = l2_fraction_ >= 1.0;
   out.l2_fraction = l2_fraction_;
   out.seed = seed_;
   double critical = 0;

@@ -207,10 +207,9 @@ void reduce(const char* api, const LocalTensor<float>& dst, const LocalTensor<fl
   if (count != 0) {
     core.counters.vector_repeats += repeats;
     core.counters.vector_instructions += instructions;
-    const npu::detail::InstrCost cost = core.instr_costs ? npu::detail::instr_cost(api, false) : npu::detail::InstrCost{};
-    npu::detail::vector_time(core, cost.startup * static_cast<double>(instructions) +
-                                       cost.per_repeat * static_cast<double>(repeats),
-                             w, r, k);
+    // Charged as the reduction's instructions, without bank-group walks (one cycle a repeat there).
+    npu::detail::charge_vector(core, repeats, instructions, npu::detail::instr_cost(api, false), w, nullptr, r,
+                               nullptr, k, nullptr);
     k->write_done = core.time.vec;
   }
 }
