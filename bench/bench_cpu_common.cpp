@@ -4,6 +4,8 @@
 
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+
 #include "ops/problem.h"
 
 namespace opreg::bench {
@@ -12,6 +14,8 @@ bool grouped(std::string_view base) { return problem_options(std::string(base) +
 
 Shape bench_shape(const std::string& base, std::int64_t rows, std::int64_t hidden) {
   if (grouped(base)) return Shape{32, hidden / 16, 4096};
+  // rope: rows positions of heads of 128, hidden / 128 of them (q's [1, H, T, D]; k has as many).
+  if (problem_options(base + ".fwd").rope) return Shape{1, std::max<std::int64_t>(hidden / 128, 1), rows, 128};
   return Shape{rows, hidden};
 }
 

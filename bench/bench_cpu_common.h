@@ -30,8 +30,9 @@ inline void fill_pattern(Tensor& t, std::uint64_t seed) {
 // than rows x hidden: the manifest's word for it, through the problem factory.
 bool grouped(std::string_view base);
 
-// The shape of an op's input for a benchmark "hidden": rows x hidden, and for a grouped op
-// (group_norm) N = 32, C = hidden / 16, HW = 4096 (32 groups).
+// The shape of an op's input for a benchmark "hidden": rows x hidden, for a grouped op
+// (group_norm) N = 32, C = hidden / 16, HW = 4096 (32 groups), and for rope q [1, hidden / 128,
+// rows, 128] (heads of 128, k with as many).
 Shape bench_shape(const std::string& base, std::int64_t rows, std::int64_t hidden);
 inline constexpr std::int64_t kGroups = 32;
 

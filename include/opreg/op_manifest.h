@@ -11,17 +11,21 @@
  *   src/ops/families.h has their descriptors), one of OPREG_FAMILIES: rms_norm (x is rows x
  *   hidden, statistics per row, parameters of hidden), norm (the same with a mean, or, where the
  *   struct has num_groups, x is (N, C, spatial...) with statistics per (n, group) and parameters
- *   of C), glu (elementwise, every tensor one shape).
+ *   of C), glu (elementwise, every tensor one shape), rope (two activations of their own head
+ *   counts rotated by per-position tables; its kernels read strides).
  * - FIELDS(T, S) lists the members in order (the C mirror keeps the order):
  *   T(name, role, kind, when, partner) a tensor:
  *     role    in | out
  *     kind    act (x's shape and dtype), param (weight-sized, the weight's dtype: the weight, the
- *             bias and their gradients), stat (f32 statistics: per row, or per (n, group))
+ *             bias and their gradients), stat (f32 statistics: per row, or per (n, group)),
+ *             act2 (a second activation: x's dtype, a shape of its own: rope's k), table
+ *             (per-position rows: rope's cos and sin, the weight's dtype), index (int64
+ *             positions: rope's position_ids)
  *     when    always | weight (present exactly when the weight is: weight, dweight) | bias
- *             (optional on its own: bias, dbias)
+ *             (optional on its own: bias, dbias) | positions (optional on its own: position_ids)
  *     partner the input this output may be exactly (its in-place form), or none
- *   S(type, name, default, key) a scalar: type f64 | i64 | casting | rounding | pad32 (C-only
- *     padding); key: whether the choice of a variant may depend on it (key) or not (nokey).
+ *   S(type, name, default, key) a scalar: type f64 | i64 | casting | rounding | rope_style | pad32
+ *     (C-only padding); key: whether the choice of a variant may depend on it (key) or not (nokey).
  * OPREG_ARG_ALIASES(A) lists names that other ops give a shared struct, as
  *   A(CxxAlias, CxxName, c_alias, c_name).
  * OPREG_OPS(OP) lists the op directions, in the order docs and tools list them, as
@@ -142,7 +146,37 @@
   S(rounding, rounding, once, key)                                           \
   S(pad32, reserved_int, 0, nokey)
 
-#define OPREG_FAMILIES(F) F(rms_norm) F(norm) F(glu)
+/* ---- rope: rotary position embedding of q and k, each rotated independently by the angle of
+ * each (b, t) position: a pair (x1, x2) becomes (x1 cos - x2 sin, x2 cos + x1 sin), in f32 with one
+ * rounding. style (RopeStyle): half, pairs (i, i + D/2) (HF's rotate_half); interleaved, pairs
+ * (2i, 2i + 1). Pair i's angle is the table row's entry i of a half-length row (D/2), and of a
+ * full one (D) entry i under half (HF's cat(freqs, freqs): the first half) and 2i under
+ * interleaved (the repeat_interleave layout). The backward is the same rotation with sin negated.
+ * q, k and the outputs are read through their strides (HF's transposed views), D contiguous. */
+#define OPREG_FIELDS_ROPE_FWD(T, S)                                                                \
+  T(q, in, act, always, none)          /* [B, Hq, T, D], D even */                                 \
+  T(k, in, act2, always, none)         /* [B, Hk, T, D], q's dtype */                              \
+  T(cos, in, table, always, none)      /* [T', D or D/2] or [1 or B, T', D or D/2], T' >= T; with   \
+                                          position_ids [max_pos, D or D/2]; q's dtype or f32 */    \
+  T(sin, in, table, always, none)      /* like cos */                                              \
+  T(position_ids, in, index, positions, none) /* int64 [1 or B, T]: the table row of (b, t); optional */ \
+  T(q_out, out, act, always, q)        /* like q; may be q itself (in place) */                    \
+  T(k_out, out, act2, always, k)       /* like k; may be k itself */                               \
+  S(rope_style, style, half, key)                                                                  \
+  S(pad32, reserved_int, 0, nokey)
+
+#define OPREG_FIELDS_ROPE_BWD(T, S)                                                                \
+  T(dq_out, in, act, always, none)     /* like q: the gradient of q_out */                         \
+  T(dk_out, in, act2, always, none)    /* like k: the gradient of k_out */                         \
+  T(cos, in, table, always, none)      /* the forward's */                                         \
+  T(sin, in, table, always, none)                                                                  \
+  T(position_ids, in, index, positions, none)                                                      \
+  T(dq, out, act, always, dq_out)      /* like q; may be dq_out itself */                          \
+  T(dk, out, act2, always, dk_out)     /* like k; may be dk_out itself */                          \
+  S(rope_style, style, half, key)                                                                  \
+  S(pad32, reserved_int, 0, nokey)
+
+#define OPREG_FAMILIES(F) F(rms_norm) F(norm) F(glu) F(rope)
 
 #define OPREG_ARG_STRUCTS(S)                                                                                      \
   S(RmsNormFwdArgs, opreg_rms_norm_fwd_args, rms_norm, OPREG_FIELDS_RMS_NORM_FWD)                                 \
@@ -154,7 +188,9 @@
   S(GroupNormFwdArgs, opreg_group_norm_fwd_args, norm, OPREG_FIELDS_GROUP_NORM_FWD)                               \
   S(GroupNormBwdArgs, opreg_group_norm_bwd_args, norm, OPREG_FIELDS_GROUP_NORM_BWD)                               \
   S(GluFwdArgs, opreg_glu_fwd_args, glu, OPREG_FIELDS_GLU_FWD)                                                    \
-  S(GluBwdArgs, opreg_glu_bwd_args, glu, OPREG_FIELDS_GLU_BWD)
+  S(GluBwdArgs, opreg_glu_bwd_args, glu, OPREG_FIELDS_GLU_BWD)                                                    \
+  S(RopeFwdArgs, opreg_rope_fwd_args, rope, OPREG_FIELDS_ROPE_FWD)                                                \
+  S(RopeBwdArgs, opreg_rope_bwd_args, rope, OPREG_FIELDS_ROPE_BWD)
 
 #define OPREG_ARG_ALIASES(A)                                                 \
   A(GegluFwdArgs, GluFwdArgs, opreg_geglu_fwd_args, opreg_glu_fwd_args)     \
@@ -174,6 +210,8 @@
   OP(geglu_fwd, geglu, fwd, GegluFwdArgs, opreg_geglu_fwd_args)                                            \
   OP(geglu_bwd, geglu, bwd, GegluBwdArgs, opreg_geglu_bwd_args)                                            \
   OP(swiglu_fwd, swiglu, fwd, SwigluFwdArgs, opreg_swiglu_fwd_args)                                        \
-  OP(swiglu_bwd, swiglu, bwd, SwigluBwdArgs, opreg_swiglu_bwd_args)
+  OP(swiglu_bwd, swiglu, bwd, SwigluBwdArgs, opreg_swiglu_bwd_args)                                        \
+  OP(rope_fwd, rope, fwd, RopeFwdArgs, opreg_rope_fwd_args)                                                \
+  OP(rope_bwd, rope, bwd, RopeBwdArgs, opreg_rope_bwd_args)
 
 #endif /* OPREG_OP_MANIFEST_H */

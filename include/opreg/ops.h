@@ -53,6 +53,14 @@ std::string_view to_string(Rounding rounding);
 // is accepted.
 Rounding parse_rounding(std::string_view text, std::string_view op = {});
 
+// How rope pairs a head's D elements (docs/ops.md): half, (i, i + D/2) as HF's rotate_half;
+// interleaved, (2i, 2i + 1).
+enum class RopeStyle : std::uint8_t { half, interleaved };
+std::string_view to_string(RopeStyle style);
+// "half" | "interleaved"; anything else is an opreg::Error naming `op` (when given), the text and
+// what is accepted.
+RopeStyle parse_rope_style(std::string_view text, std::string_view op = {});
+
 enum class Direction : std::uint8_t { fwd, bwd };
 std::string_view to_string(Direction direction);
 
@@ -97,6 +105,7 @@ inline RowsHidden rows_hidden(const Shape& shape) {
 #define OPREG_CXX_SCALAR_i64_(name, value) std::int64_t name = value;
 #define OPREG_CXX_SCALAR_casting_(name, value) Casting name = Casting::value;
 #define OPREG_CXX_SCALAR_rounding_(name, value) Rounding name = Rounding::value;
+#define OPREG_CXX_SCALAR_rope_style_(name, value) RopeStyle name = RopeStyle::value;
 #define OPREG_CXX_SCALAR_pad32_(name, value)
 #define OPREG_CXX_SCALAR_(type, name, value, key) OPREG_CXX_SCALAR_##type##_(name, value)
 #define OPREG_CXX_STRUCT_(Name, c_name, family, FIELDS) \
@@ -115,6 +124,7 @@ OPREG_OPS(OPREG_CXX_OP_)
 #undef OPREG_CXX_SCALAR_i64_
 #undef OPREG_CXX_SCALAR_casting_
 #undef OPREG_CXX_SCALAR_rounding_
+#undef OPREG_CXX_SCALAR_rope_style_
 #undef OPREG_CXX_SCALAR_pad32_
 #undef OPREG_CXX_SCALAR_
 #undef OPREG_CXX_STRUCT_
@@ -143,6 +153,10 @@ struct GluGrads {
   Tensor da;
   Tensor db;
 };
+struct RopeOut {
+  Tensor q;  // rope: q_out and k_out; rope_backward: dq and dk
+  Tensor k;
+};
 
 NormOut rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-6, double offset = 0.0,
                  Casting casting = Casting::llama, const ExecContext* ctx = nullptr);
@@ -167,15 +181,30 @@ GluGrads geglu_backward(const Tensor& dc, const Tensor& a, const Tensor& b, Roun
 Tensor swiglu(const Tensor& a, const Tensor& b, Rounding rounding = Rounding::once, const ExecContext* ctx = nullptr);
 GluGrads swiglu_backward(const Tensor& dc, const Tensor& a, const Tensor& b, Rounding rounding = Rounding::once,
                          const ExecContext* ctx = nullptr);
+// q and k rotated by cos and sin (position_ids: Tensor{} for none); the outputs are contiguous.
+RopeOut rope(const Tensor& q, const Tensor& k, const Tensor& cos, const Tensor& sin,
+             const Tensor& position_ids = Tensor{}, RopeStyle style = RopeStyle::half, const ExecContext* ctx = nullptr);
+RopeOut rope_backward(const Tensor& dq_out, const Tensor& dk_out, const Tensor& cos, const Tensor& sin,
+                      const Tensor& position_ids = Tensor{}, RopeStyle style = RopeStyle::half,
+                      const ExecContext* ctx = nullptr);
 
 // ---- Byte model: the bytes an ideal kernel reads and writes (each input once, each output
-// once). `op` is the base name ("rms_norm"); `shape` is x's (a's for the glu ops); `wdtype` the
-// weight's and bias's dtype (ignored by geglu and swiglu); `num_groups` for group_norm;
-// `has_weight` / `has_bias` whether the call passes them (a backward: dweight / dbias). Every
+// once). `op` is the base name ("rms_norm"); `shape` is x's (a's for the glu ops, q's for rope);
+// `wdtype` the weight's and bias's dtype (rope: the tables'; ignored by geglu and swiglu);
+// `num_groups` for group_norm; `has_weight` / `has_bias` whether the call passes them (a
+// backward: dweight / dbias). rope by shape is HF's call: k with q's head count, one [1, T, D]
+// table pair read in its first half, no position_ids; bytes_moved(args) counts any call. Every
 // GB/s figure divides this by time. A count of 2^64 bytes or more (2^31 x 2^31 in bf16) throws
 // opreg::Error (invalid argument) naming the op and the shape rather than wrapping.
 std::uint64_t bytes_moved(std::string_view op, Direction direction, const Shape& shape, DType dtype, DType wdtype,
                           std::int64_t num_groups = 1, bool has_weight = true, bool has_bias = true);
+
+// The byte model of one call, from its tensors: each input read once and each output written
+// once, in full, but rope's tables: the rows the call uses ((1 or B) x T, or position_ids' count)
+// at the width it reads (D/2 of a half-style row, all D of an interleaved full-width one).
+#define OPREG_CXX_BYTES_(Name, c_name, family, FIELDS) std::uint64_t bytes_moved(const Name& args);
+OPREG_ARG_STRUCTS(OPREG_CXX_BYTES_)
+#undef OPREG_CXX_BYTES_
 
 // The ops' base names ("rms_norm", ...), in the order docs and tools list them.
 std::span<const std::string_view> op_names();

@@ -39,9 +39,10 @@
 extern "C" {
 #endif
 
-/* 2: opreg_glu_fwd_args and opreg_glu_bwd_args end with `rounding` (and a reserved int); see
+/* 3: rope.fwd and rope.bwd (opreg_rope_fwd_args, opreg_rope_bwd_args); no struct changed.
+ * 2: opreg_glu_fwd_args and opreg_glu_bwd_args end with `rounding` (and a reserved int); see
  * OPREG_C_ARGS_GROWTH below. 1: as released at 542ada0. */
-#define OPREG_PLUGIN_API_VERSION 2u
+#define OPREG_PLUGIN_API_VERSION 3u
 #define OPREG_PLUGIN_ENTRY "opreg_plugin_init"
 #if defined(_WIN32)
 #define OPREG_PLUGIN_EXPORT __declspec(dllexport)
@@ -69,6 +70,10 @@ extern "C" {
 /* geglu and swiglu rounding modes (opreg_glu_*_args.rounding, since API version 2; docs/ops.md). */
 #define OPREG_ROUNDING_ONCE 0
 #define OPREG_ROUNDING_TORCH 1
+
+/* rope pairings (opreg_rope_*_args.style, since API version 3; docs/ops.md). */
+#define OPREG_ROPE_HALF 0
+#define OPREG_ROPE_INTERLEAVED 1
 
 /* A device's properties, as opreg::DeviceProps. */
 typedef struct opreg_device_props {
@@ -191,7 +196,7 @@ typedef int32_t (*opreg_plugin_init_fn)(const opreg_host* host, char* message, s
  * manifest (opreg/op_manifest.h), member for member in the same order: every tensor as a
  * `const DLTensor*` (NULL for an absent optional one: a norm without weight or bias), f64 scalars
  * as double, i64 as int64_t, casting as int32_t (OPREG_CASTING_*), rounding as int32_t
- * (OPREG_ROUNDING_*), pad32 as an int32_t kept 0.
+ * (OPREG_ROUNDING_*), rope_style as int32_t (OPREG_ROPE_*), pad32 as an int32_t kept 0.
  * Every struct starts with its size and version. For example
  *
  *   typedef struct opreg_rms_norm_fwd_args {
@@ -225,6 +230,7 @@ typedef int32_t (*opreg_plugin_init_fn)(const opreg_host* host, char* message, s
 #define OPREG_C_SCALAR_i64_(name) int64_t name;
 #define OPREG_C_SCALAR_casting_(name) int32_t name;
 #define OPREG_C_SCALAR_rounding_(name) int32_t name;
+#define OPREG_C_SCALAR_rope_style_(name) int32_t name;
 #define OPREG_C_SCALAR_pad32_(name) int32_t name;
 #define OPREG_C_SCALAR_(type, name, value, key) OPREG_C_SCALAR_##type##_(name)
 #define OPREG_C_STRUCT_(Name, c_name, family, FIELDS) \
@@ -241,6 +247,7 @@ OPREG_ARG_ALIASES(OPREG_C_ALIAS_)
 #undef OPREG_C_SCALAR_i64_
 #undef OPREG_C_SCALAR_casting_
 #undef OPREG_C_SCALAR_rounding_
+#undef OPREG_C_SCALAR_rope_style_
 #undef OPREG_C_SCALAR_pad32_
 #undef OPREG_C_SCALAR_
 #undef OPREG_C_STRUCT_

@@ -120,6 +120,9 @@ class ListedVariant {
     accepts_all_ = true;
   }
 
+  // The entry's kernel reads strides (VariantSpec::strided): it is given non-contiguous tensors.
+  void take_strides() { strided_ = true; }
+
   // The registration of this entry at position `index` of a list of `count`.
   detail::ErasedVariant erased(const Op<Args>& op, std::string_view backend, std::size_t index,
                                std::size_t count) const {
@@ -134,6 +137,7 @@ class ListedVariant {
     v.tunables = tunables_;
     v.forcing = detail::Forcing::run_refused_plan;
     v.accepts_all = accepts_all_;
+    v.strided = strided_;
     return v;
   }
   const char* file() const { return file_; }
@@ -152,6 +156,7 @@ class ListedVariant {
   const char* file_;
   int line_;
   bool accepts_all_ = false;
+  bool strided_ = false;
 };
 
 // Registers the entries of `list` as the variants of (`backend`, `op`), in priority order, sited

@@ -192,6 +192,10 @@ class CallState {
     return parse_rounding(text_argument(value, fmt::format("{}: rounding", op_)), op_);
   }
 
+  RopeStyle rope_style(nb::handle value) {
+    return parse_rope_style(text_argument(value, fmt::format("{}: style", op_)), op_);
+  }
+
   Casting casting(nb::handle value) {
     const std::string text = text_argument(value, fmt::format("{}: casting", op_));
     try {
@@ -466,6 +470,7 @@ struct TypeList {};
 #define OPREG_PY_S_TYPE_i64 , std::int64_t
 #define OPREG_PY_S_TYPE_casting , nb::handle
 #define OPREG_PY_S_TYPE_rounding , nb::handle
+#define OPREG_PY_S_TYPE_rope_style , nb::handle
 #define OPREG_PY_S_TYPE_pad32
 #define OPREG_PY_S_TYPE_(type, name, value, key) OPREG_PY_S_TYPE_##type
 
@@ -476,6 +481,8 @@ struct TypeList {};
 #define OPREG_PY_S_SET_casting(name) , [](Args& a, nb::handle v, CallState& s) { a.name = s.casting(v); }
 #define OPREG_PY_S_SET_rounding(name) \
   , [](Args& a, nb::handle v, CallState& s) { a.name = s.rounding(v); }
+#define OPREG_PY_S_SET_rope_style(name) \
+  , [](Args& a, nb::handle v, CallState& s) { a.name = s.rope_style(v); }
 #define OPREG_PY_S_SET_pad32(name)
 #define OPREG_PY_S_SET_(type, name, value, key) OPREG_PY_S_SET_##type(name)
 
@@ -484,6 +491,7 @@ struct TypeList {};
 #define OPREG_PY_S_ARG_i64(name, value) , nb::arg(#name) = std::int64_t{value}
 #define OPREG_PY_S_ARG_casting(name, value) , nb::arg(#name) = #value
 #define OPREG_PY_S_ARG_rounding(name, value) , nb::arg(#name) = #value
+#define OPREG_PY_S_ARG_rope_style(name, value) , nb::arg(#name) = #value
 #define OPREG_PY_S_ARG_pad32(name, value)
 #define OPREG_PY_S_ARG_(type, name, value, key) OPREG_PY_S_ARG_##type(name, value)
 
@@ -492,6 +500,7 @@ struct TypeList {};
 #define OPREG_PY_S_NAME_i64(name, value) , std::tuple{#name, "i64", #value}
 #define OPREG_PY_S_NAME_casting(name, value) , std::tuple{#name, "casting", #value}
 #define OPREG_PY_S_NAME_rounding(name, value) , std::tuple{#name, "rounding", #value}
+#define OPREG_PY_S_NAME_rope_style(name, value) , std::tuple{#name, "rope_style", #value}
 #define OPREG_PY_S_NAME_pad32(name, value)
 #define OPREG_PY_S_NAME_(type, name, value, key) OPREG_PY_S_NAME_##type(name, value)
 #define OPREG_PY_NONE_(...)

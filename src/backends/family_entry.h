@@ -6,7 +6,8 @@
 //
 // (a void supports() plans without refusing), or, for a variant that takes every problem the op's check accepts, run(const Desc&, const
 // KernelContext&) alone. The entry builds the descriptor from the op's argument struct (describe.h)
-// once for the planning and once per call; nothing in a backend reads an argument struct.
+// once for the planning and once per call; nothing in a backend reads an argument struct. A
+// family whose descriptor carries strides (`Desc::strided`) lists variants that take views.
 //
 //   register_list(r, layer_norm_fwd_op(), "npu",
 //                 {family_entry<LayerNormFwdArgs, &fwd_supports<Impl::rows>, &fwd_run>("rows", tunables)});
@@ -62,7 +63,9 @@ template <class Args, auto Supports, auto Run>
 ListedVariant<Args> family_entry(std::string impl, std::vector<Tunable> tunables = {},
                                  const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
   using E = family_detail::Planned<Args, Supports, Run>;
-  return {std::move(impl), &E::supports, &E::run, std::move(tunables), file, line};
+  ListedVariant<Args> entry{std::move(impl), &E::supports, &E::run, std::move(tunables), file, line};
+  if constexpr (requires { family::Descriptor<Args>::strided; }) entry.take_strides();
+  return entry;
 }
 
 // A variant that takes every problem the op's check accepts: run(desc, ctx). The registry then
@@ -70,7 +73,9 @@ ListedVariant<Args> family_entry(std::string impl, std::vector<Tunable> tunables
 template <class Args, auto Run>
 ListedVariant<Args> family_entry(std::string impl, std::vector<Tunable> tunables = {},
                                  const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
-  return {std::move(impl), &family_detail::Unplanned<Args, Run>::run, std::move(tunables), file, line};
+  ListedVariant<Args> entry{std::move(impl), &family_detail::Unplanned<Args, Run>::run, std::move(tunables), file, line};
+  if constexpr (requires { family::Descriptor<Args>::strided; }) entry.take_strides();
+  return entry;
 }
 
 }  // namespace opreg

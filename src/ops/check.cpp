@@ -130,6 +130,139 @@ std::uint32_t outputs_apart_slow(const char* op, const Item* items, std::size_t 
   return strided;
 }
 
+namespace {
+
+constexpr const char* kHeadsLayout = "[B, heads, T, D]";
+
+// rope's tensors are read through their strides, which must not be negative.
+void forward_strides(const char* op, const char* name, const Tensor& t) {
+  for (auto st : t.strides()) {
+    if (st < 0) {
+      fail(ErrorKind::invalid_argument, "{}: {} has strides [{}]; accepted: strides >= 0", op, name,
+           fmt::join(t.strides(), ", "));
+    }
+  }
+}
+
+// q, k and their outputs: 4-D, D even and > 0 with stride 1.
+void rope_heads(const char* op, const char* name, const Tensor& t) {
+  activation(op, name, t, 0);
+  if (t.ndim() != 4) {
+    fail(ErrorKind::invalid_argument, "{}: {} has {} dims (shape [{}]); accepted: {}", op, name, t.ndim(),
+         t.shape().str(), kHeadsLayout);
+  }
+  if (t.size(3) < 2 || t.size(3) % 2 != 0) {
+    fail(ErrorKind::invalid_argument, "{}: {} has head dim D = {} (shape [{}]); accepted: an even D >= 2 (rotate an odd "
+         "D's first D - 1 elements and pass the last through, as Liger-Kernel does)", op, name, t.size(3),
+         t.shape().str());
+  }
+  if (t.numel() > 0 && t.stride(3) != 1) {
+    fail(ErrorKind::invalid_argument, "{}: {} has strides [{}]; accepted: the last dim (D) contiguous, stride 1", op,
+         name, fmt::join(t.strides(), ", "));
+  }
+  forward_strides(op, name, t);
+}
+
+// Whether two elements of `t` share memory: strides (absolute) sorted, each must step past the
+// whole extent of the ones below it.
+bool self_overlapping(const Tensor& t) {
+  if (t.numel() <= 1) return false;
+  std::array<std::pair<std::int64_t, std::int64_t>, kMaxDims> dims{};  // |stride|, extent
+  int n = 0;
+  for (int i = 0; i < t.ndim(); ++i) {
+    if (t.size(i) > 1) dims[static_cast<std::size_t>(n++)] = {t.stride(i) < 0 ? -t.stride(i) : t.stride(i), t.size(i)};
+  }
+  for (int i = 1; i < n; ++i) {  // insertion sort: at most kMaxDims entries
+    for (int j = i; j > 0 && dims[static_cast<std::size_t>(j)] < dims[static_cast<std::size_t>(j - 1)]; --j) {
+      std::swap(dims[static_cast<std::size_t>(j)], dims[static_cast<std::size_t>(j - 1)]);
+    }
+  }
+  std::int64_t reach = 1;  // elements spanned by the dims so far
+  for (int i = 0; i < n; ++i) {
+    const auto [stride, extent] = dims[static_cast<std::size_t>(i)];
+    if (stride < reach) return true;
+    reach = stride * extent;
+  }
+  return false;
+}
+
+void rope_output(const char* op, const char* name, const Tensor& t, const char* in_name, const Tensor& in) {
+  like(op, name, t, in_name, in);
+  forward_strides(op, name, t);
+  if (t.numel() > 0 && t.stride(3) != 1) {
+    fail(ErrorKind::invalid_argument, "{}: {} has strides [{}]; accepted: the last dim (D) contiguous, stride 1", op,
+         name, fmt::join(t.strides(), ", "));
+  }
+  if (self_overlapping(t)) {
+    fail(ErrorKind::invalid_argument, "{}: output {} has strides [{}] for shape [{}], which put two elements in one "
+         "place; accepted: an output whose elements are apart", op, name, fmt::join(t.strides(), ", "),
+         t.shape().str());
+  }
+}
+
+}  // namespace
+
+void rope(const char* op, const RopeCall& c) {
+  rope_heads(op, c.q_name, c.q);
+  rope_heads(op, c.k_name, c.k);
+  const std::int64_t B = c.q.size(0);
+  const std::int64_t T = c.q.size(2);
+  const std::int64_t D = c.q.size(3);
+  if (c.k.dtype() != c.q.dtype() || c.k.size(0) != B || c.k.size(2) != T || c.k.size(3) != D) {
+    fail(ErrorKind::invalid_argument, "{}: {} is {} [{}]; accepted: {}'s dtype, batch, T and D ({} [{}, Hk, {}, {}]), "
+         "any head count", op, c.k_name, to_string(c.k.dtype()), c.k.shape().str(), c.q_name,
+         to_string(c.q.dtype()), B, T, D);
+  }
+  // The tables.
+  const bool positions = c.positions.defined();
+  const std::string forms =
+      positions ? fmt::format("[max_pos, W] or [1, max_pos, W] with W = {} or {} (with position_ids)", D, D / 2)
+                : fmt::format("[T', W], [1, T', W] or [{}, T', W] with T' >= T = {} and W = {} or {}", B, T, D, D / 2);
+  if (!c.cos.defined()) missing(op, "cos");
+  if (c.cos.dtype() != c.q.dtype() && c.cos.dtype() != DType::f32) {
+    fail(ErrorKind::invalid_argument, "{}: cos has dtype {} with {} dtype {}; accepted: {}", op,
+         to_string(c.cos.dtype()), c.q_name, to_string(c.q.dtype()),
+         c.q.dtype() == DType::f32 ? std::string("f32") : fmt::format("{} or f32", to_string(c.q.dtype())));
+  }
+  const Tensor& cos = c.cos;
+  const int nd = cos.ndim();
+  bool ok = (nd == 2 || nd == 3) && (cos.size(nd - 1) == D || cos.size(nd - 1) == D / 2);
+  if (ok && nd == 3) ok = cos.size(0) == 1 || (!positions && cos.size(0) == B);
+  if (ok && !positions) ok = cos.size(nd - 2) >= T;
+  if (!ok) {
+    fail(ErrorKind::invalid_argument, "{}: cos has shape [{}]{}; accepted: {}", op, cos.shape().str(),
+         !positions && (nd == 2 || nd == 3) && cos.size(nd - 2) < T
+             ? fmt::format(" ({} rows, too short for T = {})", cos.size(nd - 2), T)
+             : std::string(),
+         forms);
+  }
+  like(op, "sin", c.sin, "cos", cos);
+  for (const auto* t : {&c.cos, &c.sin}) {
+    if (t->numel() > 0 && t->stride(nd - 1) != 1) {
+      fail(ErrorKind::invalid_argument, "{}: {} has strides [{}]; accepted: the last dim contiguous, stride 1", op,
+           t == &c.cos ? "cos" : "sin", fmt::join(t->strides(), ", "));
+    }
+    forward_strides(op, t == &c.cos ? "cos" : "sin", *t);
+  }
+  if (positions) {
+    const Tensor& p = c.positions;
+    const bool shape_ok = p.dtype() == DType::i64 && ((p.ndim() == 1 && p.size(0) == T) ||
+                                                      (p.ndim() == 2 && (p.size(0) == 1 || p.size(0) == B) &&
+                                                       p.size(1) == T));
+    if (!shape_ok) {
+      fail(ErrorKind::invalid_argument, "{}: position_ids is {} [{}]; accepted: i64 [{}], [1, {}] or [{}, {}]", op,
+           to_string(p.dtype()), p.shape().str(), T, T, B, T);
+    }
+    forward_strides(op, "position_ids", p);
+  }
+  rope_output(op, c.q_out_name, c.q_out, c.q_name, c.q);
+  rope_output(op, c.k_out_name, c.k_out, c.k_name, c.k);
+  if (c.style != RopeStyle::half && c.style != RopeStyle::interleaved) {
+    fail(ErrorKind::invalid_argument, "{}: rope style {} is not accepted; accepted: half, interleaved", op,
+         static_cast<int>(c.style));
+  }
+}
+
 Span strided_span(const Tensor& t) {
   // Offsets of the lowest and highest element; negative strides reach below data().
   std::int64_t lo = 0;

@@ -148,6 +148,27 @@ inline constexpr double kMaxScalar = 1e300;
   if (groups < 1 || channels % groups != 0) bad_groups(op, groups, channels);
 }
 
+// rope's whole rule set (its layouts have many forms, so it is checked out of line): q and k
+// [B, H, T, D] of one dtype with D even and the last dim contiguous, the tables, position_ids'
+// shape (not its values: a check reads metadata only; the kernels deal with a value outside the
+// table), the outputs like their inputs and writable without two elements in one place, the
+// style.
+struct RopeCall {
+  const char* q_name;
+  const Tensor& q;
+  const char* k_name;
+  const Tensor& k;
+  const Tensor& cos;
+  const Tensor& sin;
+  const Tensor& positions;
+  const char* q_out_name;
+  const Tensor& q_out;
+  const char* k_out_name;
+  const Tensor& k_out;
+  RopeStyle style;
+};
+void rope(const char* op, const RopeCall& call);
+
 // The bytes a tensor's elements can touch, for the overlap rule.
 struct Span {
   const char* lo;

@@ -138,4 +138,14 @@ template <AffineBwdArgs Args>
   rounding(op, a.rounding);
 }
 
+// ---- rope (out of line: check.cpp)
+
+[[gnu::always_inline]] inline void args(const char* op, const RopeFwdArgs& a) {
+  rope(op, {"q", a.q, "k", a.k, a.cos, a.sin, a.position_ids, "q_out", a.q_out, "k_out", a.k_out, a.style});
+}
+
+[[gnu::always_inline]] inline void args(const char* op, const RopeBwdArgs& a) {
+  rope(op, {"dq_out", a.dq_out, "dk_out", a.dk_out, a.cos, a.sin, a.position_ids, "dq", a.dq, "dk", a.dk, a.style});
+}
+
 }  // namespace opreg::op_check

@@ -77,6 +77,34 @@ inline NormBwd norm_bwd(const Args& a, const NormSets& shape) {
           .p_type = param_type({&a.weight, &a.dweight, &a.dbias})};
 }
 
+inline RopeSide rope_side(const Tensor& in, const Tensor& out) {
+  return {.in = in.data(), .out = out.data(), .heads = in.size(1),
+          .in_stride = {in.stride(0), in.stride(1), in.stride(2)},
+          .out_stride = {out.stride(0), out.stride(1), out.stride(2)}};
+}
+// A table's (b, t) strides: b's 0 for a 2-D table, or a 3-D one of batch 1.
+inline void table_strides(const Tensor& t, std::int64_t (&out)[2]) {
+  const int n = t.ndim();
+  out[0] = n == 3 && t.size(0) > 1 ? t.stride(0) : 0;
+  out[1] = t.stride(n - 2);
+}
+inline Rope rope(const Tensor& q, const Tensor& k, const Tensor& cos, const Tensor& sin, const Tensor& positions,
+                 const Tensor& q_out, const Tensor& k_out, RopeStyle style, bool backward) {
+  Rope d{.q = rope_side(q, q_out), .k = rope_side(k, k_out), .cos = cos.data(), .sin = sin.data(),
+         .table_rows = cos.size(cos.ndim() - 2), .positions = positions.defined() ? positions.data_as<const std::int64_t>() : nullptr,
+         .batch = q.size(0), .seq = q.size(2), .dim = q.size(3),
+         .pairing = style == RopeStyle::interleaved ? Pairing::interleaved : Pairing::half, .backward = backward,
+         .type = elem_of(q.dtype()), .table_type = elem_of(cos.dtype())};
+  table_strides(cos, d.cos_stride);
+  table_strides(sin, d.sin_stride);
+  d.table_step = style == RopeStyle::interleaved && cos.size(cos.ndim() - 1) == d.dim ? 2 : 1;
+  if (positions.defined()) {
+    d.pos_stride[0] = positions.ndim() == 2 && positions.size(0) > 1 ? positions.stride(0) : 0;
+    d.pos_stride[1] = positions.stride(positions.ndim() - 1);
+  }
+  return d;
+}
+
 }  // namespace detail
 
 inline RowNormFwd describe(const RmsNormFwdArgs& a) { return detail::row_fwd(a, nullptr, nullptr); }
@@ -104,6 +132,13 @@ inline GluBwd describe(const GluBwdArgs& a) {
   const Elem type = elem_of(a.a.dtype());
   return {.dc = a.dc.data(), .a = a.a.data(), .b = a.b.data(), .da = a.da.data(), .db = a.db.data(), .n = a.a.numel(),
           .hidden = detail::last_dim(a.a), .type = type, .rounding = rounding_of(a.rounding, type)};
+}
+
+inline Rope describe(const RopeFwdArgs& a) {
+  return detail::rope(a.q, a.k, a.cos, a.sin, a.position_ids, a.q_out, a.k_out, a.style, false);
+}
+inline Rope describe(const RopeBwdArgs& a) {
+  return detail::rope(a.dq_out, a.dk_out, a.cos, a.sin, a.position_ids, a.dq, a.dk, a.style, true);
 }
 
 // The descriptor type of an argument struct.

@@ -8,6 +8,7 @@
 //   affine norms   layer_norm (one set per row)             NormFwd, NormBwd
 //   grouped norms  group_norm (one set per (n, group))      NormFwd, NormBwd (the same sets)
 //   gated units    geglu, swiglu                            GluFwd, GluBwd
+//   rotary         rope (both directions: sin negated back)  Rope
 #pragma once
 
 #include <cstdint>
@@ -122,6 +123,45 @@ struct GluBwd {
   std::int64_t hidden = 1;
   Elem type = Elem::f32;
   GluRounding rounding = GluRounding::once;
+};
+
+// ---- Rotary embeddings: q [batch, q.heads, seq, dim] and k [batch, k.heads, seq, dim], each
+// head's dim elements rotated in dim/2 pairs by the angle of its (b, t) position; the backward is
+// the same rotation with sin negated. Strides are in elements; the last dim's is 1 everywhere.
+// A family whose kernels read strides (its variants take non-contiguous tensors).
+enum class Pairing : std::uint8_t { half, interleaved };  // pairs (i, i + dim/2) | (2i, 2i + 1)
+
+struct RopeSide {
+  const void* in = nullptr;
+  void* out = nullptr;  // may be in (in place, same strides)
+  std::int64_t heads = 0;
+  std::int64_t in_stride[3] = {};   // b, h, t
+  std::int64_t out_stride[3] = {};  // b, h, t
+};
+
+struct Rope {
+  static constexpr bool strided = true;
+  RopeSide q;
+  RopeSide k;
+  // Pair i of position (b, t) takes cos and sin from entry i * table_step of its table row: row
+  // positions[b * pos_stride[0] + t * pos_stride[1]] (rows table_rows; one outside [0,
+  // table_rows) makes that position's outputs NaN, never a read outside the table), or without
+  // positions the row at b * stride[0] + t * stride[1] (stride[0] 0: one table for every b).
+  const void* cos = nullptr;
+  const void* sin = nullptr;
+  std::int64_t cos_stride[2] = {};
+  std::int64_t sin_stride[2] = {};
+  std::int64_t table_rows = 0;
+  std::int64_t table_step = 1;  // 2: interleaved pairs read a full-width (dim) row's even entries
+  const std::int64_t* positions = nullptr;
+  std::int64_t pos_stride[2] = {};
+  std::int64_t batch = 0;
+  std::int64_t seq = 0;
+  std::int64_t dim = 0;  // even
+  Pairing pairing = Pairing::half;
+  bool backward = false;  // sin negated
+  Elem type = Elem::f32;        // q's, k's and the outputs'
+  Elem table_type = Elem::f32;  // cos's and sin's: type or f32
 };
 
 }  // namespace opreg::family

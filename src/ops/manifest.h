@@ -20,12 +20,16 @@ enum class Kind : std::uint8_t {
   act,    // x's shape and dtype (x, residual, dy, s, a, b, ...)
   param,  // weight-sized, in the weight's dtype (weight, bias, dweight, dbias)
   stat,   // f32 statistics, per row or per (n, group)
+  act2,   // a second activation: x's dtype, a shape of its own (rope's k: [B, Hk, T, D])
+  table,  // per-position rows in the weight's dtype (rope's cos and sin)
+  index,  // int64 positions (rope's position_ids)
 };
 // When a tensor is present (op_manifest.h's `when`).
 enum class When : std::uint8_t {
   always,
   weight,  // exactly when the weight is (weight, dweight)
   bias,    // optional on its own (bias, dbias)
+  positions,  // optional on its own (rope's position_ids)
 };
 // The op's family (op_manifest.h's OPREG_FAMILIES; src/ops/families.h for the kernels' view).
 #define OPREG_M_FAMILY_(name) name,
@@ -105,6 +109,8 @@ struct Spec;
     /* Statistics per (n, group) over (N, C, spatial...): the struct has num_groups. */                           \
     static constexpr bool grouped = (false FIELDS(OPREG_M_NONE_, OPREG_M_GROUPS_));                               \
     static constexpr std::string_view c_name = #c_name_;                                                          \
+    /* Its kernels read strides (the family's descriptor carries them): its variants take views. */               \
+    static constexpr bool strided = family == Family::rope;                                                       \
     static constexpr auto fields = detail::resolve(std::array{FIELDS(OPREG_M_FIELD_, OPREG_M_NONE_)});            \
     static constexpr std::array<Tensor Args::*, fields.size()> members{FIELDS(OPREG_M_MEMBER_, OPREG_M_NONE_)};   \
     static constexpr std::size_t first_output = detail::count_inputs(fields);                                     \

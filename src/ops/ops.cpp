@@ -146,6 +146,10 @@ std::uint64_t bytes_moved(std::string_view op, Direction direction, const Shape&
     if (shape.ndim() < 2) fail(ErrorKind::invalid_argument, "bytes_moved({}): shape needs (N, C, ...)", op);
     params = static_cast<std::uint64_t>(shape[1]);
     stats = mul(static_cast<std::uint64_t>(shape[0]), static_cast<std::uint64_t>(num_groups));
+  } else if (info->family == Family::rope) {
+    if (shape.ndim() != 4) fail(ErrorKind::invalid_argument, "bytes_moved({}): shape needs [B, heads, T, D]", op);
+    // HF's call: one [1, T, D] table pair, of which half-style pairs read the first half.
+    params = mul(static_cast<std::uint64_t>(shape[2]), static_cast<std::uint64_t>(shape[3] / 2));
   } else if (info->family != Family::glu) {
     if (shape.ndim() < 1) fail(ErrorKind::invalid_argument, "bytes_moved({}): shape has no dims", op);
     const auto [rows, h] = rows_hidden(shape);
@@ -159,13 +163,63 @@ std::uint64_t bytes_moved(std::string_view op, Direction direction, const Shape&
     if ((f.when == When::weight && !has_weight) || (f.when == When::bias && !has_bias)) continue;
     std::uint64_t tensor = 0;
     switch (f.kind) {
-      case Kind::act: tensor = mul(n, sx); break;
-      case Kind::param: tensor = mul(params, sw); break;
+      case Kind::act:
+      case Kind::act2: tensor = mul(n, sx); break;  // rope by shape: k has q's head count
+      case Kind::param:
+      case Kind::table: tensor = mul(params, sw); break;
       case Kind::stat: tensor = mul(stats, kStat); break;
+      case Kind::index: break;  // rope by shape: no position_ids
     }
     if (__builtin_add_overflow(bytes, tensor, &bytes)) overflow();
   }
   return bytes;
 }
+
+namespace {
+
+// The elements of a rope table a call reads: the rows it uses (one per position: (1 or B) x T,
+// or position_ids' count) at the width it reads (pair i's entry: D/2 of a row, but every other
+// entry of an interleaved call's full-width row, which moves the whole row).
+std::uint64_t rope_table_elements(const Tensor& q, const Tensor& table, const Tensor& positions, RopeStyle style) {
+  const std::int64_t d = q.size(3);
+  const std::int64_t width = style == RopeStyle::interleaved && table.size(table.ndim() - 1) == d ? d : d / 2;
+  std::int64_t rows = positions.defined() ? positions.numel()
+                                          : (table.ndim() == 3 && table.size(0) > 1 ? q.size(0) : 1) * q.size(2);
+  std::int64_t out = 0;
+  if (__builtin_mul_overflow(rows, width, &out)) {
+    fail(ErrorKind::invalid_argument, "bytes_moved: a rope table of {} rows of {} moves 2^63 elements or more", rows,
+         width);
+  }
+  return static_cast<std::uint64_t>(out);
+}
+
+template <class Args>
+std::uint64_t bytes_of(const Args& a) {
+  using S = manifest::Spec<Args>;
+  std::uint64_t total = 0;
+  for (std::size_t i = 0; i < S::fields.size(); ++i) {
+    const Tensor& t = a.*S::members[i];
+    if (!t.defined()) continue;
+    auto elements = static_cast<std::uint64_t>(t.numel());
+    if constexpr (requires { a.style; a.position_ids; }) {
+      if (S::fields[i].kind == manifest::Kind::table) {
+        elements = rope_table_elements(a.*S::members[0], t, a.position_ids, a.style);
+      }
+    }
+    std::uint64_t bytes = 0;
+    if (__builtin_mul_overflow(elements, element_size(t.dtype()), &bytes) ||
+        __builtin_add_overflow(total, bytes, &total)) {
+      fail(ErrorKind::invalid_argument, "bytes_moved({}): the call moves 2^64 bytes or more", S::c_name);
+    }
+  }
+  return total;
+}
+
+}  // namespace
+
+#define OPREG_OPS_BYTES_(Name, c_name, family, FIELDS) \
+  std::uint64_t bytes_moved(const Name& args) { return bytes_of(args); }
+OPREG_ARG_STRUCTS(OPREG_OPS_BYTES_)
+#undef OPREG_OPS_BYTES_
 
 }  // namespace opreg

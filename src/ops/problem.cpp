@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "ops/check.h"
@@ -38,16 +39,63 @@ const manifest::OpInfo& known_op(std::string_view op) {
 
 OutputKind output_kind(const Field& f, Direction direction) {
   switch (f.kind) {
-    case Kind::param: return OutputKind::dw;
+    case Kind::param:
+    case Kind::table:
+    case Kind::index: return OutputKind::dw;  // (no op outputs a table or indices)
     case Kind::stat: return OutputKind::stat;
-    case Kind::act: break;
+    case Kind::act:
+    case Kind::act2: break;
   }
   return direction == Direction::fwd ? OutputKind::y : OutputKind::dx;  // y, s, c / dx, da, db
 }
 // Whether the spec leaves this tensor out (an absent weight takes its dweight along, and an
 // absent bias its dbias).
 bool left_out(const Field& f, const ProblemSpec& s) {
-  return (f.when == When::weight && !s.has_weight) || (f.when == When::bias && !s.has_bias);
+  return (f.when == When::weight && !s.has_weight) || (f.when == When::bias && !s.has_bias) ||
+         (f.when == When::positions && s.table != RopeTable::positions);
+}
+
+// ---- rope's inputs besides q and k.
+
+// The table row of position (b, t) under position_ids: out of order, every row of T + 3 reachable.
+std::int64_t rope_position(std::int64_t b, std::int64_t t, std::int64_t rows) { return (t * 5 + b * 3 + 2) % rows; }
+
+// cos or sin of each entry's own angle: the position (row; a batched table's rows are apart by
+// 7 positions) times 10000^(-j / D) for entry j, so that a kernel reading another entry than
+// its pair's reads another value. `large`: positions past 2^20.
+void fill_rope_table(Tensor& host, bool is_sin, std::int64_t dim, Values values) {
+  const std::int64_t width = host.size(host.ndim() - 1);
+  const double first = values == Values::large ? std::ldexp(1.0, 20) : 0.0;
+  for (std::int64_t i = 0; i < host.numel(); ++i) {
+    const std::int64_t row = i / width;
+    const std::int64_t j = i % width;
+    const double angle = (first + static_cast<double>(row % 1024) + 7.0 * static_cast<double>(row / 1024)) *
+                         std::pow(10000.0, -static_cast<double>(j) / static_cast<double>(dim));
+    store_from_double(host.data(), host.dtype(), static_cast<std::size_t>(i), is_sin ? std::sin(angle) : std::cos(angle));
+  }
+}
+
+// HF's transposed q: [B, H, T, D] elements in [B, T, H, D] memory. Copies between the two orders
+// (to_storage: from the contiguous [B, H, T, D] tensor into the [B, T, H, D] buffer).
+void permute_heads(const Tensor& contiguous, Tensor& storage, bool to_storage) {
+  const Shape& s = contiguous.shape();
+  const std::int64_t B = s[0], H = s[1], T = s[2], D = s[3];
+  const std::size_t row = static_cast<std::size_t>(D) * element_size(contiguous.dtype());
+  auto* c = static_cast<char*>(contiguous.data());
+  auto* m = static_cast<char*>(storage.data());
+  for (std::int64_t b = 0; b < B; ++b) {
+    for (std::int64_t h = 0; h < H; ++h) {
+      for (std::int64_t t = 0; t < T; ++t) {
+        char* ce = c + static_cast<std::size_t>((b * H + h) * T + t) * row;
+        char* me = m + static_cast<std::size_t>((b * T + t) * H + h) * row;
+        if (to_storage) {
+          std::memcpy(me, ce, row);
+        } else {
+          std::memcpy(ce, me, row);
+        }
+      }
+    }
+  }
 }
 
 // ---- Inputs: a seeded stream per tensor (see Values).
@@ -123,7 +171,17 @@ struct Slot {
   Tensor* host;
   Tensor* dev;
   const Tensor* restore = nullptr;  // in place: the host input the output's memory starts as
+  Tensor storage;                   // rope transposed: the [B, T, H, D] memory `dev` views
 };
+
+// A slot's device values as a contiguous host tensor of its shape.
+Tensor read_back(const Slot& slot, Registry& registry) {
+  if (!slot.storage.defined()) return slot.dev->to(Device{}, registry);
+  Tensor memory = slot.storage.to(Device{}, registry);
+  Tensor out = Tensor::empty(slot.dev->shape(), slot.dev->dtype(), Device{}, registry);
+  permute_heads(out, memory, false);
+  return out;
+}
 
 class ImplBase {
  public:
@@ -136,6 +194,7 @@ class ImplBase {
   Device device;
   std::vector<Slot> slots;
   bool reference_done = false;
+  std::uint64_t args_bytes = 0;  // rope: bytes_moved(args), which the shape alone does not say
 };
 
 template <class E>
@@ -165,11 +224,44 @@ class TypedProblem final : public ImplBase {
       for (int d = 2; d < shape.ndim(); ++d) set *= shape[d];
     }
     const Shape stats = grouped ? Shape{shape[0], s.groups} : Shape{rows_hidden(shape).rows};
+    // rope: q is `shape` [B, H, T, D] (its check names a wrong one), k has kv_heads.
+    const bool rope = S::family == manifest::Family::rope && shape.ndim() == 4;
+    Shape k_shape = shape;
+    Shape table = shape;
+    Shape positions = shape;
+    if (rope) {
+      const std::int64_t B = shape[0], T = shape[2], D = shape[3];
+      k_shape = Shape{B, s.kv_heads > 0 ? s.kv_heads : shape[1], T, D};
+      switch (s.table) {
+        case RopeTable::shared: table = Shape{1, T, D}; break;
+        case RopeTable::batched: table = Shape{B, T, D}; break;
+        case RopeTable::flat: table = Shape{T, D}; break;
+        case RopeTable::half: table = Shape{1, T, D / 2}; break;
+        case RopeTable::positions: table = Shape{T + 3, D}; break;
+      }
+      positions = Shape{B, T};
+    }
     auto shape_of = [&](const Field& f) {
-      return f.kind == Kind::stat ? stats : f.kind == Kind::param ? Shape{params} : shape;
+      switch (f.kind) {
+        case Kind::stat: return stats;
+        case Kind::param: return Shape{params};
+        case Kind::act2: return k_shape;
+        case Kind::table: return table;
+        case Kind::index: return positions;
+        case Kind::act: break;
+      }
+      return shape;
     };
     auto dtype_of = [&](const Field& f) {
-      return f.kind == Kind::stat ? DType::f32 : f.kind == Kind::param ? s.wdtype : s.dtype;
+      switch (f.kind) {
+        case Kind::stat: return DType::f32;
+        case Kind::param:
+        case Kind::table: return s.wdtype;
+        case Kind::index: return DType::i64;
+        case Kind::act:
+        case Kind::act2: break;
+      }
+      return s.dtype;
     };
     admit_problem(registry, shape_of, dtype_of);
     for (std::size_t i = 0; i < S::fields.size(); ++i) {
@@ -178,7 +270,14 @@ class TypedProblem final : public ImplBase {
       Tensor& t = host_.*S::members[i];
       t = Tensor::empty(shape_of(f), dtype_of(f), Device{}, registry);
       if (f.role != Role::in || f.kind == Kind::stat) continue;
-      if (fill) {
+      if (f.kind == Kind::table && rope) {
+        fill_rope_table(t, f.name == "sin", shape[3], s.values);
+      } else if (f.kind == Kind::index && rope) {
+        auto* v = t.data_as<std::int64_t>();
+        for (std::int64_t b = 0; b < shape[0]; ++b) {
+          for (std::int64_t j = 0; j < shape[2]; ++j) v[b * shape[2] + j] = rope_position(b, j, table[0]);
+        }
+      } else if (fill) {
         for (std::int64_t j = 0; j < t.numel(); ++j) {
           store_from_double(t.data(), t.dtype(), static_cast<std::size_t>(j), fill(f.name, j));
         }
@@ -193,10 +292,25 @@ class TypedProblem final : public ImplBase {
       const Tensor& h = host_.*S::members[i];
       if (!h.defined()) continue;  // left out
       Tensor& t = dev_.*S::members[i];
-      // Always a copy, also on the cpu: the run must not be able to touch the reference's inputs.
-      t = Tensor::empty(h.shape(), h.dtype(), d, registry);
-      if (f.role == Role::in) t.copy_from(h, registry);
-      slots.push_back({f.name.data(), f.role, output_kind(f, E::direction), &(host_.*S::members[i]), &t});
+      Tensor storage;
+      if (rope && s.transposed && (f.kind == Kind::act || f.kind == Kind::act2)) {
+        // HF's q.view(B, T, H, D).transpose(1, 2): the memory is [B, T, H, D].
+        const Shape& hs = h.shape();
+        storage = Tensor::empty(Shape{hs[0], hs[2], hs[1], hs[3]}, h.dtype(), d, registry);
+        if (f.role == Role::in) {
+          Tensor memory = Tensor::empty(storage.shape(), h.dtype(), Device{}, registry);
+          permute_heads(h, memory, true);
+          storage.copy_from(memory, registry);
+        }
+        const std::array<std::int64_t, 4> strides{hs[2] * hs[1] * hs[3], hs[3], hs[1] * hs[3], 1};
+        t = Tensor::wrap(storage.data(), hs, h.dtype(), d, strides);
+      } else {
+        // Always a copy, also on the cpu: the run must not be able to touch the reference's inputs.
+        t = Tensor::empty(h.shape(), h.dtype(), d, registry);
+        if (f.role == Role::in) t.copy_from(h, registry);
+      }
+      slots.push_back({f.name.data(), f.role, output_kind(f, E::direction), &(host_.*S::members[i]), &t, nullptr,
+                       storage});
     }
     if (s.in_place) {
       bool any = false;
@@ -206,13 +320,20 @@ class TypedProblem final : public ImplBase {
         any = true;
         const auto from = static_cast<std::size_t>(partner);
         dev_.*S::members[i] = dev_.*S::members[from];
+        Tensor storage;
+        for (auto& in : slots) {
+          if (in.name == S::fields[from].name) storage = in.storage;
+        }
         for (auto& out : slots) {
-          if (out.name == S::fields[i].name) out.restore = &(host_.*S::members[from]);
+          if (out.name != S::fields[i].name) continue;
+          out.restore = &(host_.*S::members[from]);
+          out.storage = storage;
         }
       }
-      if (!any) fail(ErrorKind::invalid_argument, "in-place runs apply to backward ops only");
+      if (!any) fail(ErrorKind::invalid_argument, "in-place runs apply to the ops with an in-place form (the backward ops, rope)");
     }
     E::op().def().check(E::op().def(), &dev_);
+    if constexpr (S::family == manifest::Family::rope) args_bytes = bytes_moved(host_);
   }
 
   DispatchResult run(const ExecContext* ctx) override { return reg->call(E::op(), dev_, ctx); }
@@ -280,7 +401,15 @@ std::unique_ptr<ImplBase> make(Registry& registry, const ProblemSpec& spec, Devi
 namespace {
 constexpr auto kOutputKindNames = spellings<OutputKind>("y", "dx", "dw", "stat");
 constexpr auto kValuesNames = spellings<Values>("random", "large", "equal", "special");
+constexpr auto kRopeTableNames = spellings<RopeTable>("shared", "batched", "flat", "half", "positions");
 }  // namespace
+
+std::string_view to_string(RopeTable table) { return kRopeTableNames(table); }
+
+RopeTable parse_rope_table(std::string_view text) {
+  if (const auto t = kRopeTableNames.parse(text)) return *t;
+  fail(ErrorKind::invalid_argument, "rope table '{}' is not accepted; accepted: {}", text, kRopeTableNames.accepted());
+}
 
 std::string_view to_string(OutputKind kind) { return kOutputKindNames(kind); }
 
@@ -324,7 +453,7 @@ ProblemOptions problem_options(std::string_view op) {
     using Args = typename E::Args;
     if (E::base != info.base) return;
     for (const Field& f : E::S::fields) {
-      o.wdtype |= f.kind == Kind::param;
+      o.wdtype |= f.kind == Kind::param || f.kind == Kind::table;
       o.weight |= f.when == When::weight;
       o.bias |= f.when == When::bias;
       if (E::name == op) o.in_place |= f.partner >= 0;
@@ -338,6 +467,7 @@ ProblemOptions problem_options(std::string_view op) {
     if constexpr (requires { defaults.casting; }) o.casting = true;
     if constexpr (requires { defaults.rounding; }) o.rounding = true;
     if constexpr (requires { defaults.num_groups; }) o.groups = true;
+    if constexpr (requires { defaults.style; }) o.rope = true;
   });
   return o;
 }
@@ -351,7 +481,7 @@ std::vector<std::string> problem_ops() {
 std::string ProblemSpec::cli_args(const std::string& device) const {
   const ProblemOptions o = problem_options(op);
   std::string out = fmt::format("{} --device {} --dtype {}", op, device, to_string(dtype));
-  const bool params = (o.weight && has_weight) || (o.bias && has_bias);
+  const bool params = (o.weight && has_weight) || (o.bias && has_bias) || o.rope;
   if (o.wdtype && params) out += fmt::format(" --wdtype {}", wdtype == dtype ? "same" : to_string(wdtype));
   if (o.weight && !has_weight) out += " --no-weight";
   if (o.bias && !has_bias) out += " --no-bias";
@@ -361,6 +491,11 @@ std::string ProblemSpec::cli_args(const std::string& device) const {
   if (o.offset) out += fmt::format(" --offset {}", offset);
   if (o.casting) out += fmt::format(" --casting {}", to_string(casting));
   if (o.rounding && rounding != Rounding::once) out += fmt::format(" --rounding {}", to_string(rounding));
+  if (o.rope) {
+    if (kv_heads > 0) out += fmt::format(" --kv-heads {}", kv_heads);
+    out += fmt::format(" --style {} --table {}", to_string(style), to_string(table));
+    if (transposed) out += " --transposed";
+  }
   if (o.in_place && in_place) out += " --inplace";
   if (values != Values::random) out += fmt::format(" --values {}", to_string(values));
   if (tol_scale != 1.0) out += fmt::format(" --tol-scale {}", tol_scale);
@@ -384,7 +519,15 @@ void Problem::poison() {
   ImplBase& p = *impl_->typed;
   for (auto& slot : p.slots) {
     if (slot.role == Role::in) continue;
-    if (slot.restore != nullptr) {
+    if (slot.storage.defined()) {  // rope transposed: the memory behind the view
+      if (slot.restore != nullptr) {
+        Tensor memory = Tensor::empty(slot.storage.shape(), slot.storage.dtype(), Device{}, *p.reg);
+        permute_heads(*slot.restore, memory, true);
+        slot.storage.copy_from(memory, *p.reg);
+      } else {
+        Tensor(slot.storage).fill(std::numeric_limits<double>::quiet_NaN(), *p.reg);
+      }
+    } else if (slot.restore != nullptr) {
       slot.dev->copy_from(*slot.restore, *p.reg);  // in place: the output starts as its input
     } else {
       slot.dev->fill(std::numeric_limits<double>::quiet_NaN(), *p.reg);
@@ -409,7 +552,7 @@ std::vector<ProblemOutput> Problem::outputs() {
   synchronize();
   std::vector<ProblemOutput> out;
   for (const auto& slot : p.slots) {
-    if (slot.role != Role::in) out.push_back({slot.name, slot.dev->to(Device{}, *p.reg)});
+    if (slot.role != Role::in) out.push_back({slot.name, read_back(slot, *p.reg)});
   }
   return out;
 }
@@ -432,7 +575,7 @@ CheckReport Problem::check() {
     o.tol.atol *= p.spec.tol_scale;
     o.tol.rtol *= p.spec.tol_scale;
     const Tolerance tol = o.tol;
-    const Tensor got = slot.dev->to(Device{}, *p.reg);
+    const Tensor got = read_back(slot, *p.reg);
     const Tensor& want = *slot.host;
     for (std::int64_t i = 0; i < got.numel(); ++i) {
       const double g = load_as_double(got.data(), got.dtype(), static_cast<std::size_t>(i));
@@ -458,6 +601,7 @@ CheckReport Problem::check() {
 }
 
 std::uint64_t Problem::bytes() const {
+  if (impl_->typed->args_bytes != 0) return impl_->typed->args_bytes;
   const ProblemSpec& s = impl_->typed->spec;
   const std::string_view op = s.op;
   const ProblemOptions o = problem_options(op);

@@ -19,15 +19,28 @@ namespace opreg {
 // are always `random`. The modes besides `random` are the numerical edge cases every kernel
 // must get right.
 enum class Values : std::uint8_t {
-  random,   // uniform in [-2, 2], at least 1/64 away from zero
+  random,   // uniform in [-2, 2], at least 1/64 away from zero (rope's tables: cos and sin of
+            // positions 0 to 2^10 times each pair's frequency)
   large,    // magnitudes in [2^57, 2^60] (f16: [2^12, 2^15]): each square fits f32, a few hundred
-            // of them summed do not, so a kernel must accumulate wider or scale (never return 0)
+            // of them summed do not, so a kernel must accumulate wider or scale (never return 0);
+            // rope's tables: positions past 2^20 (large angles)
   equal,    // every normalisation set (a row; group_norm: an (n, group)) holds one value, a
             // dyadic one, so its mean is exact and its variance exactly 0
   special,  // random, with NaN, +Inf and -Inf in the first three rows: they must propagate
 };
 std::string_view to_string(Values values);
 Values parse_values(std::string_view text);  // "random" | "large" | "equal" | "special"
+
+// rope's tables (cos and sin) as a problem lays them out, for q [B, H, T, D]:
+enum class RopeTable : std::uint8_t {
+  shared,     // [1, T, D], HF's (cos and sin computed for one sequence)
+  batched,    // [B, T, D], a row per (b, t)
+  flat,       // [T, D]
+  half,       // [1, T, D/2], the half-length rows Liger-Kernel reads
+  positions,  // [T + 3, D] gathered by position_ids [B, T], out of order
+};
+std::string_view to_string(RopeTable table);
+RopeTable parse_rope_table(std::string_view text);  // the names above
 
 struct ProblemSpec {
   std::string op = "rms_norm.fwd";  // full op name
@@ -41,6 +54,10 @@ struct ProblemSpec {
   double offset = 0.0;              // rms_norm, fused_add_rms_norm
   Casting casting = Casting::llama; // rms_norm, fused_add_rms_norm
   Rounding rounding = Rounding::once; // geglu, swiglu
+  std::int64_t kv_heads = 0;          // rope: k's head count (0: q's, shape[1])
+  RopeStyle style = RopeStyle::half;  // rope
+  RopeTable table = RopeTable::shared;  // rope
+  bool transposed = false;  // rope: q, k and their outputs are views of [B, T, H, D] memory (HF's transposes)
   bool in_place = false;            // bwd: dx is dy (glu: da is a and db is b)
   Values values = Values::random;    // the activation inputs
   double tol_scale = 1.0;           // multiplies the tolerance table (0: equal to the reference)
@@ -144,6 +161,7 @@ struct ProblemOptions {
   bool casting = false;
   bool rounding = false;
   bool in_place = false;
+  bool rope = false;  // kv_heads, style, table, transposed
   double eps_default = 0;  // the op's own default (its argument struct's), for eps-taking ops
 };
 ProblemOptions problem_options(std::string_view op);

@@ -100,6 +100,7 @@ std::int32_t casting_of(Casting c) {
 }
 
 std::int32_t rounding_of(Rounding r) { return r == Rounding::torch ? OPREG_ROUNDING_TORCH : OPREG_ROUNDING_ONCE; }
+std::int32_t style_of(RopeStyle s) { return s == RopeStyle::interleaved ? OPREG_ROPE_INTERLEAVED : OPREG_ROPE_HALF; }
 
 // ---- One conversion per argument struct, expanded from the manifest member by member, as
 // plugin.h's C mirrors are.
@@ -109,6 +110,7 @@ std::int32_t rounding_of(Rounding r) { return r == Rounding::torch ? OPREG_ROUND
 #define OPREG_CONVERT_i64_(name) c.name = a.name;
 #define OPREG_CONVERT_casting_(name) c.name = casting_of(a.name);
 #define OPREG_CONVERT_rounding_(name) c.name = rounding_of(a.name);
+#define OPREG_CONVERT_rope_style_(name) c.name = style_of(a.name);
 #define OPREG_CONVERT_pad32_(name)
 #define OPREG_CONVERT_SCALAR_(type, name, value, key) OPREG_CONVERT_##type##_(name)
 #define OPREG_CONVERT_(Name, c_name, family, FIELDS)        \
@@ -121,6 +123,7 @@ OPREG_ARG_STRUCTS(OPREG_CONVERT_)
 #undef OPREG_CONVERT_pad32_
 #undef OPREG_CONVERT_casting_
 #undef OPREG_CONVERT_rounding_
+#undef OPREG_CONVERT_rope_style_
 #undef OPREG_CONVERT_i64_
 #undef OPREG_CONVERT_f64_
 #undef OPREG_CONVERT_TENSOR_

@@ -60,6 +60,19 @@ std::vector<GroupShape> standard_group_shapes() {
           {Shape{2, 6, 5, 7}, 3}, {Shape{4, 32, 9, 7}, 8}, {Shape{0, 6, 5}, 3},  {Shape{2, 6, 0}, 2}};
 }
 
+std::vector<RopeCase> standard_rope_cases() {
+  using enum RopeTable;
+  return {{Shape{2, 4, 5, 6}, 2, shared, RopeStyle::half, false},
+          {Shape{3, 5, 7, 2}, 1, flat, RopeStyle::interleaved, false},
+          {Shape{2, 3, 1, 10}, 7, batched, RopeStyle::half, true},
+          {Shape{2, 4, 9, 130}, 2, positions, RopeStyle::interleaved, true},
+          {Shape{2, 6, 33, 64}, 0, half, RopeStyle::half, false},
+          {Shape{3, 2, 17, 24}, 3, positions, RopeStyle::half, false},
+          {Shape{1, 1, 2, 100002}, 1, shared, RopeStyle::interleaved, false},
+          {Shape{0, 2, 3, 4}, 1, shared, RopeStyle::half, false},
+          {Shape{2, 2, 0, 4}, 2, batched, RopeStyle::half, false}};
+}
+
 std::vector<std::string> variants_of(const std::string& backend, const std::string& impl) {
   std::vector<std::string> out;
   for (const auto& op : problem_ops()) {
@@ -76,8 +89,12 @@ std::vector<Case> expand(const Grid& grid, const std::string& device) {
     const std::string op = op_of(variant);
     const ProblemOptions o = problem_options(op);
     std::vector<std::pair<Shape, std::int64_t>> shapes;
+    std::vector<RopeCase> ropes{RopeCase{}};  // one default for the other ops
     if (o.groups) {
       for (const auto& g : grid.group_shapes) shapes.emplace_back(g.shape, g.groups);
+    } else if (o.rope) {
+      shapes.emplace_back(Shape{}, 1);  // the shape comes with each rope case
+      ropes = grid.rope_cases;
     } else {
       for (const auto& s : grid.shapes) shapes.emplace_back(s, 1);
     }
@@ -101,6 +118,7 @@ std::vector<Case> expand(const Grid& grid, const std::string& device) {
           for (const auto& [has_weight, has_bias] : affine) {
           for (Values values : grid.values) {
           for (bool ip : in_place) {
+          for (const RopeCase& rope : ropes) {
             // Without a weight there is no scale, so no offset (the op's check refuses one).
             if (!has_weight && offset != 0.0) continue;
             Case c;
@@ -119,7 +137,15 @@ std::vector<Case> expand(const Grid& grid, const std::string& device) {
             c.spec.has_bias = has_bias;
             c.spec.values = values;
             c.spec.seed = grid.seed;
+            if (o.rope) {
+              c.spec.shape = rope.shape;
+              c.spec.kv_heads = rope.kv_heads;
+              c.spec.table = rope.table;
+              c.spec.style = rope.style;
+              c.spec.transposed = rope.transposed;
+            }
             cases.push_back(std::move(c));
+          }
           }
           }
           }
@@ -142,6 +168,10 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   if (o.groups) name += fmt::format("_g{}", c.spec.groups);
   if (o.casting) name += fmt::format("__{}_off{}", to_string(c.spec.casting), offset_str(c.spec.offset));
   if (o.rounding && c.spec.rounding != Rounding::once) name += fmt::format("__{}", to_string(c.spec.rounding));
+  if (o.rope) {
+    name += fmt::format("_kv{}__{}_{}{}", c.spec.kv_heads, to_string(c.spec.table), to_string(c.spec.style),
+                        c.spec.transposed ? "_transposed" : "");
+  }
   if (!c.spec.has_weight) name += "__noweight";
   if (!c.spec.has_bias) name += "__nobias";
   if (c.spec.values != Values::random) name += fmt::format("__{}", to_string(c.spec.values));

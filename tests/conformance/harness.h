@@ -37,11 +37,26 @@ inline const std::vector<std::pair<DType, DType>> kAllPairs{{DType::f32, DType::
                                                             {DType::bf16, DType::bf16},
                                                             {DType::bf16, DType::f32}};
 
+// rope's problems: q's shape [B, H, T, D] with k's head count (0: q's), the tables' form, the
+// pairing and whether q and k are HF's transposed views.
+struct RopeCase {
+  Shape shape;
+  std::int64_t kv_heads = 0;
+  RopeTable table = RopeTable::shared;
+  RopeStyle style = RopeStyle::half;
+  bool transposed = false;
+};
+// The edge grid every backend covers: D = 2 and D not a multiple of 8, T = 1 (decode), Hk = 1
+// and Hk > Hq, every table form (position_ids out of order), transposed views, a head longer
+// than the NPU's Unified Buffer (D = 100002: 400 KB in f32), empty batch and sequence.
+std::vector<RopeCase> standard_rope_cases();
+
 struct Grid {
   std::vector<std::string> variants;                  // the op comes from each name
   std::vector<std::pair<DType, DType>> dtypes{{DType::f32, DType::f32}};  // (x, weight); glu ops use x only
   std::vector<Shape> shapes;                          // every op but group_norm
   std::vector<GroupShape> group_shapes;               // group_norm
+  std::vector<RopeCase> rope_cases = standard_rope_cases();  // rope (its large values: large angles too)
   // rms_norm and fused_add_rms_norm: (casting, offset) pairs.
   std::vector<std::pair<Casting, double>> rms_modes{{Casting::llama, 0.0}};
   // geglu and swiglu: their rounding modes (a case name says a mode other than once).

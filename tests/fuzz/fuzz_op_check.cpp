@@ -59,6 +59,7 @@ void check_op(FuzzedDataProvider& in, const Op<Args>& op, const std::vector<Tens
   if constexpr (requires { args.casting; }) args.casting = static_cast<Casting>(in.ConsumeIntegralInRange(0, 3));
   if constexpr (requires { args.rounding; }) args.rounding = static_cast<Rounding>(in.ConsumeIntegralInRange(0, 2));
   if constexpr (requires { args.num_groups; }) args.num_groups = in.ConsumeIntegral<std::int64_t>();
+  if constexpr (requires { args.style; }) args.style = static_cast<RopeStyle>(in.ConsumeIntegralInRange(0, 2));
   Registry& reg = default_registry();
   fuzz::expect_only_opreg_errors([&] {
     std::string why;

@@ -4,7 +4,9 @@
 // are accurate to ~1e-9 (the reference kernels read and write any floating dtype).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
+#include <complex>
 #include <functional>
 #include <vector>
 
@@ -384,6 +386,126 @@ TEST(ReferenceCasting, NoneRoundsTheScaleToTheWeightsDtype) {
   int differ = 0;
   for (std::int64_t i = 0; i < x.numel(); ++i) differ += at(none, i) != at(llama, i) ? 1 : 0;
   EXPECT_GT(differ, 0) << "bf16 weight: none should round (offset + w) to bf16";
+}
+
+
+// ---- rope: HF's rotate_half formula, the complex product of the interleaved pairs, the
+// backward against finite differences, and the table forms and strides as the same rotation.
+
+// cos or sin tables [rows, width] of angle (row + 1) * 10000^(-j / width'), as HF makes them:
+// `dup` repeats each pair's angle, as cat(freqs, freqs) (half) or repeat_interleave (interleaved).
+Tensor angle_table(std::int64_t rows, std::int64_t dim, bool is_sin, int dup, bool interleaved) {
+  const std::int64_t width = dup == 2 ? dim : dim / 2;
+  Tensor t = Tensor::empty(Shape{rows, width}, f64, Device{}, reg());
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t j = 0; j < width; ++j) {
+      const std::int64_t pair = dup == 1 ? j : interleaved ? j / 2 : j % (dim / 2);
+      const double angle = static_cast<double>(r + 1) * std::pow(10000.0, -2.0 * static_cast<double>(pair) / dim);
+      t.data_as<double>()[r * width + j] = is_sin ? std::sin(angle) : std::cos(angle);
+    }
+  }
+  return t;
+}
+
+TEST(ReferenceForward, RopeHalfIsHFsRotateHalfFormula) {
+  const std::int64_t B = 2, H = 3, T = 5, D = 6;
+  Tensor q = random(Shape{B, H, T, D}, f64, 90), k = random(Shape{B, 1, T, D}, f64, 91);
+  Tensor cos = angle_table(T, D, false, 2, false), sin = angle_table(T, D, true, 2, false);
+  Tensor qo = empty_like(q), ko = empty_like(k);
+  reference::rope_fwd({.q = q, .k = k, .cos = cos, .sin = sin, .q_out = qo, .k_out = ko});
+  for (const auto& [in, out] : {std::pair{&q, &qo}, std::pair{&k, &ko}}) {
+    for (std::int64_t row = 0; row < in->numel() / D; ++row) {
+      const std::int64_t t = row % T;
+      for (std::int64_t j = 0; j < D; ++j) {
+        // q * cos + rotate_half(q) * sin, rotate_half(q) = cat(-q[D/2:], q[:D/2])
+        const double rotated = j < D / 2 ? -at(*in, row * D + j + D / 2) : at(*in, row * D + j - D / 2);
+        const double want = at(*in, row * D + j) * at(cos, t * D + j) + rotated * at(sin, t * D + j);
+        EXPECT_NEAR(at(*out, row * D + j), want, 1e-12) << row << "," << j;
+      }
+    }
+  }
+}
+
+TEST(ReferenceForward, RopeInterleavedIsTheComplexProductOfPairs) {
+  const std::int64_t T = 4, D = 8;
+  Tensor q = random(Shape{1, 2, T, D}, f64, 92), k = random(Shape{1, 3, T, D}, f64, 93);
+  Tensor qo = empty_like(q), ko = empty_like(k), qo2 = empty_like(q), ko2 = empty_like(k);
+  // A half-length table, and the full-width repeat_interleave one: the same rotation.
+  reference::rope_fwd({.q = q, .k = k, .cos = angle_table(T, D, false, 1, true), .sin = angle_table(T, D, true, 1, true),
+                       .q_out = qo, .k_out = ko, .style = RopeStyle::interleaved});
+  Tensor cos = angle_table(T, D, false, 2, true), sin = angle_table(T, D, true, 2, true);
+  reference::rope_fwd({.q = q, .k = k, .cos = cos, .sin = sin, .q_out = qo2, .k_out = ko2,
+                       .style = RopeStyle::interleaved});
+  expect_same("q: half-length == full-width", qo, qo2);
+  expect_same("k: half-length == full-width", ko, ko2);
+  for (std::int64_t row = 0; row < q.numel() / D; ++row) {
+    for (std::int64_t i = 0; i < D / 2; ++i) {
+      const std::int64_t e = row * D + 2 * i;
+      const std::complex<double> x{at(q, e), at(q, e + 1)};
+      const std::complex<double> z{at(cos, (row % T) * D + 2 * i), at(sin, (row % T) * D + 2 * i)};
+      const std::complex<double> y = x * z;
+      EXPECT_NEAR(at(qo, e), y.real(), 1e-12);
+      EXPECT_NEAR(at(qo, e + 1), y.imag(), 1e-12);
+    }
+  }
+}
+
+TEST(ReferenceForward, RopeTableFormsAndStridesAreTheSameRotation) {
+  const std::int64_t B = 2, H = 3, T = 4, D = 6;
+  Tensor q = random(Shape{B, H, T, D}, f64, 94), k = random(Shape{B, 2, T, D}, f64, 95);
+  Tensor cos = angle_table(T + 5, D, false, 2, false), sin = angle_table(T + 5, D, true, 2, false);
+  Tensor qo = empty_like(q), ko = empty_like(k);
+  reference::rope_fwd({.q = q, .k = k, .cos = cos, .sin = sin, .q_out = qo, .k_out = ko});  // rows 0..T-1 of T + 5
+  // position_ids naming rows 0..T-1 in order, for both batches ([1, T]).
+  Tensor pos = Tensor::empty(Shape{1, T}, DType::i64, Device{}, reg());
+  for (std::int64_t t = 0; t < T; ++t) pos.data_as<std::int64_t>()[t] = t;
+  Tensor qp = empty_like(q), kp = empty_like(k);
+  reference::rope_fwd({.q = q, .k = k, .cos = cos, .sin = sin, .position_ids = pos, .q_out = qp, .k_out = kp});
+  expect_same("position_ids 0..T-1 == the first T rows", qo, qp);
+  // q as HF's transposed view of [B, T, H, D] memory, written to a transposed output.
+  Tensor mem = Tensor::empty(Shape{B, T, H, D}, f64, Device{}, reg());
+  Tensor out_mem = Tensor::empty(Shape{B, T, H, D}, f64, Device{}, reg());
+  const std::array<std::int64_t, 4> strides{T * H * D, D, H * D, 1};
+  Tensor qv = Tensor::wrap(mem.data(), q.shape(), f64, Device{}, strides);
+  Tensor qov = Tensor::wrap(out_mem.data(), q.shape(), f64, Device{}, strides);
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t h = 0; h < H; ++h)
+      for (std::int64_t t = 0; t < T; ++t)
+        for (std::int64_t d = 0; d < D; ++d)
+          mem.data_as<double>()[((b * T + t) * H + h) * D + d] = at(q, ((b * H + h) * T + t) * D + d);
+  Tensor ks = empty_like(k);
+  reference::rope_fwd({.q = qv, .k = k, .cos = cos, .sin = sin, .q_out = qov, .k_out = ks});
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t h = 0; h < H; ++h)
+      for (std::int64_t t = 0; t < T; ++t)
+        for (std::int64_t d = 0; d < D; ++d)
+          EXPECT_EQ(out_mem.data_as<double>()[((b * T + t) * H + h) * D + d], at(qo, ((b * H + h) * T + t) * D + d));
+}
+
+TEST(ReferenceBackward, RopeMatchesFiniteDifferencesAndUndoesTheForward) {
+  const std::int64_t T = 3, D = 4;
+  for (RopeStyle style : {RopeStyle::half, RopeStyle::interleaved}) {
+    SCOPED_TRACE(to_string(style));
+    Tensor q = random(Shape{2, 2, T, D}, f64, 96), k = random(Shape{2, 1, T, D}, f64, 97);
+    Tensor cos = random(Shape{2, T, D}, f64, 98), sin = random(Shape{2, T, D}, f64, 99);  // any table: linear
+    Tensor qo = empty_like(q), ko = empty_like(k);
+    Tensor dqo = random(q.shape(), f64, 100), dko = random(k.shape(), f64, 101);
+    auto loss = [&] {
+      reference::rope_fwd({.q = q, .k = k, .cos = cos, .sin = sin, .q_out = qo, .k_out = ko, .style = style});
+      return dot(dqo, qo) + dot(dko, ko);
+    };
+    Tensor dq = empty_like(q), dk = empty_like(k);
+    reference::rope_bwd({.dq_out = dqo, .dk_out = dko, .cos = cos, .sin = sin, .dq = dq, .dk = dk, .style = style});
+    expect_grad("dq", dq, numeric_grad(loss, q));
+    expect_grad("dk", dk, numeric_grad(loss, k));
+  }
+  // With a true rotation table the backward is the inverse.
+  Tensor q = random(Shape{1, 2, 5, 6}, f64, 102), k = random(Shape{1, 2, 5, 6}, f64, 103);
+  Tensor cos = angle_table(5, 6, false, 2, false), sin = angle_table(5, 6, true, 2, false);
+  Tensor qo = empty_like(q), ko = empty_like(k), back_q = empty_like(q), back_k = empty_like(k);
+  reference::rope_fwd({.q = q, .k = k, .cos = cos, .sin = sin, .q_out = qo, .k_out = ko});
+  reference::rope_bwd({.dq_out = qo, .dk_out = ko, .cos = cos, .sin = sin, .dq = back_q, .dk = back_k});
+  for (std::int64_t i = 0; i < q.numel(); ++i) EXPECT_NEAR(at(back_q, i), at(q, i), 1e-12);
 }
 
 }  // namespace

@@ -5,7 +5,8 @@
 // members where they were and starts its new ones where the released struct ended. Checked at
 // compile time; the example plugin built from that header also loads and runs, and a geglu
 // plugin built from it runs rounding once and is refused rounding torch
-// (tests/plugins/CMakeLists.txt: plugins.abi_542ada0.*, plugins.glu_542ada0.*).
+// (tests/plugins/CMakeLists.txt: plugins.abi_542ada0.*, plugins.glu_542ada0.*). Structs added
+// since (rope's, API version 3) are checked for the layout they were added with.
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -90,12 +91,25 @@ static_assert(sizeof(::opreg_variant_desc) == sizeof(released::opreg_variant_des
 static_assert(sizeof(::opreg_host) == sizeof(released::opreg_host));
 // Version 2 added the glu structs' rounding (and a reserved int after it, so they stay a multiple
 // of 8 bytes); the growth list names both structs.
-static_assert(kApiVersionNow == 2u);
+static_assert(kApiVersionNow == 3u);
 static_assert(OPREG_PLUGIN_API_VERSION == 1u);  // the released header's
 static_assert(sizeof(::opreg_glu_fwd_args) == sizeof(released::opreg_glu_fwd_args) + 8);
 static_assert(sizeof(::opreg_glu_bwd_args) == sizeof(released::opreg_glu_bwd_args) + 8);
 static_assert(version1_size<::opreg_glu_fwd_args>() < sizeof(::opreg_glu_fwd_args));
 static_assert(version1_size<::opreg_glu_bwd_args>() < sizeof(::opreg_glu_bwd_args));
+
+// Version 3 added rope's structs (no struct changed): the header, seven tensors in manifest
+// order, the style and a reserved int, a multiple of 8 bytes with no padding between.
+#define OPREG_ABI_ROPE_(c_name, q, k, q_out, k_out)                         \
+  static_assert(offsetof(::c_name, q) == 8 && offsetof(::c_name, k) == 16); \
+  static_assert(offsetof(::c_name, cos) == 24 && offsetof(::c_name, sin) == 32); \
+  static_assert(offsetof(::c_name, position_ids) == 40);                     \
+  static_assert(offsetof(::c_name, q_out) == 48 && offsetof(::c_name, k_out) == 56); \
+  static_assert(offsetof(::c_name, style) == 64 && sizeof(::c_name::style) == 4); \
+  static_assert(sizeof(::c_name) == 72);
+OPREG_ABI_ROPE_(opreg_rope_fwd_args, q, k, q_out, k_out)
+OPREG_ABI_ROPE_(opreg_rope_bwd_args, dq_out, dk_out, dq, dk)
+static_assert(OPREG_ROPE_HALF == 0 && OPREG_ROPE_INTERLEAVED == 1);
 
 TEST(PluginAbi, StructsKeepThe542ada0Layout) { SUCCEED() << "checked at compile time"; }
 TEST(PluginAbi, GrownStructsStartTheirNewMembersWhereTheReleasedOnesEnded) {

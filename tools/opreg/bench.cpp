@@ -78,6 +78,9 @@ ProblemSpec spec_for(const std::string& op, Direction dir, DType dtype, std::int
   if (uses.groups) {
     spec.shape = Shape{rows, kGroupNormChannels, hidden / kGroupNormChannels};
     spec.groups = kGroupNormGroups;
+  } else if (uses.rope) {
+    // rows positions of hidden / 128 heads of 128 (q [1, H, T, D], k as many), one shared table.
+    spec.shape = Shape{1, std::max<std::int64_t>(hidden / 128, 1), rows, 128};
   } else {
     spec.shape = Shape{rows, hidden};
   }

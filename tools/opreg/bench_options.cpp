@@ -26,14 +26,15 @@ as a fallback and not timed. The last run of each case is checked against the re
 
 options (each at most once, as `--opt V` or `--opt=V`; lists are comma-separated):
   --ops LIST      base op names (default: all: rms_norm, fused_add_rms_norm, layer_norm,
-                  group_norm, geglu, swiglu)
+                  group_norm, geglu, swiglu, rope)
   --dirs LIST     fwd, bwd, fwdbwd (Liger's modes forward, backward, full; default: all three)
   --devices LIST  cpu, cuda, cuda:1, npu, xpu, ... (default: every available device, emulated
                   ones included and labelled); each device once (cpu and cpu:0 are one)
   --dtype LIST    bf16, f16, f32 (default bf16; the weight has x's dtype)
   --hidden LIST   hidden sizes, 1 to 1048576, each once (64 and 064 are one; default
                   1024,2048,4096,8192,16384); group_norm runs N=rows x C=32 x hidden/32 with 8
-                  groups (hidden: a multiple of 32)
+                  groups (hidden: a multiple of 32); rope runs q [1, hidden/128, rows, 128] and k
+                  with as many heads, one shared [1, rows, 128] cos/sin pair
   --rows N        rows, 1 to 1048576 (default 2048, Liger's M)
   --budget S      seconds to spread over the cases, 0.001 to 86400 (default 180): each case runs
                   once to warm up and be checked, then at least 3 timed runs, more while its

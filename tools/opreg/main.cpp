@@ -104,12 +104,14 @@ median of the K runs (each: run + synchronize); gbps is the op's ideal bytes mov
 options (each takes one value, as `--opt V` or `--opt=V`, and may be given once):
   --device D        cpu, cuda:1, npu, ... (default: the device inference picks, see `opreg devices`)
   --dtype T         x's dtype: f32, f16, bf16 (default f32)
-  --wdtype W        weight and bias dtype: same (as --dtype) or f32 (default same; norms only)
+  --wdtype W        weight and bias dtype: same (as --dtype) or f32 (default same; norms only;
+                    rope: cos's and sin's)
   --no-weight       the norms: call without a weight (torch's weight=None); a backward then
                     computes no dweight
   --no-bias         layer_norm, group_norm: call without a bias (a backward: no dbias)
   --shape S         x's shape (a's for geglu, swiglu), e.g. 4096x4096 (default 4096x4096;
-                    group_norm: N x C x spatial..., default 16x128x1024)
+                    group_norm: N x C x spatial..., default 16x128x1024; rope: q's B x H x T x D,
+                    default 2x32x1024x128)
   --groups G        group_norm's group count, dividing C (default 32 if it divides C, else 1)
   --eps E           the norms' epsilon, a number from 0 to 1e300 (default: the op's, 1e-6 for
                     rms_norm and fused_add_rms_norm, 1e-5 for layer_norm and group_norm; a
@@ -120,7 +122,15 @@ options (each takes one value, as `--opt V` or `--opt=V`, and may be given once)
   --rounding R      geglu, swiglu: once (act(a) in f32, one rounding of each result) or torch
                     (act(a) rounded to the dtype before the multiply, as PyTorch and Liger-Kernel
                     do; geglu's backward also rounds dc * b); the same in f32 (default once)
-  --inplace         backward ops: the input gradient overwrites dy (glu: da is a, db is b)
+  --kv-heads K      rope: k's head count (default: q's, shape[1])
+  --style S         rope: half (pairs (i, i + D/2), HF's rotate_half) or interleaved (pairs
+                    (2i, 2i + 1)) (default half)
+  --table T         rope: cos and sin as shared [1, T, D] (default), batched [B, T, D], flat
+                    [T, D], half [1, T, D/2], or positions ([T + 3, D] rows gathered by
+                    position_ids [B, T], out of order)
+  --transposed      rope: q, k and their outputs are HF's transposed views ([B, T, H, D] memory)
+  --inplace         backward ops: the input gradient overwrites dy (glu: da is a, db is b);
+                    rope (both directions): the outputs overwrite q and k (dq_out and dk_out)
   --values V        the activation inputs: random (default: uniform in [-2, 2], away from 0),
                     large (magnitudes near the top of the dtype), equal (one value per row or
                     group), special (NaN and infinities in the first rows)
@@ -266,7 +276,7 @@ int cmd_run(const std::vector<std::string_view>& args) {
 
   const opreg::ProblemSpec spec = opreg::cli::to_spec(o);
   const opreg::ProblemOptions uses = opreg::problem_options(spec.op);
-  const bool params = (uses.weight && spec.has_weight) || (uses.bias && spec.has_bias);
+  const bool params = (uses.weight && spec.has_weight) || (uses.bias && spec.has_bias) || uses.rope;
   const std::int64_t repeat = o.repeat.value_or(3);
 
   auto& reg = opreg::default_registry();

@@ -86,15 +86,19 @@ RunOptions parse_run_args(const std::vector<std::string_view>& args) {
       name = arg.substr(0, eq);
       inline_value = arg.substr(eq + 1);
     }
-    if (name == "--inplace" || name == "--no-weight" || name == "--no-bias") {
+    if (name == "--inplace" || name == "--no-weight" || name == "--no-bias" || name == "--transposed") {
       if (inline_value) throw Usage{fmt::format("run: {} takes no value (got '{}')", name, arg)};
       once(name, arg);
-      (name == "--inplace" ? o.inplace : name == "--no-weight" ? o.no_weight : o.no_bias) = true;
+      (name == "--inplace"     ? o.inplace
+       : name == "--no-weight" ? o.no_weight
+       : name == "--no-bias"   ? o.no_bias
+                               : o.transposed) = true;
       continue;
     }
     static constexpr std::string_view kValued[] = {"--device", "--dtype",  "--wdtype",  "--shape", "--groups",
                                                    "--eps",    "--offset", "--casting", "--seed",  "--repeat",
-                                                   "--tol-scale", "--values", "--rounding"};
+                                                   "--tol-scale", "--values", "--rounding", "--kv-heads",
+                                                   "--style", "--table"};
     if (std::find(std::begin(kValued), std::end(kValued), name) == std::end(kValued)) {
       throw Usage{fmt::format("run: unknown option '{}'", name)};
     }
@@ -126,6 +130,18 @@ RunOptions parse_run_args(const std::vector<std::string_view>& args) {
           {{"llama", opreg::Casting::llama}, {"gemma", opreg::Casting::gemma}, {"none", opreg::Casting::none}});
     } else if (name == "--rounding") {
       o.rounding = pick<opreg::Rounding>(name, value, {{"once", opreg::Rounding::once}, {"torch", opreg::Rounding::torch}});
+    } else if (name == "--kv-heads") {
+      o.kv_heads = parse_int_value<std::int64_t>("run", name, value, 1, INT64_MAX, "an integer >= 1 (k's head count)");
+    } else if (name == "--style") {
+      o.style = pick<opreg::RopeStyle>(
+          name, value, {{"half", opreg::RopeStyle::half}, {"interleaved", opreg::RopeStyle::interleaved}});
+    } else if (name == "--table") {
+      o.table = pick<opreg::RopeTable>(name, value,
+                                       {{"shared", opreg::RopeTable::shared},
+                                        {"batched", opreg::RopeTable::batched},
+                                        {"flat", opreg::RopeTable::flat},
+                                        {"half", opreg::RopeTable::half},
+                                        {"positions", opreg::RopeTable::positions}});
     } else if (name == "--values") {
       o.values = pick<opreg::Values>(name, value,
                                      {{"random", opreg::Values::random},
@@ -167,9 +183,13 @@ ProblemSpec to_spec(const RunOptions& o) {
   refuse_unless(o.rounding.has_value(), &ProblemOptions::rounding, "--rounding");
   refuse_unless(o.groups.has_value(), &ProblemOptions::groups, "--groups");
   refuse_unless(o.inplace, &ProblemOptions::in_place, "--inplace");
+  refuse_unless(o.kv_heads.has_value(), &ProblemOptions::rope, "--kv-heads");
+  refuse_unless(o.style.has_value(), &ProblemOptions::rope, "--style");
+  refuse_unless(o.table.has_value(), &ProblemOptions::rope, "--table");
+  refuse_unless(o.transposed, &ProblemOptions::rope, "--transposed");
   refuse_unless(o.no_weight, &ProblemOptions::weight, "--no-weight");
   refuse_unless(o.no_bias, &ProblemOptions::bias, "--no-bias");
-  const bool params = (uses.weight && !o.no_weight) || (uses.bias && !o.no_bias);
+  const bool params = (uses.weight && !o.no_weight) || (uses.bias && !o.no_bias) || uses.rope;
   if (o.wdtype_f32.has_value() && !params) {
     throw Usage{fmt::format("run: --wdtype does not apply: {} runs without a weight{}", o.op,
                             uses.bias ? " or a bias" : "")};
@@ -180,7 +200,7 @@ ProblemSpec to_spec(const RunOptions& o) {
   spec.op = o.op;
   spec.dtype = o.dtype.value_or(DType::f32);
   spec.wdtype = o.wdtype_f32.value_or(false) ? DType::f32 : spec.dtype;
-  spec.shape = o.shape.value_or(group_norm ? Shape{16, 128, 1024} : Shape{4096, 4096});
+  spec.shape = o.shape.value_or(group_norm ? Shape{16, 128, 1024} : uses.rope ? Shape{2, 32, 1024, 128} : Shape{4096, 4096});
   if (group_norm) {
     const std::int64_t channels = spec.shape.ndim() >= 2 ? spec.shape[1] : 0;
     spec.groups = o.groups.value_or(channels > 0 && channels % 32 == 0 ? 32 : 1);
@@ -191,6 +211,10 @@ ProblemSpec to_spec(const RunOptions& o) {
   spec.offset = o.offset.value_or(0.0);
   spec.casting = o.casting.value_or(Casting::llama);
   spec.rounding = o.rounding.value_or(Rounding::once);
+  spec.kv_heads = o.kv_heads.value_or(0);
+  spec.style = o.style.value_or(RopeStyle::half);
+  spec.table = o.table.value_or(RopeTable::shared);
+  spec.transposed = o.transposed;
   spec.in_place = o.inplace;
   spec.seed = o.seed.value_or(1);
   spec.values = o.values.value_or(Values::random);

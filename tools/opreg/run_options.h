@@ -55,6 +55,10 @@ struct RunOptions {
   std::optional<double> offset;
   std::optional<opreg::Casting> casting;
   std::optional<opreg::Rounding> rounding;
+  std::optional<std::int64_t> kv_heads;
+  std::optional<opreg::RopeStyle> style;
+  std::optional<opreg::RopeTable> table;
+  bool transposed = false;
   bool inplace = false;
   bool no_weight = false;
   bool no_bias = false;

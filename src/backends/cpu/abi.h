@@ -51,6 +51,10 @@ struct Exec {
 // An (x, weight) dtype pair no kernel was built for (the op's check refuses them first); defined
 // out of line so that the ISA units need no formatting code.
 [[noreturn]] void no_kernel(const char* op, Elem x, Elem w);
+// A rope position_ids value outside the tables (rope/list.cpp): an error on the cpu, before any
+// output is written.
+[[noreturn]] void position_outside(const char* op, std::int64_t b, std::int64_t t, std::int64_t row,
+                                   std::int64_t rows);
 
 // A family's kernel pair, kernel##_fwd over the descriptor Fwd and kernel##_bwd over Bwd, at every
 // level: its <family>/kernels.inc defines them once per level, and its list.cpp declares them with

@@ -24,6 +24,7 @@ inline std::int64_t work(const RowNormFwd& d) { return d.rows * d.hidden; }
 inline std::int64_t work(const RowNormBwd& d) { return d.rows * d.hidden; }
 inline std::int64_t work(const NormFwd& d) { return d.shape.sets * d.shape.channels * d.shape.spread; }
 inline std::int64_t work(const NormBwd& d) { return d.shape.sets * d.shape.channels * d.shape.spread; }
+inline std::int64_t work(const Rope& d) { return d.batch * d.seq * (d.q.heads + d.k.heads) * d.dim; }
 // An elementwise family's (every descriptor with an element count n).
 template <class Desc>
 requires requires(const Desc& d) { d.n; }

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <numbers>
 #include <span>
 #include <utility>
@@ -364,6 +365,62 @@ void glu_bwd(const GluBwdArgs& args, Activation (*act)(double), bool torch_point
   });
 }
 
+// rope, both directions: every (b, t) position's pairs rotated by its table row's angles (sin
+// negated backward), through the tensors' strides; a position outside the table gives NaN.
+void rope(const Tensor& q, const Tensor& k, const Tensor& cos, const Tensor& sin, const Tensor& positions,
+          const Tensor& q_out, const Tensor& k_out, RopeStyle style, bool backward) {
+  const std::int64_t batch = q.size(0);
+  const std::int64_t seq = q.size(2);
+  const std::int64_t dim = q.size(3);
+  const std::int64_t half = dim / 2;
+  const int nd = cos.ndim();
+  const std::int64_t rows = cos.size(nd - 2);
+  const bool interleaved = style == RopeStyle::interleaved;
+  const std::int64_t step = interleaved && cos.size(nd - 1) == dim ? 2 : 1;
+  std::vector<double> c(at(half));
+  std::vector<double> s(at(half));
+  std::vector<double> x(at(dim));
+  for (std::int64_t b = 0; b < batch; ++b) {
+    for (std::int64_t t = 0; t < seq; ++t) {
+      bool outside = false;
+      std::int64_t cos_at = 0;
+      std::int64_t sin_at = 0;
+      if (positions.defined()) {
+        const int pd = positions.ndim();
+        const std::int64_t pb = pd == 2 && positions.size(0) > 1 ? b * positions.stride(0) : 0;
+        const std::int64_t row = positions.data_as<const std::int64_t>()[pb + t * positions.stride(pd - 1)];
+        outside = row < 0 || row >= rows;
+        cos_at = outside ? 0 : row * cos.stride(nd - 2);
+        sin_at = outside ? 0 : row * sin.stride(nd - 2);
+      } else {
+        const bool batched = nd == 3 && cos.size(0) > 1;
+        cos_at = (batched ? b * cos.stride(0) : 0) + t * cos.stride(nd - 2);
+        sin_at = (batched ? b * sin.stride(0) : 0) + t * sin.stride(nd - 2);
+      }
+      for (std::int64_t i = 0; i < half && !outside; ++i) {
+        c[at(i)] = load(cos, cos_at + i * step);
+        s[at(i)] = (backward ? -1.0 : 1.0) * load(sin, sin_at + i * step);
+      }
+      for (const auto& [in, out] : {std::pair{&q, &q_out}, std::pair{&k, &k_out}}) {
+        for (std::int64_t h = 0; h < in->size(1); ++h) {
+          load_span(*in, b * in->stride(0) + h * in->stride(1) + t * in->stride(2), x);  // read in full: out may be in
+          for (std::int64_t i = 0; i < half; ++i) {
+            const std::size_t i1 = at(interleaved ? 2 * i : i);
+            const std::size_t i2 = at(interleaved ? 2 * i + 1 : i + half);
+            const double x1 = x[i1];
+            const double x2 = x[i2];
+            const double ci = outside ? std::numeric_limits<double>::quiet_NaN() : c[at(i)];
+            const double si = outside ? std::numeric_limits<double>::quiet_NaN() : s[at(i)];
+            x[i1] = x1 * ci - x2 * si;
+            x[i2] = x2 * ci + x1 * si;
+          }
+          store_span(*out, b * out->stride(0) + h * out->stride(1) + t * out->stride(2), x);
+        }
+      }
+    }
+  }
+}
+
 // file and line pass through so that each variant's registration site names its own line.
 template <class Args>
 void add_ref(Registry& registry, const Op<Args>& op, void (*kernel)(const Args&), const char* file = __builtin_FILE(),
@@ -373,6 +430,7 @@ void add_ref(Registry& registry, const Op<Args>& op, void (*kernel)(const Args&)
   spec.impl = "ref";
   spec.priority = kPriority;
   spec.run = [kernel](const Args& args, const KernelContext&) { kernel(args); };
+  spec.strided = manifest::Spec<Args>::strided;
   registry.add_variant(op, std::move(spec), {}, file, line).release();
 }
 
@@ -440,6 +498,13 @@ void geglu_fwd(const GegluFwdArgs& args) { glu_fwd(args, gelu_tanh); }
 void geglu_bwd(const GegluBwdArgs& args) { glu_bwd(args, gelu_tanh, rounds_to_dtype(args.rounding, args.a.dtype())); }
 void swiglu_fwd(const SwigluFwdArgs& args) { glu_fwd(args, silu); }
 void swiglu_bwd(const SwigluBwdArgs& args) { glu_bwd(args, silu, false); }
+
+void rope_fwd(const RopeFwdArgs& a) {
+  rope(a.q, a.k, a.cos, a.sin, a.position_ids, a.q_out, a.k_out, a.style, false);
+}
+void rope_bwd(const RopeBwdArgs& a) {
+  rope(a.dq_out, a.dk_out, a.cos, a.sin, a.position_ids, a.dq, a.dk, a.style, true);
+}
 
 namespace {
 

@@ -7,7 +7,8 @@
 // and bias, in place) on small and medium shapes, the edge shapes among them (1 row, 1 column,
 // prime sizes, empty, group_norm with one channel per group, a single group, and N x groups
 // below the thread count with sets large enough to be split); cpu_edges the numerical edge cases;
-// cpu_long rows longer than any cache level; cpu_stream outputs past 4 MB. cpu_ref and cpu_fast
+// cpu_long rows longer than any cache level; cpu_stream outputs past 4 MB. rope runs its own
+// cases in each (harness.h's RopeCase: the standard edge set, or a few where a grid narrows). cpu_ref and cpu_fast
 // also run geglu and swiglu with rounding torch (a few shapes), and cpu_rounding tells the two
 // rounding modes apart (harness.h's GluRoundingTest).
 // tests/backends/cpu/CMakeLists.txt runs cpu_long under OPREG_NUM_THREADS=1 and 2 (cpu_stream
@@ -69,6 +70,8 @@ Grid long_grid() {
   g.dtypes = {{DType::f32, DType::f32}, {DType::bf16, DType::f32}, {DType::f16, DType::f16}};
   g.shapes = {Shape{127, 4099}, Shape{2, 200003}, Shape{1, 250000}};
   g.group_shapes = {{Shape{127, 4099}, 1}, {Shape{1, 2, 125003}, 1}, {Shape{3, 64, 1031}, 4}};
+  g.rope_cases = {{Shape{1, 2, 3, 250000}, 1, RopeTable::half, RopeStyle::half, false},
+                  {Shape{2, 8, 129, 1030}, 3, RopeTable::positions, RopeStyle::interleaved, true}};
   g.seed = 5;
   return g;
 }
@@ -80,6 +83,7 @@ Grid stream_grid() {
   g.dtypes = {{DType::f32, DType::f32}, {DType::bf16, DType::bf16}};
   g.shapes = {Shape{2053, 1031}};
   g.group_shapes = {{Shape{4, 64, 8209}, 8}};
+  g.rope_cases = {{Shape{3, 16, 257, 130}, 5, RopeTable::batched, RopeStyle::half, true}};
   g.seed = 3;
   return g;
 }
@@ -110,6 +114,8 @@ Grid reference_edge_grid() {
   Grid g = reference_grid();
   g.shapes = {Shape{3, 5}, Shape{4, 1}, Shape{5, 4099}};
   g.group_shapes = {{Shape{3, 6, 5, 7}, 3}, {Shape{4, 4, 1}, 4}};
+  g.rope_cases = {{Shape{2, 3, 4, 6}, 2, RopeTable::shared, RopeStyle::half, false},
+                  {Shape{3, 2, 5, 10}, 1, RopeTable::positions, RopeStyle::interleaved, true}};
   g.affine = {{true, true}};
   g.values = {Values::large, Values::equal, Values::special};
   return g;

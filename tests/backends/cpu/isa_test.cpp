@@ -115,7 +115,9 @@ TEST_P(DefaultChoice, IsAFastVariantOfTheLevelAndMatchesTheReference) {
   spec.op = GetParam().op;
   spec.dtype = GetParam().dtype;
   spec.wdtype = DType::f32;  // mixed precision, as the tour runs it
-  spec.shape = spec.op.starts_with("group_norm") ? Shape{8, 64, 100} : Shape{64, 1000};
+  spec.shape = spec.op.starts_with("group_norm") ? Shape{8, 64, 100}
+                : spec.op.starts_with("rope")     ? Shape{2, 8, 32, 130}
+                                                  : Shape{64, 1000};
   spec.groups = 8;
   spec.eps = problem_options(spec.op).eps_default;
   Problem p(default_registry(), spec, Device{});
