@@ -72,6 +72,16 @@ std::vector<conformance::Case> forced_cases() {
         conformance::GroupShape{Shape{4, 64, 33}, 32}}) {
     g.group_shapes.push_back(s);
   }
+  // rope: 16-byte groups (D/2 or D a multiple of 8 elements, every head on 16 bytes) beside the
+  // standard set's single elements, more heads than a block has slots, and more positions than
+  // the grid has blocks (the grid-stride loop).
+  for (const conformance::RopeCase& r :
+       {conformance::RopeCase{Shape{2, 8, 33, 128}, 2, RopeTable::shared, RopeStyle::half, true},
+        conformance::RopeCase{Shape{2, 4, 17, 256}, 5, RopeTable::batched, RopeStyle::interleaved, false},
+        conformance::RopeCase{Shape{1, 300, 3, 16}, 700, RopeTable::positions, RopeStyle::half, true},
+        conformance::RopeCase{Shape{1, 1, 140000, 2}, 1, RopeTable::flat, RopeStyle::interleaved, false}}) {
+    g.rope_cases.push_back(r);
+  }
   g.seed = 17;
   std::vector<conformance::Case> cases = conformance::expand(g, "cuda:0");
   // The numerical edge cases (problem.h's Values) on the rows path, the cluster path and split
@@ -83,6 +93,8 @@ std::vector<conformance::Case> forced_cases() {
   edges.shapes = {Shape{3, 5}, Shape{4, 1}, Shape{5, 4099}, Shape{37, 5120}, Shape{3, 16384}, Shape{2, 200000}};
   edges.group_shapes = {{Shape{3, 6, 5}, 3}, {Shape{2, 4, 1}, 4}, {Shape{2, 4, 4099}, 2}};
   edges.values = {Values::large, Values::equal, Values::special};
+  edges.rope_cases = {{Shape{2, 3, 4, 6}, 2, RopeTable::shared, RopeStyle::half, false},
+                      {Shape{2, 4, 5, 128}, 2, RopeTable::positions, RopeStyle::interleaved, true}};
   edges.in_place_too = true;
   edges.seed = 13;
   for (auto& c : conformance::expand(edges, "cuda:0")) cases.push_back(std::move(c));
