@@ -16,7 +16,9 @@
 //     65536 x 4096 (geglu and swiglu: a, b and c all of that shape), bf16 and f32;
 //   the grouped ops (group_norm): N x C x HW = 32 x {256, 512, 1024, 2048} x 4096, 32 groups,
 //     bf16 and f32;
-//   decode: the row ops at {1, 8, 64} x {4096, 8192}, bf16, forward only (a latency, in us).
+//   decode: the row ops at {1, 8, 64} x {4096, 8192}, bf16, forward only (a latency, in us);
+//   rope: q [B, Hq, T, D] = 4 x 32 x 4096 x 128 with 8 kv heads (Llama 3 8B's attention), q and k
+//     HF's transposed views, one shared [1, T, D] table pair, bf16 and f32.
 // Counters: us, GBps, bytes, copy_us, copy_GBps, of_copy; the label names the chosen variants
 // (forward+backward). The problems are made on the host (the factory), so
 // the whole run takes a few minutes.
@@ -44,6 +46,8 @@ struct Problems {
   std::unique_ptr<Problem> bwd;
 };
 
+constexpr std::int64_t kRopeKvHeads = 8;
+
 std::unique_ptr<Problem> make_problem(std::string_view op, Direction dir, const Shape& shape, DType dt) {
   ProblemSpec spec;
   spec.op = std::string(op) + "." + std::string(to_string(dir));
@@ -51,6 +55,10 @@ std::unique_ptr<Problem> make_problem(std::string_view op, Direction dir, const 
   spec.wdtype = dt;
   spec.shape = shape;
   spec.groups = kGroups;
+  if (problem_options(spec.op).rope) {
+    spec.kv_heads = kRopeKvHeads;
+    spec.transposed = true;
+  }
   return std::make_unique<Problem>(gpu().reg, spec, gpu().dev);
 }
 
@@ -79,6 +87,8 @@ std::string impl_of(const DispatchResult& r) {
   return r.fell_back ? r.variant->name + " (fallback)" : r.variant->impl;
 }
 
+// By the shape (rope's: HF's call, k with q's head count), for the iteration count; a case's
+// counters use its problems' own bytes (Problem::bytes, the call's byte model).
 std::uint64_t case_bytes(std::string_view op, const Shape& shape, DType dt, bool with_bwd) {
   std::uint64_t b = bytes_moved(op, Direction::fwd, shape, dt, dt, kGroups);
   if (with_bwd) b += bytes_moved(op, Direction::bwd, shape, dt, dt, kGroups);
@@ -93,7 +103,7 @@ void run_case(benchmark::State& state, std::string op, Shape shape, DType dt, bo
     return;
   }
   std::string label;
-  timed(state, case_bytes(op, shape, dt, with_bwd), [&]() -> std::string {
+  timed(state, p->fwd->bytes() + (with_bwd ? p->bwd->bytes() : 0), [&]() -> std::string {
     try {
       label = impl_of(p->fwd->run());
       if (with_bwd) {
@@ -122,7 +132,9 @@ void register_all() {
                                   Shape{4096, 16384}, Shape{4096, 32768}, Shape{65536, 4096}};
   for (const std::string_view op : op_names()) {
     for (const DType dt : {DType::bf16, DType::f32}) {
-      if (grouped(op)) {
+      if (op == "rope") {
+        for (const bool with_bwd : {false, true}) add_case(op, Shape{4, 32, 4096, 128}, dt, with_bwd);
+      } else if (grouped(op)) {
         for (const std::int64_t c : {256, 512, 1024, 2048}) {
           for (const bool with_bwd : {false, true}) add_case(op, Shape{32, c, 4096}, dt, with_bwd);
         }
@@ -134,7 +146,7 @@ void register_all() {
     }
   }
   for (const std::string_view op : op_names()) {
-    if (grouped(op)) continue;
+    if (grouped(op) || op == "rope") continue;
     for (const std::int64_t r : {1, 8, 64}) {
       for (const std::int64_t h : {4096, 8192}) add_case(op, Shape{r, h}, DType::bf16, false);
     }

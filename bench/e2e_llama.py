@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """One training step of a random-init Hugging Face LlamaForCausalLM, plain, with Liger-Kernel's
 RMSNorm and SwiGLU swapped in, and with opreg.torch.apply_to, in one process on one GPU (issue 22,
-"Speed where users feel it"). No download: the model is built from a config.
+"Speed where users feel it"); and each of the two with its rope added (issue 38). No download:
+the model is built from a config.
 
   e2e_llama.py [--layers 8] [--steps 25] [--warmup 5] [--batch 4] [--seq 2048]
 
@@ -24,19 +25,36 @@ def build(args, seed=0):
 
 
 def swap(kind, model):
+    """plain; liger, opreg: RMSNorm and SwiGLU swapped; liger+rope, opreg+rope: and the rotary
+    embedding (Liger's patch of modeling_llama.apply_rotary_pos_emb, which this process undoes
+    after its run; opreg's per-module swap)."""
     if kind == "plain":
         return "-"
-    if kind == "liger":
+    rope = kind.endswith("+rope")
+    if kind.startswith("liger"):
         from liger_kernel.transformers.monkey_patch import _apply_liger_kernel_to_instance
         _apply_liger_kernel_to_instance(model=model, rope=False, cross_entropy=False,
                                         fused_linear_cross_entropy=False, rms_norm=True, swiglu=True)
+        if rope:  # Liger's rope is a module-level patch (apply_liger_kernel_to_llama(rope=True) does this)
+            from liger_kernel.transformers.rope import liger_rotary_pos_emb
+            from transformers.models.llama import modeling_llama
+            modeling_llama.apply_rotary_pos_emb = liger_rotary_pos_emb
         return "liger " + sys.modules["liger_kernel"].__dict__.get("__version__", "")
     import opreg.torch
-    return f"opreg {opreg.torch.apply_to(model)}"
+    return f"opreg {opreg.torch.apply_to(model, rope=rope)}"
 
 
 def run(kind, args, data):
+    from transformers.models.llama import modeling_llama
+    hf_rope = modeling_llama.apply_rotary_pos_emb
     model = build(args)
+    try:
+        return timed(kind, args, data, model)
+    finally:
+        modeling_llama.apply_rotary_pos_emb = hf_rope  # Liger's rope patch is process-wide
+
+
+def timed(kind, args, data, model):
     what = swap(kind, model)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     times, losses = [], []
@@ -62,7 +80,7 @@ def main():
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--seq", type=int, default=2048)
-    p.add_argument("--kinds", default="plain,liger,opreg")
+    p.add_argument("--kinds", default="plain,liger,opreg,liger+rope,opreg+rope")
     args = p.parse_args()
     g = torch.Generator(device="cpu").manual_seed(1)
     data = torch.randint(0, 32000, (args.batch, args.seq), generator=g).cuda()
