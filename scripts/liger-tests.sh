@@ -24,11 +24,11 @@ dir=$(cd "$1" && pwd)
 shift
 python=${PYTHON:-python3}
 files=()
-for op in rms_norm fused_add_rms_norm layer_norm group_norm geglu swiglu; do
+for op in rms_norm fused_add_rms_norm layer_norm group_norm geglu swiglu rope; do
   f=test/transformers/test_$op.py
   if [[ -f $dir/$f ]]; then files+=("$f"); else echo "liger-tests: $dir/$f is missing; skipped" >&2; fi
 done
-[[ ${#files[@]} -gt 0 ]] || { echo "liger-tests: none of the six test files is in $dir/test/transformers" >&2; exit 2; }
+[[ ${#files[@]} -gt 0 ]] || { echo "liger-tests: none of the seven test files is in $dir/test/transformers" >&2; exit 2; }
 
 opreg_path=${OPREG_PYTHONPATH:-}
 if [[ -z $opreg_path ]] && compgen -G "$root/build/python/opreg/_opreg*.so" >/dev/null; then

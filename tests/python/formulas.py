@@ -41,6 +41,29 @@ def swiglu(a, b):
     return F.silu(a.float() if a.dtype != torch.float64 else a).to(a.dtype) * b
 
 
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def rope(q, k, cos, sin):
+    """HF's apply_rotary_pos_emb (unsqueeze_dim 1), in f32 (f64 for f64 inputs), rounded once to
+    q's dtype: opreg's rope with a full-width [1 or B, T, D] table whose halves are equal."""
+    wide = torch.float64 if q.dtype == torch.float64 else torch.float32
+    c, s = cos.to(wide).unsqueeze(1), sin.to(wide).unsqueeze(1)
+    return tuple(((x.to(wide) * c) + (rotate_half(x.to(wide)) * s)).to(x.dtype) for x in (q, k))
+
+
+def rope_tables(batch, seq, dim, dtype=torch.float32, base=10000.0, first=0):
+    """HF's Llama cos and sin, [batch, seq, dim]: cat(freqs, freqs) of positions first.."""
+    inv = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+    pos = torch.arange(first, first + seq, dtype=torch.float64)[None, :].expand(batch, -1) + \
+        7 * torch.arange(batch, dtype=torch.float64)[:, None]
+    freqs = pos[..., None] * inv
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
 class LlamaRMSNorm(torch.nn.Module):
     """Hugging Face's LlamaRMSNorm formula and attribute names, the module apply_to swaps; the
     weight starts at 1, or at 1 + noise * randn."""

@@ -110,3 +110,51 @@ def test_apply_to_keeps_gradients(block, device):
             f"{block}: {name}'s gradient after apply_to differs from the out-of-place swap's " \
             f"(max |diff| {(got[name] - want[name]).abs().max().item():.3g})"
         assert_close(got[name], oracle[name], 1e-5, 1e-4, f"{block}: {name}'s gradient against the plain model")
+
+
+# ---- rope: a Llama-style attention module whose forward calls this file's module-level
+# apply_rotary_pos_emb, as Hugging Face's modeling files do.
+
+def apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):
+    from formulas import rotate_half
+    cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
+    return (q * cos) + (rotate_half(q) * sin), (k * cos) + (rotate_half(k) * sin)
+
+
+class ToyLlamaAttention(nn.Module):
+    def __init__(self, hidden=32, heads=4, kv_heads=2):
+        super().__init__()
+        self.head_dim = hidden // heads
+        self.q_proj = nn.Linear(hidden, heads * self.head_dim, bias=False)
+        self.k_proj = nn.Linear(hidden, kv_heads * self.head_dim, bias=False)
+
+    def forward(self, h, position_embeddings):
+        shape = (*h.shape[:-1], -1, self.head_dim)
+        q = self.q_proj(h).view(shape).transpose(1, 2)
+        k = self.k_proj(h).view(shape).transpose(1, 2)
+        cos, sin = position_embeddings
+        q, k = apply_rotary_pos_emb(q, k, cos, sin)
+        return q.sum(1) + k.sum(1)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_apply_to_swaps_each_attentions_rope_not_the_modeling_files(device):
+    from formulas import rope_tables
+    torch.manual_seed(3)
+    plain = nn.ModuleList([ToyLlamaAttention(), ToyLlamaAttention()]).to(device)
+    swapped, untouched = copy.deepcopy(plain), copy.deepcopy(plain)
+    assert otorch.apply_to(swapped)["rope"] == 2
+    assert otorch.apply_to(swapped)["rope"] == 0  # once only
+    assert all(m.forward.__func__.__globals__["apply_rotary_pos_emb"] is otorch.liger_rotary_pos_emb for m in swapped)
+    # Nothing module-level changed: another model in the process keeps HF's function.
+    assert globals()["apply_rotary_pos_emb"].__module__ == __name__
+    assert all("forward" not in vars(m) for m in untouched)
+    h = torch.randn(2, 5, 32, device=device)
+    cos, sin = (t.to(device) for t in rope_tables(1, 5, 8))
+    for p, s, u in zip(plain, swapped, untouched):
+        want = p(h, (cos, sin))
+        assert_close(s(h, (cos, sin)), want, 1e-5, 1e-5, "swapped attention")
+        assert torch.equal(u(h, (cos, sin)), want)
+    # The swapped forward is opreg's: its copy after deepcopy binds the copy.
+    again = copy.deepcopy(swapped)
+    assert again[0].forward.__self__ is again[0]

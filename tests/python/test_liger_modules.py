@@ -301,12 +301,12 @@ def test_apply_to_swaps_hf_mlps(device, dtype, name):
     swapped = copy.deepcopy(plain)
     params_before = {n: p for n, p in swapped.named_parameters()}
     got = otorch.apply_to(swapped)
-    assert got == {"rms_norm": 0, "swiglu": 0, "geglu": 0, **counts}, got
+    assert got == {"rms_norm": 0, "swiglu": 0, "geglu": 0, "rope": 0, **counts}, got
     assert sum(isinstance(m, cls) for m in swapped.modules()) == sum(counts.values())
     assert list(swapped.state_dict()) == list(plain.state_dict())
     # The same Parameter objects: an optimizer made before apply_to still updates the model.
     assert all(p is params_before[n] for n, p in swapped.named_parameters())
-    assert otorch.apply_to(swapped) == {"rms_norm": 0, "swiglu": 0, "geglu": 0}
+    assert otorch.apply_to(swapped) == {"rms_norm": 0, "swiglu": 0, "geglu": 0, "rope": 0}
     x = torch.randn(3, 7, H, device=device, dtype=dtype)
     _compare(swapped, plain, [x], dtype, name)
 
@@ -331,4 +331,4 @@ def test_apply_to_leaves_unknown_mlps_alone():
         pass
 
     model = nn.Sequential(OtherMLP(), TransposedExperts(), Block(FeedForward(cfg())))
-    assert otorch.apply_to(model) == {"rms_norm": 0, "swiglu": 0, "geglu": 0}
+    assert otorch.apply_to(model) == {"rms_norm": 0, "swiglu": 0, "geglu": 0, "rope": 0}

@@ -18,6 +18,8 @@ TOL = {
     "layer_norm": {torch.float32: (1e-5, 1e-5), torch.bfloat16: (2e-2, 2e-2), torch.float16: (2e-3, 2e-3)},
     "group_norm": {torch.float32: (1e-4, 1e-4), torch.bfloat16: (2e-2, 2e-2), torch.float16: (2e-3, 2e-3)},
     "glu": {torch.float32: (1e-5, 2e-6), torch.bfloat16: (1e-2, 1e-2), torch.float16: (2e-3, 2e-3)},
+    # Liger's rope test: (1e-5, 1e-5) f32 and (1e-1, 1e-5) bf16.
+    "rope": {torch.float32: (1e-5, 1e-5), torch.bfloat16: (3e-2, 1e-2), torch.float16: (4e-3, 2e-3)},
 }
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
 
@@ -149,6 +151,48 @@ def test_swiglu_multipliers():
     check_grads([c], [torch.nn.functional.silu(a2 * 0.5) * b2 * 2.0], [a, b], [a2, b2], (1e-5, 1e-5), "multipliers")
 
 
+def _hf_q(b, h, t, d, dtype, device):
+    # HF's layout: q_proj(x).view(B, T, H, D).transpose(1, 2), a strided view.
+    return (torch.randn(b, t, h, d) * 1.5).to(dtype).to(device).transpose(1, 2).requires_grad_()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("b, t, hq, hk, d, batched", [(2, 9, 4, 2, 64, False), (3, 5, 3, 7, 92, True),
+                                                     (1, 1, 2, 1, 8, False)])
+def test_rope_is_hfs_apply_rotary_pos_emb(device, dtype, b, t, hq, hk, d, batched):
+    torch.manual_seed(9)
+    q, k = _hf_q(b, hq, t, d, dtype, device), _hf_q(b, hk, t, d, dtype, device)
+    cos, sin = (x.to(device) for x in ref.rope_tables(b if batched else 1, t, d, dtype))
+    q2, k2 = copies(q, k)
+    got = otorch.liger_rotary_pos_emb(q, k, cos, sin)
+    assert got[0].stride() == q.stride()  # written in HF's layout, not copied to another
+    check_grads(list(got), list(ref.rope(q2, k2, cos, sin)), [q, k], [q2, k2], TOL["rope"][dtype], "rope")
+
+
+def test_rope_odd_head_dim_passes_the_last_element_through():
+    """Liger's kernel rotates pairs (i, i + D // 2) for i < D // 2 and leaves element D - 1 alone."""
+    torch.manual_seed(10)
+    b, t, h, d = 2, 5, 3, 41
+    q, k = leaf(b, h, t, d), leaf(b, 1, t, d)
+    cos, sin = ref.rope_tables(1, t, d + 1)  # HF's tables for an odd dim hold D + 1 entries
+    q2, k2 = copies(q, k)
+    half = d // 2
+    c, s = cos[..., :half].repeat(1, 1, 2), sin[..., :half].repeat(1, 1, 2)
+    want = [torch.cat(ref.rope(x[..., : 2 * half], x[..., : 2 * half], c, s)[:1] + (x[..., -1:],), dim=-1)
+            for x in (q2, k2)]
+    check_grads(list(F.liger_rope(q, k, cos, sin)), want, [q, k], [q2, k2], TOL["rope"][torch.float32], "odd rope")
+
+
+def test_rope_ignores_position_ids_and_unsqueeze_dim_as_liger_does():
+    torch.manual_seed(11)
+    q, k = leaf(1, 2, 4, 8), leaf(1, 2, 4, 8)
+    cos, sin = ref.rope_tables(1, 4, 8)
+    plain = otorch.LigerRopeFunction.apply(q, k, cos, sin)
+    given = otorch.LigerRopeFunction.apply(q, k, cos, sin, torch.tensor([[3, 2, 1, 0]]), 2)
+    assert all(torch.equal(a, b) for a, b in zip(plain, given))
+
+
 # ---- f32 gradients against autograd of the f64 formula, on small shapes.
 F64_CASES = {
     "rms_norm": (lambda x, w: F.liger_rms_norm(x, w, 1e-6, 0.5, "llama", False),
@@ -161,6 +205,9 @@ F64_CASES = {
                    lambda x, w, b: ref.group_norm(x, w, b, 3, 1e-5), [(2, 6, 5), (6,), (6,)]),
     "geglu": (F.liger_geglu, ref.geglu, [(3, 11), (3, 11)]),
     "swiglu": (F.liger_swiglu, ref.swiglu, [(3, 11), (3, 11)]),
+    "rope": (lambda q, k: torch.cat([o.flatten() for o in F.liger_rope(q, k, *ref.rope_tables(1, 5, 6))]),
+             lambda q, k: torch.cat([o.flatten() for o in ref.rope(q, k, *ref.rope_tables(1, 5, 6, torch.float64))]),
+             [(2, 3, 5, 6), (2, 1, 5, 6)]),
 }
 
 
@@ -198,5 +245,7 @@ def test_bad_inputs_raise_opreg_errors_naming_the_op():
         F.liger_swiglu(torch.randn(2, 3), torch.randn(2, 4))
     with pytest.raises(ValueError, match="num_channels"):
         otorch.LigerGroupNorm(6, 4)
+    with pytest.raises(opreg.InvalidArgumentError, match="rope.fwd: cos"):
+        F.liger_rope(torch.randn(1, 2, 9, 8), torch.randn(1, 2, 9, 8), *ref.rope_tables(1, 4, 8))
     with pytest.raises(ValueError, match="activation"):
         otorch.LigerSwiGLUMLP(type("C", (), {"hidden_size": 4, "intermediate_size": 8, "hidden_act": "relu"}))

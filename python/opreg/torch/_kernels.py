@@ -172,6 +172,48 @@ swiglu_fwd = _glu_fwd(_opreg.swiglu_fwd)
 swiglu_bwd = _glu_bwd(_opreg.swiglu_bwd)
 
 
+# rope, Liger's face (v0.8.2 liger_kernel.ops.rope): q [B, Hq, T, D] and k [B, Hk, T, D] in any
+# strides (HF's transposed views are read and written as they are), cos and sin [1 or B, T, D'] or
+# [T, D'] of which only the first D // 2 entries are read (Liger's reading of HF's cat(freqs,
+# freqs) tables), half pairing. An odd D rotates its first D - 1 elements and passes the last
+# through, as Liger's kernel leaves it. Fresh outputs with the inputs' strides.
+def _rope_table(t: Tensor, q: Tensor) -> Tensor:
+    if t.dim() == 4 and t.shape[1] == 1:  # already unsqueezed for broadcasting over heads
+        t = t.squeeze(1)
+    if t.dtype not in (q.dtype, torch.float32):
+        t = t.float()
+    t = t[..., : q.shape[-1] // 2]
+    return t if t.stride(-1) == 1 else t.contiguous()
+
+
+def _rope_heads(t: Tensor) -> Tensor:
+    # The kernels read strides >= 0 with the last dim contiguous; anything else (an expanded
+    # gradient, a reversed view) is copied once.
+    return t if t.stride(-1) == 1 and min(t.stride()) > 0 else t.contiguous()
+
+
+def _rope(fn, q: Tensor, k: Tensor, cos: Tensor, sin: Tensor) -> Tuple[Tensor, Tensor]:
+    q, k = _rope_heads(q), _rope_heads(k)
+    q_out, k_out = torch.empty_like(q), torch.empty_like(k)
+    d = q.shape[-1]
+    even = d - d % 2
+    if even:
+        _run(fn, q[..., :even], k[..., :even], _rope_table(cos, q), _rope_table(sin, q), None, q_out[..., :even],
+             k_out[..., :even], style="half", stream=_stream(q))
+    if d % 2:
+        q_out[..., -1:].copy_(q[..., -1:])
+        k_out[..., -1:].copy_(k[..., -1:])
+    return q_out, k_out
+
+
+def rope_fwd(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor) -> Tuple[Tensor, Tensor]:
+    return _rope(_opreg.rope_fwd, q, k, cos, sin)
+
+
+def rope_bwd(dq: Tensor, dk: Tensor, cos: Tensor, sin: Tensor) -> Tuple[Tensor, Tensor]:
+    return _rope(_opreg.rope_bwd, dq, dk, cos, sin)
+
+
 # ---- Fake (meta) implementations: shapes and dtypes only, for torch.compile and opcheck.
 
 def _fake_grads(x, *ts):
@@ -195,6 +237,8 @@ _FAKES = {
     "geglu_bwd": lambda dc, a, b: (torch.empty_like(a), torch.empty_like(b)),
     "swiglu_fwd": lambda a, b: torch.empty_like(a),
     "swiglu_bwd": lambda dc, a, b: (torch.empty_like(a), torch.empty_like(b)),
+    "rope_fwd": lambda q, k, cos, sin: (torch.empty_like(q), torch.empty_like(k)),
+    "rope_bwd": lambda dq, dk, cos, sin: (torch.empty_like(dq), torch.empty_like(dk)),
 }
 _MUTATES = {"rms_norm_bwd_inplace": ("dy",), "fused_add_rms_norm_bwd_inplace": ("dy",)}
 REGISTERED: List[str] = []

@@ -1,5 +1,6 @@
 """opreg.torch.apply_to(model): swaps a model's RMSNorm and gated MLP modules, in place, for
-opreg's (the modules' own parameters are kept, so optimizers and state_dict keys stay).
+opreg's (the modules' own parameters are kept, so optimizers and state_dict keys stay), and
+points its Llama-style attention modules' rotary embedding at opreg's rope.
 
 Detection is duck-typed (transformers need not be importable): a module's class name and its
 attributes say what it is, and anything that does not match exactly is left alone. The model's
@@ -7,6 +8,8 @@ own nn.Linear modules move into the new ones (their biases, where a model has th
 import types
 
 import torch.nn as nn
+
+from .functional import liger_rotary_pos_emb
 
 from .modules import (
     LigerBlockSparseTop2MLP,
@@ -157,7 +160,35 @@ def _swap_experts(module):
                  num_experts=experts, intermediate_dim=two_i // 2, hidden_dim=hidden)
 
 
-def apply_to(model, rms_norm=True, swiglu=True, geglu=True):
+_ROPE_NAME = "apply_rotary_pos_emb"
+
+
+def _swap_rope(module):
+    """A Llama-style attention module (q_proj and k_proj, a forward that calls its modeling
+    file's module-level apply_rotary_pos_emb, HF's rotate_half form): this module's forward
+    becomes the same code with that one name bound to opreg's rope. Nothing module-level changes,
+    so other models in the process keep theirs. The forward's other globals are its module's as
+    they are now (a snapshot)."""
+    if not type(module).__name__.endswith("Attention") or _linears(module, "q_proj", "k_proj") is None:
+        return False
+    if "forward" in vars(module):  # this instance's forward was replaced already (by us or by others)
+        return False
+    fn = type(module).forward
+    if not isinstance(fn, types.FunctionType) or _ROPE_NAME not in fn.__code__.co_names:
+        return False
+    hf = fn.__globals__.get(_ROPE_NAME)
+    if not callable(hf) or getattr(hf, "__name__", "") != _ROPE_NAME:
+        return False
+    names = dict(fn.__globals__)
+    names[_ROPE_NAME] = liger_rotary_pos_emb
+    ours = types.FunctionType(fn.__code__, names, fn.__name__, fn.__defaults__, fn.__closure__)
+    ours.__kwdefaults__ = fn.__kwdefaults__
+    ours.__qualname__, ours.__doc__, ours.__wrapped__ = fn.__qualname__, fn.__doc__, fn
+    module.forward = types.MethodType(ours, module)
+    return True
+
+
+def apply_to(model, rms_norm=True, swiglu=True, geglu=True, rope=True):
     """Replaces, in place, every Llama-style RMSNorm (a module named *RMSNorm with a 1-D weight
     and an eps; Gemma's, which offsets the weight, are left alone) with LigerRMSNorm, and every
     gated MLP with its Liger module on opreg's kernels, keeping their parameters:
@@ -169,12 +200,20 @@ def apply_to(model, rms_norm=True, swiglu=True, geglu=True):
     - Mixtral's experts: *BlockSparseTop2MLP (w1, w2, w3): LigerBlockSparseTop2MLP; *Experts
       holding 3-D gate_up_proj and down_proj parameters: LigerExperts.
 
-    Returns the counts swapped: rms_norm, swiglu (every SiLU-gated module) and geglu.
+    With rope, every Llama-style attention module (q_proj, k_proj and a forward calling its
+    modeling file's apply_rotary_pos_emb, as HF's Llama, Mistral, Qwen2 and others do) gets a
+    forward of its own that calls opreg's rope (liger_rotary_pos_emb) there instead: per module,
+    not by patching the modeling file, so other models in the process are untouched.
+
+    Returns the counts swapped: rms_norm, swiglu (every SiLU-gated module), geglu and rope.
 
     The swapped norms compute their input gradient out of place (in_place=False), so a swapped
     model's gradients are those of the same model with opreg's out-of-place kernels, whatever
     its blocks' shape (post-norm, shared norms)."""
-    swapped = {"rms_norm": 0, "swiglu": 0, "geglu": 0}
+    swapped = {"rms_norm": 0, "swiglu": 0, "geglu": 0, "rope": 0}
+    if rope:
+        for module in model.modules():
+            swapped["rope"] += _swap_rope(module)
     replaced = {}  # id(old module) -> its replacement: a module registered twice stays one module
     for parent in list(model.modules()):
         if isinstance(parent, _OURS):

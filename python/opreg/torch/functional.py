@@ -1,5 +1,5 @@
 """The functional forms of liger_kernel.transformers.functional, on opreg's kernels."""
-from .functions import *  # noqa: F401,F403 (functions.__all__: the six autograd functions)
+from .functions import *  # noqa: F401,F403 (functions.__all__: the autograd functions)
 
 
 def liger_rms_norm(X, W, eps, offset: float = 0.0, casting_mode: str = "llama", in_place: bool = True):
@@ -24,3 +24,13 @@ def liger_geglu(a, b):
 
 def liger_swiglu(a, b):
     return LigerSiLUMulFunction.apply(a, b)
+
+
+def liger_rope(q, k, cos, sin, position_ids=None, unsqueeze_dim=1):
+    return LigerRopeFunction.apply(q, k, cos, sin, position_ids, unsqueeze_dim)
+
+
+def liger_rotary_pos_emb(q, k, cos, sin, position_ids=None, unsqueeze_dim=1):
+    """liger_kernel.transformers.rope.liger_rotary_pos_emb: HF's apply_rotary_pos_emb's
+    signature (position_ids and unsqueeze_dim ignored), on opreg's rope."""
+    return LigerRopeFunction.apply(q, k, cos, sin, position_ids, unsqueeze_dim)

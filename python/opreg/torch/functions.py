@@ -12,7 +12,7 @@ from . import _kernels as K
 
 
 __all__ = ["LigerRMSNormFunction", "LigerFusedAddRMSNormFunction", "LigerLayerNormFunction", "LigerGroupNormFunction",
-           "LigerGELUMulFunction", "LigerSiLUMulFunction"]
+           "LigerGELUMulFunction", "LigerSiLUMulFunction", "LigerRopeFunction"]
 
 
 def _casting(mode):
@@ -181,3 +181,23 @@ class LigerSiLUMulFunction(torch.autograd.Function):
         if ctx.gate_multiplier != 1.0:
             da = da * ctx.gate_multiplier
         return D.grad_out(da, ctx.dist, 0), D.grad_out(db, ctx.dist, 1), None, None
+
+
+class LigerRopeFunction(torch.autograd.Function):
+    """q_out, k_out = apply(q, k, cos, sin, position_ids=None, unsqueeze_dim=1): rotary position
+    embedding, HF's rotate_half pairing, of q [B, Hq, T, D] and k [B, Hk, T, D] by cos and sin
+    [1 or B, T, D] (or [T, D]), of which the first D // 2 entries are read. position_ids and
+    unsqueeze_dim are accepted and ignored, as Liger-Kernel and HF do (cos and sin arrive already
+    gathered). The outputs are fresh tensors with the inputs' strides (Liger overwrites q and k)."""
+
+    @staticmethod
+    def forward(ctx, q, k, cos, sin, position_ids=None, unsqueeze_dim=1):
+        q_out, k_out = K.rope_fwd(q, k, cos, sin)
+        ctx.save_for_backward(cos, sin)
+        return q_out, k_out
+
+    @staticmethod
+    def backward(ctx, dq, dk):
+        cos, sin = ctx.saved_tensors
+        dq_in, dk_in = K.rope_bwd(dq, dk, cos, sin)
+        return dq_in, dk_in, None, None, None, None

@@ -35,3 +35,16 @@ def is_peft_available() -> bool:
     except ImportError:
         return False
     return True
+
+
+def transformers_version_dispatch(required_version, before_fn, after_fn, before_args=(), after_args=(),
+                                  before_kwargs=None, after_kwargs=None):
+    """after_fn(*after_args, **after_kwargs) when the installed transformers is at least
+    required_version, else before_fn(*before_args, **before_kwargs) (the tests build HF modules
+    whose constructors changed between versions through it)."""
+    from packaging.version import Version
+    import transformers
+
+    if Version(transformers.__version__) >= Version(required_version):
+        return after_fn(*after_args, **(after_kwargs or {}))
+    return before_fn(*before_args, **(before_kwargs or {}))

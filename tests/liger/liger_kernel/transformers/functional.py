@@ -5,5 +5,6 @@ from opreg.torch.functional import (  # noqa: F401
     liger_group_norm,
     liger_layer_norm,
     liger_rms_norm,
+    liger_rope,
     liger_swiglu,
 )

@@ -1,0 +1,2 @@
+"""liger_kernel.ops.rope, on opreg's kernels."""
+from opreg.torch import LigerRopeFunction  # noqa: F401
