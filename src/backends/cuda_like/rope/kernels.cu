@@ -3,7 +3,8 @@
 // registers, and rotates that group in every head of q and of k there (the heads of one position
 // share the angles, and under HF's transposed layout they are one contiguous run of memory).
 // Groups are 16-byte accesses where every head starts on 16 bytes, else single elements (single
-// pairs, interleaved); in f32, each result rounded once on store, as the reference rounds. A lane
+// pairs, interleaved); in f32, each output a difference of two products to about an ulp
+// (diff_of_products), rounded once on store, as the reference rounds. A lane
 // reads a group in full before it writes it, so an output may be its input (in place).
 #include "backends/cuda_like/elem.cuh"
 #include "backends/cuda_like/rope/plan.h"
@@ -11,6 +12,16 @@
 namespace opreg::cuda_like {
 namespace dev {
 namespace {
+
+// a * b - c * d within about an ulp of the exact value, also where the two products nearly
+// cancel (x1 cos - x2 sin for large x does): Kahan's algorithm with fused multiply-adds. Where
+// c * d is infinite its error term is NaN and the plain difference is the answer.
+OPREG_DEV float diff_of_products(float a, float b, float c, float d) {
+  const float w = __fmul_rn(c, d);
+  const float e = fmaf(-c, d, w);
+  const float f = fmaf(a, b, -w);
+  return e == e ? f + e : f;
+}
 
 template <class E, class W, int N, bool kInterleaved>
 __global__ void __launch_bounds__(kRopeMaxThreads) rope_kernel(const family::Rope d, int lanes, int slots) {
@@ -60,8 +71,8 @@ __global__ void __launch_bounds__(kRopeMaxThreads) rope_kernel(const family::Rop
           for (int k = 0; k < kPairs; ++k) {
             const float x1 = E::load(x.v[2 * k]);
             const float x2 = E::load(x.v[2 * k + 1]);
-            o.v[2 * k] = E::store(x1 * c[k] - x2 * s[k]);
-            o.v[2 * k + 1] = E::store(x2 * c[k] + x1 * s[k]);
+            o.v[2 * k] = E::store(diff_of_products(x1, c[k], x2, s[k]));
+            o.v[2 * k + 1] = E::store(diff_of_products(x2, c[k], -x1, s[k]));
           }
           store_pack<E, N>(out + g * N, o);
         } else {
@@ -73,8 +84,8 @@ __global__ void __launch_bounds__(kRopeMaxThreads) rope_kernel(const family::Rop
           for (int k = 0; k < N; ++k) {
             const float x1 = E::load(a.v[k]);
             const float x2 = E::load(z.v[k]);
-            oa.v[k] = E::store(x1 * c[k] - x2 * s[k]);
-            oz.v[k] = E::store(x2 * c[k] + x1 * s[k]);
+            oa.v[k] = E::store(diff_of_products(x1, c[k], x2, s[k]));
+            oz.v[k] = E::store(diff_of_products(x2, c[k], -x1, s[k]));
           }
           store_pack<E, N>(out + g * N, oa);
           store_pack<E, N>(out + half + g * N, oz);
