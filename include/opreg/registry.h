@@ -52,9 +52,10 @@ inline constexpr int kKeyWords = 16;
 
 // What the choice of a variant may depend on, and so what a `supports` predicate may look at:
 // the device; every tensor's presence, dtype, contiguity and data alignment (up to 64 bytes);
-// the first tensor's shape (an op's check ties the other shapes to it); the strides of
-// non-contiguous tensors; and what the op adds (scalars its variants look at). A key that
-// does not fit is marked uncacheable and the choice is then made on every call.
+// the first tensor's shape (an op's check ties the other shapes to it, but rope's k and tables,
+// whose own extents the op adds); the strides of non-contiguous tensors; and what the op adds
+// (scalars its variants look at). A key that does not fit is marked uncacheable and the choice
+// is then made on every call.
 struct ProblemKey {
   ProblemKey() {}  // words stay uninitialised: only the first `size` are ever read
   std::array<std::uint64_t, kKeyWords> words;

@@ -69,6 +69,15 @@ constexpr std::array<Field, N> resolve(const std::array<RawField, N>& raw) {
   }
   return out;
 }
+// rope's key words beyond the first tensor's shape (the check leaves them free): k's head count,
+// the tables' row width and their batch extent (or rank).
+[[gnu::always_inline]] inline void rope_shape_key(const Tensor& k, const Tensor& table, ProblemKey& key) {
+  const int n = table.ndim();
+  key.add(static_cast<std::uint64_t>(k.ndim() >= 2 ? k.size(1) : 0));
+  key.add(static_cast<std::uint64_t>(n >= 1 ? table.size(n - 1) : 0));
+  key.add(static_cast<std::uint64_t>(n == 3 ? table.size(0) : n));
+}
+
 template <std::size_t N>
 constexpr std::size_t count_inputs(const std::array<Field, N>& fields) {
   std::size_t n = 0;
@@ -94,7 +103,9 @@ struct Spec;
   detail::RawField{#name, OPREG_M_ROLE_##role, Kind::kind, When::when, #partner},
 #define OPREG_M_MEMBER_(name, role, kind, when, partner) &Args::name,
 #define OPREG_M_NONE_(...)
-#define OPREG_M_KEY_key(name) key.words[static_cast<std::size_t>(key.size++)] = static_cast<std::uint64_t>(args.name);
+// add(): a strided call's key may already be full of strides (it is then marked overflowed and
+// not cached), so the scalars are appended with the bounds check.
+#define OPREG_M_KEY_key(name) key.add(static_cast<std::uint64_t>(args.name));
 #define OPREG_M_KEY_nokey(name)
 #define OPREG_M_KEY_(type, name, value, keyed) OPREG_M_KEY_##keyed(name)
 #define OPREG_M_GROUPS_(type, name, value, keyed) || std::string_view(#name) == "num_groups"
@@ -114,11 +125,14 @@ struct Spec;
     static constexpr auto fields = detail::resolve(std::array{FIELDS(OPREG_M_FIELD_, OPREG_M_NONE_)});            \
     static constexpr std::array<Tensor Args::*, fields.size()> members{FIELDS(OPREG_M_MEMBER_, OPREG_M_NONE_)};   \
     static constexpr std::size_t first_output = detail::count_inputs(fields);                                     \
-    static constexpr int key_words = 0 FIELDS(OPREG_M_NONE_, OPREG_M_KEYS_);                                      \
+    /* rope's k and tables have shapes of their own, which the first tensor's does not fix. */                   \
+    static constexpr int shape_words = family == Family::rope ? 3 : 0;                                            \
+    static constexpr int key_words = 0 FIELDS(OPREG_M_NONE_, OPREG_M_KEYS_) + shape_words;                        \
     /* The key's words: the call's (at most 3 + kMaxDims, dispatch's TensorBits) and these. */                    \
     static_assert(3 + kMaxDims + key_words <= kKeyWords);                                                         \
     [[gnu::always_inline]] static void key([[maybe_unused]] const Args& args, [[maybe_unused]] ProblemKey& key) { \
       FIELDS(OPREG_M_NONE_, OPREG_M_KEY_)                                                                         \
+      if constexpr (shape_words > 0) detail::rope_shape_key(args.*members[1], args.*members[2], key);             \
     }                                                                                                             \
   };
 OPREG_ARG_STRUCTS(OPREG_M_SPEC_)

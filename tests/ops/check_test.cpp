@@ -20,6 +20,7 @@
 
 #include "backends/builtin.h"
 #include "opreg/ops.h"
+#include "ops/manifest.h"
 #include "support/host_backend.h"
 #include "support/throws_error.h"
 #include "registry/fail.h"
@@ -1229,6 +1230,31 @@ TEST(BytesMoved, RefusesCountsPastTwoToThe64) {
   // Just under: 2^63 of x and y, 2^32 of weight, 2^32 of rstd.
   EXPECT_EQ(bytes_moved("rms_norm", Direction::fwd, Shape{k30, k31}, bf16, bf16),
             (std::uint64_t{1} << 63) + (std::uint64_t{1} << 32) + (std::uint64_t{1} << 32));
+}
+
+// A strided call's key can be full of strides before the op adds its words: they must mark it
+// overflowed (never cached), not be written past its end. (Written unchecked, rope's style word
+// landed on the key's size, which made a 1-word key that every rope call on a device shared:
+// the cuda plan of one head dim ran another's, a misaligned 16-byte access.)
+TEST(ProblemKeyWords, AnOpsWordsOnAFullKeyMarkItOverflowed) {
+  std::vector<float> q(2 * 3 * 4 * 8), k(2 * 1 * 4 * 8), table(4 * 8);
+  RopeFwdArgs a;
+  a.q = Tensor::wrap(q.data(), {2, 3, 4, 8});
+  a.k = Tensor::wrap(k.data(), {2, 1, 4, 8});
+  a.cos = a.sin = Tensor::wrap(table.data(), {1, 4, 8});
+  ProblemKey key;
+  for (int i = 0; i < kKeyWords; ++i) key.add(static_cast<std::uint64_t>(i) + 7);
+  manifest::Spec<RopeFwdArgs>::key(a, key);
+  EXPECT_TRUE(key.overflow);
+  EXPECT_EQ(key.size, kKeyWords);
+  for (int i = 0; i < kKeyWords; ++i) EXPECT_EQ(key.words[static_cast<std::size_t>(i)], static_cast<std::uint64_t>(i) + 7);
+  // With room, rope's words are the style, k's head count and the tables' width and batch.
+  ProblemKey fresh;
+  manifest::Spec<RopeFwdArgs>::key(a, fresh);
+  ASSERT_EQ(fresh.size, manifest::Spec<RopeFwdArgs>::key_words);
+  EXPECT_EQ(fresh.words[1], 1U);
+  EXPECT_EQ(fresh.words[2], 8U);
+  EXPECT_EQ(fresh.words[3], 1U);
 }
 
 }  // namespace
