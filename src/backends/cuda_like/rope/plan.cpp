@@ -11,8 +11,10 @@
 namespace opreg::cuda_like {
 namespace {
 
-// Blocks a multiprocessor is given when the heads are few (each block holds one position).
-constexpr std::int64_t kBlocksPerSm = 16;
+// A block's threads, at most (several positions share a block when their heads are few).
+constexpr std::int64_t kTargetThreads = 256;
+// Resident blocks of kTargetThreads a multiprocessor is given (2048 threads on sm_80 and later).
+constexpr std::int64_t kBlocksPerSm = 8;
 
 std::size_t elem_bytes(family::Elem e) { return e == family::Elem::f32 ? 4 : 2; }
 
@@ -42,11 +44,22 @@ void rope_plan(const family::Rope& d, const GpuInfo& gpu, RopeLaunch& plan) {
   plan.width = vec ? static_cast<int>(width) : interleaved ? 2 : 1;
   const std::int64_t groups = span / plan.width;
   plan.lanes = static_cast<int>(std::min<std::int64_t>(groups, kRopeMaxThreads));
+  // About kRopeBatch heads a thread, as many positions a block as fill kTargetThreads.
   const std::int64_t heads = d.q.heads + d.k.heads;
-  plan.slots = static_cast<int>(std::clamp<std::int64_t>(heads, 1, kRopeMaxThreads / plan.lanes));
+  const std::int64_t room = std::max<std::int64_t>(kTargetThreads / plan.lanes, 1);
+  plan.slots = static_cast<int>(std::clamp<std::int64_t>((heads + kRopeBatch - 1) / kRopeBatch, 1, room));
+  plan.per_block = static_cast<int>(std::max<std::int64_t>(kTargetThreads / (plan.lanes * plan.slots), 1));
   const std::int64_t positions = d.batch * d.seq;
+  const std::int64_t blocks = (positions + plan.per_block - 1) / plan.per_block;
   plan.blocks = static_cast<int>(
-      std::clamp<std::int64_t>(positions, 1, static_cast<std::int64_t>(gpu.sm_count) * kBlocksPerSm * 64));
+      std::clamp<std::int64_t>(blocks, 1, static_cast<std::int64_t>(gpu.sm_count) * kBlocksPerSm * 64));
+  // Angles as vectors: a half-length or half-style row read from its start, every row on 16 bytes.
+  const std::size_t tbytes = elem_bytes(d.table_type);
+  const std::int64_t pairs = interleaved ? plan.width / 2 : plan.width;
+  plan.table16 = d.table_step == 1 && static_cast<std::size_t>(pairs) * tbytes % 16 == 0 &&
+                 on16(d.cos, 0, tbytes) && on16(d.sin, 0, tbytes) && on16(nullptr, d.cos_stride[0], tbytes) &&
+                 on16(nullptr, d.cos_stride[1], tbytes) && on16(nullptr, d.sin_stride[0], tbytes) &&
+                 on16(nullptr, d.sin_stride[1], tbytes);
 }
 
 void rope_run(const family::Rope& d, const RopeLaunch& plan, const KernelContext& ctx) {

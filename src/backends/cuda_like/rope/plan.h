@@ -15,15 +15,19 @@ struct KernelContext;
 
 namespace opreg::cuda_like {
 
-// A block per (b, t) position at a time (grid-stride over the positions): its threads are
-// `lanes` x `slots`; lane j takes the j-th group of `width` elements of every head's pairs (its
-// angles read once, into registers) and slot s the heads s, s + slots, ... of q, then of k.
+// A block holds `per_block` (b, t) positions at a time (grid-stride over the positions); each
+// position's threads are `lanes` x `slots`: lane j takes the j-th group of `width` elements of
+// every head's pairs (its angles read once, into registers) and slot s the heads s, s + slots,
+// ... of q, then of k, loading kRopeBatch of them before it stores any (more bytes in flight).
 inline constexpr int kRopeMaxThreads = 512;
+inline constexpr int kRopeBatch = 4;
 struct RopeLaunch {
   int width = 1;   // elements a lane loads at once from each side of a pair: 16 bytes, or 1
-  int lanes = 1;   // per block, at most kRopeMaxThreads (a head of more groups loops)
+  int lanes = 1;   // per position, at most kRopeMaxThreads (a head of more groups loops)
   int slots = 1;
+  int per_block = 1;
   int blocks = 0;
+  bool table16 = false;  // a group's angles are read as 16-byte vectors
 };
 
 // 16-byte accesses when every head, output and table row starts on 16 bytes and a pair group
