@@ -20,7 +20,7 @@ namespace opreg::cuda_like {
 // every head's pairs (its angles read once, into registers) and slot s the heads s, s + slots,
 // ... of q, then of k, loading kRopeBatch of them before it stores any (more bytes in flight).
 inline constexpr int kRopeMaxThreads = 512;
-inline constexpr int kRopeBatch = 4;
+inline constexpr int kRopeBatch = 8;
 struct RopeLaunch {
   int width = 1;   // elements a lane loads at once from each side of a pair: 16 bytes, or 1
   int lanes = 1;   // per position, at most kRopeMaxThreads (a head of more groups loops)
