@@ -2,11 +2,11 @@
 // every xpu variant of every op, every (x, weight) dtype pair, llama/gemma/none with offsets,
 // in place, with and without a weight (and bias), on the shared shapes plus a row of 200,000
 // columns and 70,000 short rows (more rows than work-groups, so the groups loop); group_norm on
-// the shared group shapes plus one channel per group, one group, and N x groups above 65535; and
-// the edge-case values. The casting modes and offsets meet every shape up to 127 x 4099; the
-// long rows and the many rows run with llama, since a mode changes the arithmetic of an element,
-// not how rows and columns are walked, and these shapes are most of the label's time (under
-// ASan above all).
+// the shared group shapes plus one channel per group, one group, and N x groups above 65535;
+// rope on its standard edge set and one long case; and the edge-case values. The casting modes
+// and offsets meet every shape up to 127 x 4099; the long rows and the many rows run with llama,
+// since a mode changes the arithmetic of an element, not how rows and columns are walked, and
+// these shapes are most of the label's time (under ASan above all).
 #include "conformance/harness.h"
 #include "xpu_test_support.h"
 
@@ -70,6 +70,13 @@ Grid grid(std::vector<std::pair<DType, DType>> dtypes, std::vector<Shape> shapes
   // With a weight: with and without a bias; without: with a bias.
   g.affine = weight ? std::vector<std::pair<bool, bool>>{{true, true}, {true, false}}
                     : std::vector<std::pair<bool, bool>>{{false, true}};
+  // rope (no weight: the grids without one would repeat its cases): the standard edge set with the
+  // short shapes; in the long grid 600 positions of 11 heads (the teams striding over them).
+  if (!weight) {
+    g.rope_cases.clear();
+  } else if (long_shapes) {
+    g.rope_cases = {{Shape{2, 8, 300, 130}, 3, RopeTable::positions, RopeStyle::interleaved, true}};
+  }
   g.seed = 12;
   return g;
 }

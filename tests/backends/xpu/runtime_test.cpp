@@ -1,9 +1,12 @@
 // The xpu runtime on PoCL: kernel build errors carry the compiler log, memory that is not the
-// device's is refused, caller queues are checked and used, dweight is reproducible, and the
-// variants' supports() rules and forced refusals say what they need.
+// device's is refused, caller queues are checked and used, dweight is reproducible, the
+// variants' supports() rules and forced refusals say what they need, and rope's position_ids
+// outside the tables give NaN outputs.
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -63,8 +66,9 @@ TEST_F(XpuRuntime, ContextIsMadeOnceWithEveryKernelBuiltAndWarmed) {
   EXPECT_EQ(&backend->runtime(device.index), rt);
   // rms_norm (and fused_add_rms_norm): 5 (x, weight) pairs x {fwd, bwd} + 3 dw_columns + 3
   // dw_reduce; glu: 3 formats x {fwd, bwd}; norm (layer_norm and group_norm): 5 pairs x {fwd,
-  // bwd} + 3 dw_columns + 3 dw_reduce.
-  EXPECT_EQ(rt->kernel_count(), 26U + 12U + 36U);  // rms_norm (+5 fwd_rows, +5 bwd_rows), glu (stream and chunk), norm (+10 rows, +10 split)
+  // bwd} + 3 dw_columns + 3 dw_reduce; rope: 5 (x, table) pairs, both directions in one. Then
+  // rms_norm's 5 fwd_rows and 5 bwd_rows, glu's chunk, norm's 10 rows and 10 split.
+  EXPECT_EQ(rt->kernel_count(), 26U + 12U + 36U + 5U);
   EXPECT_GE(rt->work_group_size(), 1U);
   EXPECT_LE(rt->work_group_size(), 1024U);
   EXPECT_EQ(rt->work_group_size() & (rt->work_group_size() - 1), 0U) << "a power of two";
@@ -290,6 +294,59 @@ TEST_F(XpuRuntime, SupportsRulesFollowTheDeviceGeometry) {
   // Without a weight there is no dweight to fuse: the group variant takes any length.
   EXPECT_EQ(registry.choose(rms_norm_bwd_op(), bwd(longest_fused + 1, false))->name, "xpu.rms_norm.bwd.group");
   registry.set_config(saved);
+}
+
+
+// A position_ids value outside the tables makes that position's outputs NaN on the device (the cpu
+// raises an error instead: a device would need a synchronisation to report it), in both
+// directions, reading nothing outside the tables; the other positions turn as usual.
+TEST_F(XpuRuntime, RopePositionsOutsideTheTablesGiveNaNOutputs) {
+  constexpr std::int64_t kRows = 4;
+  constexpr std::int64_t kDim = 6;
+  constexpr std::int64_t kHalf = kDim / 2;
+  const std::int64_t ids[] = {2, -1, kRows};  // t = 0 inside, t = 1 and 2 outside
+  Tensor q = Tensor::empty({1, 2, 3, kDim}, DType::f32);
+  Tensor k = Tensor::empty({1, 1, 3, kDim}, DType::f32);
+  Tensor cos = Tensor::empty({kRows, kDim}, DType::f32);
+  Tensor sin = Tensor::empty({kRows, kDim}, DType::f32);
+  Tensor positions = Tensor::empty({1, 3}, DType::i64);
+  for (std::int64_t i = 0; i < q.numel(); ++i) q.data_as<float>()[i] = 0.25F * static_cast<float>(i % 11) - 1.0F;
+  for (std::int64_t i = 0; i < k.numel(); ++i) k.data_as<float>()[i] = 0.5F - 0.125F * static_cast<float>(i % 7);
+  for (std::int64_t i = 0; i < cos.numel(); ++i) {
+    cos.data_as<float>()[i] = std::cos(0.7F * static_cast<float>(i));
+    sin.data_as<float>()[i] = std::sin(0.7F * static_cast<float>(i));
+  }
+  for (int t = 0; t < 3; ++t) positions.data_as<std::int64_t>()[t] = ids[t];
+  const Tensor dq = q.to(device, registry);
+  const Tensor dk = k.to(device, registry);
+  const Tensor dcos = cos.to(device, registry);
+  const Tensor dsin = sin.to(device, registry);
+  const Tensor dpos = positions.to(device, registry);
+  for (const bool backward : {false, true}) {
+    SCOPED_TRACE(backward ? "rope_backward" : "rope");
+    const RopeOut out = backward ? rope_backward(dq, dk, dcos, dsin, dpos) : rope(dq, dk, dcos, dsin, dpos);
+    const float sign = backward ? -1.0F : 1.0F;
+    for (const auto& [in, got_device] : {std::pair{&q, &out.q}, std::pair{&k, &out.k}}) {
+      const Tensor got = got_device->to(Device{}, registry);
+      const std::int64_t heads = in->size(1);
+      for (std::int64_t h = 0; h < heads; ++h) {
+        for (std::int64_t t = 0; t < 3; ++t) {
+          const float* x = in->data_as<float>() + (h * 3 + t) * kDim;
+          const float* y = got.data_as<float>() + (h * 3 + t) * kDim;
+          for (std::int64_t i = 0; i < kHalf; ++i) {
+            if (t != 0) {
+              EXPECT_TRUE(std::isnan(y[i]) && std::isnan(y[i + kHalf])) << "head " << h << " t " << t << " pair " << i;
+              continue;
+            }
+            const double c = cos.data_as<float>()[ids[0] * kDim + i];
+            const double s = sign * sin.data_as<float>()[ids[0] * kDim + i];
+            EXPECT_NEAR(y[i], x[i] * c - x[i + kHalf] * s, 1e-6) << "head " << h << " pair " << i;
+            EXPECT_NEAR(y[i + kHalf], x[i + kHalf] * c + x[i] * s, 1e-6) << "head " << h << " pair " << i;
+          }
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
