@@ -11,7 +11,7 @@ namespace opreg::xpu {
 void register_rope(Registry& r) {
   using namespace rope;
   const std::vector<Tunable> tunables{{"work_group", "device work_group_size"},
-                                      {"team", "ceil_pow2(dim/2), at most work_group"},
+                                      {"team", "min(work_group,ceil_pow2(dim/2))"},
                                       {"max_groups", "compute_units*4"}};
   register_list(r, rope_fwd_op(), "xpu", {family_entry<RopeFwdArgs, &teams_planner, &teams_run>("teams", tunables)});
   register_list(r, rope_bwd_op(), "xpu", {family_entry<RopeBwdArgs, &teams_planner, &teams_run>("teams", tunables)});
