@@ -9,14 +9,14 @@
 // position's angles are read once for all its heads, neighbouring lanes take neighbouring pairs
 // (coalesced on a GPU) and nothing is shared: no local memory, no barriers.
 //
-// The arithmetic is f32 with each output rounded once on store, as in the cpu kernel
-// (src/backends/cpu/rope/kernels.inc), but each output x1 c - x2 s (and x2 c + x1 s) is one
-// difference of products with a relative error of at most 2^-23 (rope_dot below), not two rounded products and their
-// difference: with large values (the conformance edge set's) the products cancel, and the plain
-// form's f32 rounding errors, relative to the small result, went far past f32's tolerance (2e-4
-// relative on 2x6x33x64). A pair's two inputs are read before its outputs are written, and no
-// other work-item touches them, so an output may be its input (in place). A gathered position
-// whose row is outside [0, table_rows) turns its pairs by NaN (NaN outputs), reading no table.
+// The arithmetic is f32 with each output rounded once on store. Each output x1 c - x2 s (and
+// x2 c + x1 s) is one difference of products with a relative error of at most 2^-23 (rope_dot
+// below), not two rounded products and their difference: with large values (the conformance edge
+// set's) the products cancel, and the plain form's f32 rounding errors, relative to the small
+// result, went far past f32's tolerance (2e-4 relative on 2x6x33x64). A pair's two inputs are
+// read before its outputs are written, and no other work-item touches them, so an output may be
+// its input (in place). A gathered position whose row is outside [0, table_rows) turns its pairs
+// by NaN (NaN outputs), reading no table.
 
 // a b - c d, by Kahan's algorithm: w = c d rounded, its rounding error e = c d - w exactly (an
 // fma), then (a b - w) in one rounding (an fma), less e: a relative error of at most 2u, u =
