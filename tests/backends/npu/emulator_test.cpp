@@ -692,6 +692,15 @@ TEST_F(Emulated, InstructionsCostTheirMeasuredProfile) {
   // 4096 floats: 64 repeats of vcadd, then one more over their 64 sums: two instructions.
   EXPECT_NEAR(timed([](const LocalTensor<float>& t) { ReduceSum(t[32768], t[0], t[40960], 64 * 64); }),
               2 * 20 + 7 * 65, 1e-6);
+  // vgather: 5 + 12 a repeat of 64 floats (the offsets are 4096 uint32 from t[40960]: all zero).
+  EXPECT_NEAR(timed([](const LocalTensor<float>& t) {
+                Duplicate(t[40960].ReinterpretCast<std::int32_t>(), 0, 64 * 64);
+                PipeBarrier<PIPE_V>();
+                Gather(t[32768], t[0], t[40960].ReinterpretCast<std::uint32_t>(), 0, 64 * 64);
+              }) - timed([](const LocalTensor<float>& t) {
+                Duplicate(t[40960].ReinterpretCast<std::int32_t>(), 0, 64 * 64);
+              }),
+              5 + 12 * 64, 1e-6);
   // The 950PR has no source for them: one cycle a repeat, no start-up.
   Emulator a5(model("Ascend950PR"));
   const double a5_cycle_us = 1e-3 / a5.profile().clock_ghz;

@@ -172,5 +172,53 @@ TEST_F(Repeat, BrcbBroadcastsEachElementToABlock) {
   refused([](auto& t, auto& u) { Brcb(u[448], t, 2, BrcbRepeatParams(1, 8)); }, {"Brcb: dst"});
 }
 
+// Gather [S35]: dst[i] = src at byte srcOffset[i] (plus the base), any permutation or repetition,
+// 32- and 16-bit (bf16 included: it moves, it does not compute); an offset that is not an element
+// of src, and a dst over its sources, are refused.
+TEST_F(Repeat, GatherCollectsElementsByByteOffset) {
+  run([](auto& t, auto& u) {
+    const LocalTensor<std::uint32_t> off = u[256].template ReinterpretCast<std::uint32_t>();
+    for (std::uint32_t i = 0; i < 64; ++i) {
+      t.SetValue(i, static_cast<float>(i));
+      off.SetValue(i, (i ^ 1U) * 4);  // neighbours swapped: (1, 0, 3, 2, ...)
+    }
+    off.SetValue(64, 0);
+    PipeSync<HardEvent::S_V>();
+    Gather(u, t, off, 0, 64);
+    Gather(u[64], t, off, 8, 2);  // the base moves every read by two floats
+    const LocalTensor<bfloat16_t> tb = t[128].template ReinterpretCast<bfloat16_t>();
+    const LocalTensor<bfloat16_t> ub = u[128].template ReinterpretCast<bfloat16_t>();
+    Gather(ub, tb, off, 0, 2);  // bytes 4 and 0: elements 2 and 0
+    PipeSync<HardEvent::V_S>();
+    for (std::uint32_t i = 0; i < 64; ++i) EXPECT_EQ(u.GetValue(i), static_cast<float>(i ^ 1U)) << i;
+    EXPECT_EQ(u.GetValue(64), 3.0f);
+    EXPECT_EQ(u.GetValue(65), 2.0f);
+  });
+  refused(
+      [](auto& t, auto& u) {
+        const LocalTensor<std::uint32_t> off = u[256].template ReinterpretCast<std::uint32_t>();
+        off.SetValue(0, 2);
+        PipeSync<HardEvent::S_V>();
+        Gather(u, t, off, 0, 1);
+      },
+      {"Gather: srcOffset[0] = 2", "not an element of src"});
+  refused(
+      [](auto& t, auto& u) {
+        const LocalTensor<std::uint32_t> off = u[256].template ReinterpretCast<std::uint32_t>();
+        off.SetValue(0, 4 * 8);
+        PipeSync<HardEvent::S_V>();
+        Gather(u, t[504], off, 0, 1);  // t[504] holds 8 floats: byte 32 is past them
+      },
+      {"Gather: srcOffset[0] = 32", "8 elements"});
+  refused(
+      [](auto& t, auto& u) {
+        const LocalTensor<std::uint32_t> off = u[256].template ReinterpretCast<std::uint32_t>();
+        off.SetValue(0, 0);
+        PipeSync<HardEvent::S_V>();
+        Gather(t, t, off, 0, 1);
+      },
+      {"Gather: dst overlaps src"});
+}
+
 }  // namespace
 }  // namespace opreg::npu::testing

@@ -408,7 +408,7 @@ InstrCost instr_cost(std::string_view api, bool half) {
   // pto-isa's cost model (cce_cycle_profiles.csv: vadd 5.9 + 2.07, vadds 6 + 1, vmul 6.9 + 2.13,
   // vmuls 7 + 1, vmax/vmin 4 + 2, vmaxs/vmins 4 + 1, vabs 4 + 1, vexp 12 + 2 (f16 12 + 4), vln
   // 14 + 2 (14 + 4), vsqrt 13 + 2 (13 + 4), vrsqrt 4.8 + 1.06, vdiv 13 + 4 (13 + 8), vector_dup
-  // 1 + 1, vbrcb 1 + 1, vcadd 20 + 7 (23 + 7), vcmax 8 + 7 (9 + 7)) [S33]. The binary
+  // 1 + 1, vbrcb 1 + 1, vcadd 20 + 7 (23 + 7), vcmax 8 + 7 (9 + 7), vgather 5 + 12 (7 + 24)) [S33]. The binary
   // instructions' slope of 2 is what the bank groups give two sources at one offset modulo 512 B
   // [S30], which the profile does not state; the model charges the unit 1 a repeat and lets the
   // bank groups set the rest. Reciprocal is charged as vdiv (the ISA derives vrec from it).
@@ -425,6 +425,7 @@ InstrCost instr_cost(std::string_view api, bool half) {
       {"Sqrt", {13, 2}, {13, 4}},       {"Rsqrt", {5, 1}, {5, 1}},        {"Reciprocal", {13, 4}, {13, 8}},
       {"Div", {13, 4}, {13, 8}},        {"Duplicate", {1, 1}, {1, 1}},    {"Brcb", {1, 1}, {1, 1}},
       {"ReduceSum", {20, 7}, {23, 7}},  {"WholeReduceSum", {20, 7}, {23, 7}}, {"ReduceMax", {8, 7}, {9, 7}},
+      {"Gather", {5, 12}, {7, 24}},
   };
   for (const Entry& e : kTable) {
     if (e.api == api) return half ? e.f16 : e.f32;
