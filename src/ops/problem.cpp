@@ -148,6 +148,7 @@ void set_scalars(Args& a, const ProblemSpec& s) {
   if constexpr (requires { a.casting; }) a.casting = s.casting;
   if constexpr (requires { a.rounding; }) a.rounding = s.rounding;
   if constexpr (requires { a.num_groups; }) a.num_groups = s.groups;
+  if constexpr (requires { a.style; }) a.style = s.style;
 }
 
 // A backward's statistics come from the reference forward on the same inputs (as a framework
