@@ -4,6 +4,8 @@
 // each with its profile (OPREG_NPU_PROFILE / OPREG_NPU_UB_BYTES, see CMakeLists.txt), and
 // OPREG_NPU_GRID picks the grid that fits it.
 #include "backends/npu/npu_backend.h"
+#include "backends/npu/rope/plan.h"
+#include "ops/describe.h"
 #include "conformance/harness.h"
 #include "registry/fail.h"
 
@@ -51,6 +53,29 @@ Grid api_grid(const std::vector<std::string>& variants) {
   return g;
 }
 
+// rope's heads at the whole-head limit of npu.rope.*.rows on the 910B4 and one pair past it
+// (rows refuses, chunked cuts the head in two), for each pairing and dtype pair: the limit is the
+// planner's, so the cases follow the kernel's UB layout.
+std::vector<RopeCase> rope_limit_cases(const std::vector<std::pair<DType, DType>>& dtypes) {
+  std::vector<RopeCase> out;
+  const npu::DeviceModel m = npu::select_device_model(std::string("Ascend910B4"), std::nullopt);
+  for (const auto& [x, w] : dtypes) {
+    for (const RopeStyle style : {RopeStyle::half, RopeStyle::interleaved}) {
+      npu::rope::RopeSizes s{.x = family::elem_of(x), .w = family::elem_of(w),
+                             .pairing = style == RopeStyle::half ? family::Pairing::half : family::Pairing::interleaved,
+                             .batch = 1, .seq = 3, .dim = 2, .heads = 2};
+      const std::int64_t pairs = npu::largest(1 << 16, [&](std::int64_t n) {
+        s.dim = 2 * n;
+        return npu::rope::plan(npu::rope::Impl::rows, s, m).fits;
+      });
+      for (const std::int64_t dim : {2 * pairs, 2 * pairs + 2}) {
+        out.push_back({Shape{1, 2, 3, dim}, 1, RopeTable::shared, style, false});
+      }
+    }
+  }
+  return out;
+}
+
 // Where the tiling changes on the 910B4: CANN's MERGE_N bound (2000), rows at the single-pass
 // limit and past it (10240/10241 f32, 12288/12289 16-bit), rows longer than UB, many rows, rows
 // fewer than the cores and 40k + 1. The casting modes' arithmetic is the api grid's business.
@@ -71,6 +96,7 @@ Grid boundary_grid(const std::vector<std::string>& variants, bool f32) {
     g.group_shapes = {{Shape{3, 8, 24577}, 2}, {Shape{67000, 2, 3}, 1}, {Shape{5, 32, 4096}, 32}};
     g.rms_modes = {{Casting::gemma, 1.0}};
   }
+  g.rope_cases = rope_limit_cases(g.dtypes);  // the standard set runs in the api grid
   g.in_place_too = true;
   g.seed = 5;
   return g;
