@@ -550,7 +550,9 @@ class KernelRope {
       const LocalTensor<float> t1 = t1Buf_.Get<float>();  // a 16-bit row as float on its way
       const LocalTensor<uint32_t> spread = spreadBuf_.Get<uint32_t>();
       PipeBarrier<PIPE_V>();
-      Gather(cos_, AsFloat(cosRaw_, t1, n), spread, 0, n);
+      const LocalTensor<float> c = AsFloat(cosRaw_, t1, n);
+      PipeBarrier<PIPE_V>();
+      Gather(cos_, c, spread, 0, n);
       PipeBarrier<PIPE_V>();
       const LocalTensor<float> s = AsFloat(sinRaw_, t1, n);
       PipeBarrier<PIPE_V>();
