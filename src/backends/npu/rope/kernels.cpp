@@ -232,7 +232,7 @@ class KernelRope {
     const RopeLayout l = layout(p_);
     InitUb(pipe_, shape_of(p_), p_.depth, inX_, l.x_in, outX_, l.x_out, inCos_, l.cos_raw, inSin_, l.sin_raw, xfBuf_,
            l.x_f32, cosBuf_, l.cos_f32, sinBuf_, l.sin_f32, t1Buf_, l.t1, t2Buf_, l.t2, spreadBuf_, l.spread, swapBuf_,
-           l.swap, partsBuf_, l.parts, exactBuf_, l.exact);
+           l.swap, padBuf_, l.pad, partsBuf_, l.parts, exactBuf_, l.exact);
     for (int s = 0; s < 2; ++s) Ways(s);
     if (!Half()) {
       Offsets(spreadBuf_.Get<int32_t>(), false);
@@ -449,10 +449,18 @@ class KernelRope {
   struct Parts {
     LocalTensor<float> v, c, h, l;
   };
-  Parts PartsAt(const LocalTensor<float>& buf, const LocalTensor<float>& v, uint32_t row) const {
-    const uint32_t rows = static_cast<uint32_t>(p_.group * p_.pitch);
-    return {v, buf[row * rows], buf[(row + 1) * rows], buf[(row + 2) * rows]};
+  // Row k of the exact path's `buf` (parts or exact), in the second half of the bank groups
+  // (`shifted`: 256 bytes into its 512-byte lines) or the first. The halves are chosen so that
+  // the sources of every binary instruction per head differ: an operand's halves (h, l) and the
+  // error sums (q, e, t) in the first, its clamped value (c) and the product scratch (u) in the
+  // second; an angle's halves in the second and its clamped value in the first.
+  LocalTensor<float> Row(const LocalTensor<float>& buf, int64_t k, bool shifted) const {
+    return buf[static_cast<uint32_t>((k * exact_row_bytes(p_) + (shifted ? 256 : 0)) / 4)];
   }
+  Parts PartsAt(const LocalTensor<float>& buf, const LocalTensor<float>& v, int64_t row, bool angle) const {
+    return {v, Row(buf, row, !angle), Row(buf, row + 1, angle), Row(buf, row + 2, angle)};
+  }
+  LocalTensor<float> Scratch(int64_t k) { return Row(exactBuf_.Get<float>(), k, k == 9); }  // q, e, t, u: rows 6..9
   static void Prepare(const Parts& a, const LocalTensor<float>& tmp, uint32_t n) {
     Clamp(a.c, a.v, kExactBound, n);
     Split(a.h, a.l, a.c, tmp, n);
@@ -478,46 +486,52 @@ class KernelRope {
     PipeBarrier<PIPE_V>();
     Add(e, e, u, n);
   }
-  // o = a b + c d, or a b - c d with `minus`; the scratch rows 6..9 of exact (q, e, t, u).
+  // o = a b + c d, or a b - c d with `minus`: summed in u (((p +- q) + e_p) +- e_q), then moved
+  // to o (Muls by 1: a copy that keeps every bit).
   void DotTwo(const LocalTensor<float>& o, const Parts& a, const Parts& b, const Parts& c, const Parts& d, bool minus,
               uint32_t n) {
-    const LocalTensor<float> buf = exactBuf_.Get<float>();
-    const uint32_t rows = static_cast<uint32_t>(p_.group * p_.pitch);
-    const LocalTensor<float> q = buf[6 * rows], e = buf[7 * rows], t = buf[8 * rows], u = buf[9 * rows];
+    const LocalTensor<float> q = Scratch(6), e = Scratch(7), t = Scratch(8), u = Scratch(9);
     PipeBarrier<PIPE_V>();
     Mul(q, c.v, d.v, n);
     ProductErr(e, a, b, u, n);
     ProductErr(t, c, d, u, n);
-    Mul(o, a.v, b.v, n);  // after the errors: o may be a's or c's value (a 16-bit x computes in place)
+    PipeBarrier<PIPE_V>();
+    Mul(u, a.v, b.v, n);
     PipeBarrier<PIPE_V>();
     if (minus) {
-      Sub(o, o, q, n);
-      Sub(e, e, t, n);
+      Sub(u, u, q, n);
     } else {
-      Add(o, o, q, n);
-      Add(e, e, t, n);
+      Add(u, u, q, n);
     }
     PipeBarrier<PIPE_V>();
-    Add(o, o, e, n);
+    Add(u, u, e, n);
+    PipeBarrier<PIPE_V>();
+    if (minus) {
+      Sub(u, u, t, n);
+    } else {
+      Add(u, u, t, n);
+    }
+    PipeBarrier<PIPE_V>();
+    Muls(o, u, 1.0f, n);
   }
 
   // Head g of an f32 tile into o (the output tile).
   void ExactHead(const LocalTensor<float>& x, const LocalTensor<float>& o, int64_t g, uint32_t n) {
     const LocalTensor<float> buf = exactBuf_.Get<float>();
-    const LocalTensor<float> u = buf[static_cast<uint32_t>(9 * p_.group * p_.pitch)];
-    const Parts ca = PartsAt(partsBuf_.Get<float>(), cos_, 0);
-    const Parts sa = PartsAt(partsBuf_.Get<float>(), sin_, 3);
+    const LocalTensor<float> u = Scratch(9);
+    const Parts ca = PartsAt(partsBuf_.Get<float>(), cos_, 0, true);
+    const Parts sa = PartsAt(partsBuf_.Get<float>(), sin_, 3, true);
     if (Half()) {
-      const Parts x1 = PartsAt(buf, x[TileAt(g, 0, 0)], 0);
-      const Parts x2 = PartsAt(buf, x[TileAt(g, 1, 0)], 3);
+      const Parts x1 = PartsAt(buf, x[TileAt(g, 0, 0)], 0, false);
+      const Parts x2 = PartsAt(buf, x[TileAt(g, 1, 0)], 3, false);
       Prepare(x1, u, n);
       Prepare(x2, u, n);
       DotTwo(o[TileAt(g, 0, 0)], x1, ca, x2, sa, !t_.backward, n);  // x1 c -+ x2 s
       DotTwo(o[TileAt(g, 1, 0)], x2, ca, x1, sa, t_.backward, n);   // x2 c +- x1 s
     } else {
       const LocalTensor<float> xs = t1Buf_.Get<float>();
-      const Parts xg = PartsAt(buf, x[TileAt(g, 0, 0)], 0);
-      const Parts sw = PartsAt(buf, xs, 3);
+      const Parts xg = PartsAt(buf, x[TileAt(g, 0, 0)], 0, false);
+      const Parts sw = PartsAt(buf, xs, 3, false);
       PipeBarrier<PIPE_V>();
       Gather(xs, xg.v, swapBuf_.Get<uint32_t>(), 0, n);  // swap(x); s is signed by lane
       Prepare(xg, u, n);
@@ -577,9 +591,9 @@ class KernelRope {
       }
     }
     if constexpr (IsSameType<X, float>::value) {  // the exact path's angles: clamped and split once
-      const LocalTensor<float> u = exactBuf_.Get<float>()[static_cast<uint32_t>(9 * p_.group * p_.pitch)];
-      Prepare(PartsAt(partsBuf_.Get<float>(), cos_, 0), u, n);
-      Prepare(PartsAt(partsBuf_.Get<float>(), sin_, 3), u, n);
+      const LocalTensor<float> u = Scratch(9);
+      Prepare(PartsAt(partsBuf_.Get<float>(), cos_, 0, true), u, n);
+      Prepare(PartsAt(partsBuf_.Get<float>(), sin_, 3, true), u, n);
     }
   }
 
@@ -623,7 +637,7 @@ class KernelRope {
   TPipe pipe_;
   TQue<TPosition::VECIN, 2> inX_, inCos_, inSin_;
   TQue<TPosition::VECOUT, 2> outX_;
-  TBuf<TPosition::VECCALC> xfBuf_, cosBuf_, sinBuf_, t1Buf_, t2Buf_, spreadBuf_, swapBuf_, partsBuf_, exactBuf_;
+  TBuf<TPosition::VECCALC> xfBuf_, cosBuf_, sinBuf_, t1Buf_, t2Buf_, spreadBuf_, swapBuf_, padBuf_, partsBuf_, exactBuf_;
   LocalTensor<W> cosRaw_, sinRaw_;
   LocalTensor<float> cos_, sin_;
   GlobalTensor<X> inGm_[2], outGm_[2];

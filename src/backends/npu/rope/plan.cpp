@@ -87,8 +87,13 @@ RopeLayout layout(const RopePlan& p) {
   l.t2 = sized("product2_f32", !exact && half ? rows * 4 : 0, false);
   l.spread = sized("spread_offsets", half ? 0 : rows * 4, false);
   l.swap = sized("swap_offsets", half ? 0 : rows * 4, false);
-  l.parts = sized("angle_parts_f32", exact ? kAngleParts * rows * 4 : 0, false);
-  l.exact = sized("exact_f32", exact ? kExactRows * rows * 4 : 0, false);
+  if (exact) {
+    const auto before = l.items();
+    const std::int64_t at = layout_bytes(std::span(before.data(), 11), shape_of(p), p.depth);  // through swap
+    l.pad = sized("bank_pad", (512 - at % 512) % 512, false);
+    l.parts = sized("angle_parts_f32", kAngleParts * exact_row_bytes(p), false);
+    l.exact = sized("exact_f32", kExactRows * exact_row_bytes(p), false);
+  }
   return l;
 }
 

@@ -77,15 +77,21 @@ struct RopePlan {
 // products (t1, t2); an f32 x's head is rotated exactly (kernels.cpp): the angles clamped and
 // split in halves once a table tile (6 rows of floats: `parts`), and each head's operands clamped
 // and split with the products' scratch (10: `exact`), interleaved pairs' swapped head in t1.
+// The exact path's rows are placed for the UB's bank groups [S30]: `pad` starts `parts` at a
+// 512-byte multiple of UB, every row takes exact_row_bytes, and a row sits at its start or 256
+// bytes into it, so that the two sources of each binary instruction of the exact products read
+// different halves of the bank groups (kernels.cpp names each row's half).
 struct RopeLayout {
-  UbItem x_in, x_out, cos_raw, sin_raw, x_f32, cos_f32, sin_f32, t1, t2, spread, swap, parts, exact;
-  std::array<UbItem, 13> items() const {
-    return {x_in, x_out, cos_raw, sin_raw, x_f32, cos_f32, sin_f32, t1, t2, spread, swap, parts, exact};
+  UbItem x_in, x_out, cos_raw, sin_raw, x_f32, cos_f32, sin_f32, t1, t2, spread, swap, pad, parts, exact;
+  std::array<UbItem, 14> items() const {
+    return {x_in, x_out, cos_raw, sin_raw, x_f32, cos_f32, sin_f32, t1, t2, spread, swap, pad, parts, exact};
   }
 };
-// Rows of floats in `parts` and in `exact` (each `group` x `pitch` floats).
+// Rows of floats in `parts` and in `exact` (each `group` x `pitch` floats), and the bytes a row
+// takes there: its floats and a 256-byte shift, in whole 512-byte lines.
 inline constexpr std::int64_t kAngleParts = 6;
 inline constexpr std::int64_t kExactRows = 10;
+inline std::int64_t exact_row_bytes(const RopePlan& p) { return (p.group * p.pitch * 4 + 256 + 511) / 512 * 512; }
 RopeLayout layout(const RopePlan& plan);
 // The shape the layout's items are sized at (every item is bytes: the tile is two-dimensional).
 inline TileShape shape_of(const RopePlan&) { return TileShape{1, 0, 1, 1}; }
