@@ -233,7 +233,7 @@ class KernelRope {
     InitUb(pipe_, shape_of(p_), p_.depth, inX_, l.x_in, outX_, l.x_out, inCos_, l.cos_raw, inSin_, l.sin_raw, xfBuf_,
            l.x_f32, cosBuf_, l.cos_f32, sinBuf_, l.sin_f32, t1Buf_, l.t1, t2Buf_, l.t2, spreadBuf_, l.spread, swapBuf_,
            l.swap, padBuf_, l.pad, partsBuf_, l.parts, exactBuf_, l.exact);
-    for (int s = 0; s < 2; ++s) Ways(s);
+    for (int s = 0; s < 2; ++s) Nests(s);
     if (!Half()) {
       Offsets(spreadBuf_.Get<int32_t>(), false);
       Offsets(swapBuf_.Get<int32_t>(), true);
@@ -285,38 +285,40 @@ class KernelRope {
   int64_t RunAt(int64_t chunk, int64_t s) const {
     return Half() ? s * p_.pairs + chunk * p_.chunk : 2 * chunk * p_.chunk;
   }
-  // Tile element (head g, run s, position r), from the tile's start.
+  // Tile element (run s, head g, position r), from the tile's start: a run of every head of the
+  // tile is one span of heads_per_tile x group rows, which one instruction covers.
   uint32_t TileAt(int64_t g, int64_t s, int64_t r) const {
-    return static_cast<uint32_t>(((g * p_.segments + s) * p_.group + r) * p_.pitch);
+    return static_cast<uint32_t>(((s * p_.heads_per_tile + g) * p_.group + r) * p_.pitch);
   }
+  uint32_t Span() const { return static_cast<uint32_t>(p_.heads_per_tile * p_.group * p_.pitch); }
 
-  // Which ways a side's copies may walk. A copy of several runs spans from its first run to its
-  // last, and for an in-place side that span must not reach over another tile's elements (the
-  // emulator compares spans): walking positions needs each head's positions nested inside the
-  // head (and heads inside the batch row), walking heads the reverse. Where neither nests, MTE2
-  // waits for MTE3 before each copy in, and either way is taken.
-  void Ways(int s) {
+  // Whether a side's copies walking positions (by_pos) or heads reach only their own tile's
+  // elements: a copy of several runs spans from its first run to its last, and the emulator
+  // compares spans (a device checks nothing). Walking positions, each head's positions must lie
+  // nested inside the head (and heads inside the batch row); walking heads, the reverse. Only an
+  // in-place side reads what it wrote; where its copies' spans do not nest, MTE2 waits for MTE3
+  // before the tile's copy in (Load).
+  void Nests(int s) {
     const SideTiling& side = t_.side[s];
     const int64_t* st = side.in_stride;
     const bool one = t_.batch <= 1;
-    by_pos_[s] = !side.in_place || (st[2] >= t_.dim && st[1] >= t_.seq * st[2] && (one || st[0] >= side.heads * st[1]));
-    by_head_[s] = !side.in_place || (st[1] >= t_.dim && st[2] >= side.heads * st[1] && (one || st[0] >= t_.seq * st[2]));
-    if (!by_pos_[s] && !by_head_[s]) {
-      sync_[s] = !(p_.group == 1 && p_.heads_per_tile == 1);  // single runs span themselves alone
-      by_pos_[s] = by_head_[s] = true;
-    }
+    nests_[s][1] = !side.in_place || (st[2] >= t_.dim && st[1] >= t_.seq * st[2] && (one || st[0] >= side.heads * st[1]));
+    nests_[s][0] = !side.in_place || (st[1] >= t_.dim && st[2] >= side.heads * st[1] && (one || st[0] >= t_.seq * st[2]));
   }
 
-  // A tile between GM and UB: each run s of each head g at each position r, one copy a head
-  // (walking positions) or a position (walking heads), whichever copies more runs at once.
+  // A tile's copies walk its positions (one copy a head) or its heads (one a position): the more
+  // runs a copy, where one copy takes them (RunsIn / RunsOut), the same way in and out.
+  bool ByPositions(const Item& it, const int64_t* st) const {
+    const int64_t len = RunLen(it.chunk);
+    const bool pos_one = OneCopy<X>(it.rows, len, st[2]);
+    const bool head_one = OneCopy<X>(it.heads, len, st[1]);
+    return it.rows >= it.heads ? (pos_one || !head_one) : (pos_one && !head_one);
+  }
+
+  // A tile between GM and UB: each run s of each head g at each position r.
   void MoveTile(const LocalTensor<X>& ub, const GlobalTensor<X>& gm, const int64_t* st, const Item& it, bool in) const {
     const int64_t len = RunLen(it.chunk);
-    bool by_pos = by_pos_[it.side];
-    if (by_pos && by_head_[it.side]) {  // free to choose: the more runs a copy, where one copy takes them
-      const bool pos_one = OneCopy<X>(it.rows, len, st[2]);
-      const bool head_one = OneCopy<X>(it.heads, len, st[1]);
-      by_pos = it.rows >= it.heads ? (pos_one || !head_one) : (pos_one && !head_one);
-    }
+    const bool by_pos = ByPositions(it, st);
     for (int64_t s = 0; s < p_.segments; ++s) {
       const int64_t base = it.b * st[0] + it.h0 * st[1] + it.t0 * st[2] + RunAt(it.chunk, s);
       const int64_t outer = by_pos ? it.heads : it.rows;
@@ -325,7 +327,7 @@ class KernelRope {
         const LocalTensor<X> u = ub[by_pos ? TileAt(o, s, 0) : TileAt(0, s, o)];
         const int64_t count = by_pos ? it.rows : it.heads;
         const int64_t gm_stride = by_pos ? st[2] : st[1];
-        const int64_t ub_stride = by_pos ? p_.pitch : p_.segments * p_.group * p_.pitch;
+        const int64_t ub_stride = by_pos ? p_.pitch : p_.group * p_.pitch;
         if (in) {
           RunsIn(u, gm[static_cast<uint64_t>(at)], count, len, gm_stride, ub_stride);
         } else {
@@ -340,8 +342,11 @@ class KernelRope {
   void Load(const Item& it) {
     if (it.first) LoadTables(it);
     LocalTensor<X> x = inX_.template AllocTensor<X>();
-    if (sync_[it.side]) PipeSync<HardEvent::MTE3_MTE2>();
-    MoveTile(x, inGm_[it.side], t_.side[it.side].in_stride, it, true);
+    const int64_t* st = t_.side[it.side].in_stride;
+    const bool by_pos = ByPositions(it, st);
+    const int64_t runs = by_pos ? it.rows : it.heads;  // a copy's runs (one: its span is itself)
+    if (runs > 1 && !nests_[it.side][by_pos ? 1 : 0]) PipeSync<HardEvent::MTE3_MTE2>();
+    MoveTile(x, inGm_[it.side], st, it, true);
     inX_.EnQue(x);
   }
 
@@ -381,21 +386,25 @@ class KernelRope {
 
   // ---- compute
 
+  // Whether the angles are made over the tile's span rather than being the float rows: spread
+  // over interleaved pairs (an angle a pair), or copied for several heads a tile.
+  bool Spreads() const { return !Half() || p_.heads_per_tile > 1; }
+
   void Compute(const Item& it) {
     if (it.first) Angles(it);
     LocalTensor<X> xin = inX_.template DeQue<X>();
     LocalTensor<X> xout = outX_.template AllocTensor<X>();
-    const uint32_t tile = TileAt(it.heads, 0, 0);
-    const uint32_t n = static_cast<uint32_t>(it.rows * p_.pitch);
+    const uint32_t tile = TileAt(0, p_.segments, 0);
+    // A run's elements through the last head's last position (later rows of a short group are
+    // computed on and never stored).
+    const uint32_t n = static_cast<uint32_t>(((it.heads - 1) * p_.group + it.rows) * p_.pitch);
     PipeBarrier<PIPE_V>();
     const LocalTensor<float> x = AsFloat(xin, FloatScratch<X>(xfBuf_), tile);
     const LocalTensor<float> o = FloatTile(xout, x);  // 16-bit: computed over x's float copy
-    for (int64_t g = 0; g < it.heads; ++g) {
-      if constexpr (IsSameType<X, float>::value) {
-        ExactHead(x, o, g, n);
-      } else {
-        PlainHead(x, o, g, n);
-      }
+    if constexpr (IsSameType<X, float>::value) {
+      ExactTile(x, o, n);
+    } else {
+      PlainTile(x, o, n);
     }
     StoreFloat(xout, o, tile);
     outX_.EnQue(xout);
@@ -406,15 +415,14 @@ class KernelRope {
     }
   }
 
-  // Head g of a 16-bit tile, over its float copy (o is x): the products in float, rounded once
-  // on the way out.
-  void PlainHead(const LocalTensor<float>& x, const LocalTensor<float>& o, int64_t g, uint32_t n) {
+  // A 16-bit tile over its float copy (o is x): the products in float, rounded once on the way out.
+  void PlainTile(const LocalTensor<float>& x, const LocalTensor<float>& o, uint32_t n) {
     const LocalTensor<float> t1 = t1Buf_.Get<float>();
     PipeBarrier<PIPE_V>();
     if (Half()) {
       const LocalTensor<float> t2 = t2Buf_.Get<float>();
-      const LocalTensor<float> x1 = x[TileAt(g, 0, 0)], x2 = x[TileAt(g, 1, 0)];
-      const LocalTensor<float> o1 = o[TileAt(g, 0, 0)], o2 = o[TileAt(g, 1, 0)];
+      const LocalTensor<float> x1 = x, x2 = x[Span()];
+      const LocalTensor<float> o1 = o, o2 = o[Span()];
       Mul(t1, x2, sin_, n);
       Mul(t2, x1, sin_, n);
       Mul(o1, x1, cos_, n);  // over x1 and x2 only after both products read them
@@ -428,20 +436,19 @@ class KernelRope {
         Add(o2, o2, t2, n);
       }
     } else {
-      const LocalTensor<float> xg = x[TileAt(g, 0, 0)], og = o[TileAt(g, 0, 0)];
-      Gather(t1, xg, swapBuf_.Get<uint32_t>(), 0, n);  // swap(x)
-      Mul(og, xg, cos_, n);
+      Gather(t1, x, swapBuf_.Get<uint32_t>(), 0, n);  // swap(x)
+      Mul(o, x, cos_, n);
       PipeBarrier<PIPE_V>();
       Mul(t1, t1, sin_, n);
       PipeBarrier<PIPE_V>();
-      Add(og, og, t1, n);
+      Add(o, o, t1, n);
     }
   }
 
   // ---- f32: each output a x b +- c x d to about an ulp, also where the products nearly cancel
   // (large inputs): the vector unit has no fused multiply-add, so each product's rounding error
   // is recovered by Dekker's TwoProduct on Veltkamp's halves (compensated.h's Split) and added
-  // back once: o = (p +- q) + (e_p +- e_q). The error terms come from the operands clamped to
+  // back once: o = ((p +- q) + e_p) +- e_q. The error terms come from the operands clamped to
   // +-2^63 (finite halves and products; exact within the bound), the products themselves from
   // the operands as they are, so an infinity or NaN reaches the output as in plain arithmetic.
 
@@ -451,7 +458,7 @@ class KernelRope {
   };
   // Row k of the exact path's `buf` (parts or exact), in the second half of the bank groups
   // (`shifted`: 256 bytes into its 512-byte lines) or the first. The halves are chosen so that
-  // the sources of every binary instruction per head differ: an operand's halves (h, l) and the
+  // the sources of every binary instruction of a tile differ: an operand's halves (h, l) and the
   // error sums (q, e, t) in the first, its clamped value (c) and the product scratch (u) in the
   // second; an angle's halves in the second and its clamped value in the first.
   LocalTensor<float> Row(const LocalTensor<float>& buf, int64_t k, bool shifted) const {
@@ -515,62 +522,44 @@ class KernelRope {
     Muls(o, u, 1.0f, n);
   }
 
-  // Head g of an f32 tile into o (the output tile).
-  void ExactHead(const LocalTensor<float>& x, const LocalTensor<float>& o, int64_t g, uint32_t n) {
+  // An f32 tile into o (the output tile).
+  void ExactTile(const LocalTensor<float>& x, const LocalTensor<float>& o, uint32_t n) {
     const LocalTensor<float> buf = exactBuf_.Get<float>();
     const LocalTensor<float> u = Scratch(9);
     const Parts ca = PartsAt(partsBuf_.Get<float>(), cos_, 0, true);
     const Parts sa = PartsAt(partsBuf_.Get<float>(), sin_, 3, true);
     if (Half()) {
-      const Parts x1 = PartsAt(buf, x[TileAt(g, 0, 0)], 0, false);
-      const Parts x2 = PartsAt(buf, x[TileAt(g, 1, 0)], 3, false);
+      const Parts x1 = PartsAt(buf, x, 0, false);
+      const Parts x2 = PartsAt(buf, x[Span()], 3, false);
       Prepare(x1, u, n);
       Prepare(x2, u, n);
-      DotTwo(o[TileAt(g, 0, 0)], x1, ca, x2, sa, !t_.backward, n);  // x1 c -+ x2 s
-      DotTwo(o[TileAt(g, 1, 0)], x2, ca, x1, sa, t_.backward, n);   // x2 c +- x1 s
+      DotTwo(o, x1, ca, x2, sa, !t_.backward, n);         // x1 c -+ x2 s
+      DotTwo(o[Span()], x2, ca, x1, sa, t_.backward, n);  // x2 c +- x1 s
     } else {
       const LocalTensor<float> xs = t1Buf_.Get<float>();
-      const Parts xg = PartsAt(buf, x[TileAt(g, 0, 0)], 0, false);
+      const Parts xp = PartsAt(buf, x, 0, false);
       const Parts sw = PartsAt(buf, xs, 3, false);
       PipeBarrier<PIPE_V>();
-      Gather(xs, xg.v, swapBuf_.Get<uint32_t>(), 0, n);  // swap(x); s is signed by lane
-      Prepare(xg, u, n);
+      Gather(xs, x, swapBuf_.Get<uint32_t>(), 0, n);  // swap(x); s is signed by lane
+      Prepare(xp, u, n);
       Prepare(sw, u, n);
-      DotTwo(o[TileAt(g, 0, 0)], xg, ca, sw, sa, false, n);
+      DotTwo(o, xp, ca, sw, sa, false, n);
     }
   }
 
-  // The float angles of a group and chunk: the rows themselves (float tables, half pairs), cast
-  // (16-bit tables), or spread over interleaved pairs with sin signed; NaN rows for positions
-  // outside the table.
+  // The float angles of a group and chunk, over the span of a tile (the group's rows once a head
+  // of the tile): the rows themselves (float tables, half pairs, one head a tile), cast (16-bit
+  // tables), or spread by Gather (interleaved pairs: with sin signed by lane; several heads a
+  // tile: a copy of the rows a head). A position outside the table gets NaN rows first.
   void Angles(const Item& it) {
     cosRaw_ = inCos_.template DeQue<W>();
     sinRaw_ = inSin_.template DeQue<W>();
-    const uint32_t n = static_cast<uint32_t>(it.rows * p_.pitch);
-    if (Half()) {
-      if constexpr (IsSameType<W, float>::value) {
-        cos_ = cosRaw_;
-        sin_ = sinRaw_;
-      } else {
-        cos_ = cosBuf_.Get<float>();
-        sin_ = sinBuf_.Get<float>();
-        PipeBarrier<PIPE_V>();
-        Cast(cos_, cosRaw_, RoundMode::CAST_NONE, n);
-        Cast(sin_, sinRaw_, RoundMode::CAST_NONE, n);
-      }
-    } else {
-      cos_ = cosBuf_.Get<float>();
-      sin_ = sinBuf_.Get<float>();
-      const LocalTensor<float> t1 = t1Buf_.Get<float>();  // a 16-bit row as float on its way
-      const LocalTensor<uint32_t> spread = spreadBuf_.Get<uint32_t>();
-      PipeBarrier<PIPE_V>();
-      const LocalTensor<float> c = AsFloat(cosRaw_, t1, n);
-      PipeBarrier<PIPE_V>();
-      Gather(cos_, c, spread, 0, n);
-      PipeBarrier<PIPE_V>();
-      const LocalTensor<float> s = AsFloat(sinRaw_, t1, n);
-      PipeBarrier<PIPE_V>();
-      Gather(sin_, s, spread, 0, n);
+    const uint32_t rows = static_cast<uint32_t>(it.rows * p_.pitch);
+    const bool bad = bad_[uses_++ % 2] != 0;
+    cos_ = Angle(cosRaw_, cosBuf_, it, rows, bad);
+    sin_ = Angle(sinRaw_, sinBuf_, it, rows, bad);
+    const uint32_t n = Spreads() ? Span() : rows;
+    if (!Half()) {
       // -s at the lanes whose partner is added: even lanes forward (o1 = x1 c - x2 s), odd backward.
       const uint64_t lanes[2] = {t_.backward ? 0xAAAAAAAAAAAAAAAAULL : 0x5555555555555555ULL, 0};
       const int64_t repeats = (static_cast<int64_t>(n) + 63) / 64;
@@ -580,21 +569,49 @@ class KernelRope {
         Muls(at, at, -1.0f, lanes, static_cast<int32_t>(Std::min<int64_t>(255, repeats - r0)), UnaryRepeatParams{});
       }
     }
-    if (bad_[uses_++ % 2] != 0) {
-      for (int64_t r = 0; r < it.rows; ++r) {
-        const int64_t row = Position(it, r);
-        if (row >= 0 && row < t_.table_rows) continue;
-        PipeBarrier<PIPE_V>();
-        const uint32_t u = static_cast<uint32_t>(r * p_.pitch);
-        Duplicate(cos_[u], BitsFloat(kQuietNan), static_cast<uint32_t>(p_.pitch));
-        Duplicate(sin_[u], BitsFloat(kQuietNan), static_cast<uint32_t>(p_.pitch));
-      }
-    }
     if constexpr (IsSameType<X, float>::value) {  // the exact path's angles: clamped and split once
       const LocalTensor<float> u = Scratch(9);
       Prepare(PartsAt(partsBuf_.Get<float>(), cos_, 0, true), u, n);
       Prepare(PartsAt(partsBuf_.Get<float>(), sin_, 3, true), u, n);
     }
+  }
+
+  // One table's angles: its rows as float (the raw rows, or cast), NaN rows where the position is
+  // outside the table; then for interleaved pairs spread over the pairs by Gather, and for
+  // several heads a tile copied for every head (Muls by 1, doubling what is there).
+  LocalTensor<float> Angle(const LocalTensor<W>& raw, TBuf<TPosition::VECCALC>& buf, const Item& it, uint32_t rows,
+                           bool bad) {
+    const bool spread = !Half();
+    LocalTensor<float> f;
+    PipeBarrier<PIPE_V>();
+    if constexpr (IsSameType<W, float>::value) {
+      f = raw;
+    } else {
+      f = spread ? t1Buf_.Get<float>() : buf.Get<float>();
+      Cast(f, raw, RoundMode::CAST_NONE, rows);
+    }
+    if (bad) {
+      for (int64_t r = 0; r < it.rows; ++r) {
+        const int64_t row = Position(it, r);
+        if (row >= 0 && row < t_.table_rows) continue;
+        PipeBarrier<PIPE_V>();
+        Duplicate(f[static_cast<uint32_t>(r * p_.pitch)], BitsFloat(kQuietNan), static_cast<uint32_t>(p_.pitch));
+      }
+    }
+    if (!Spreads()) return f;
+    const LocalTensor<float> out = buf.Get<float>();
+    const uint32_t head = static_cast<uint32_t>(p_.group * p_.pitch);
+    PipeBarrier<PIPE_V>();
+    if (spread) {
+      Gather(out, f, spreadBuf_.Get<uint32_t>(), 0, head);
+    } else if constexpr (IsSameType<W, float>::value) {
+      Muls(out, f, 1.0f, head);  // (a 16-bit table was cast into out's first head)
+    }
+    for (int64_t g = 1; g < p_.heads_per_tile; g *= 2) {
+      PipeBarrier<PIPE_V>();
+      Muls(out[static_cast<uint32_t>(g * head)], out, 1.0f, static_cast<uint32_t>(Std::min(g, p_.heads_per_tile - g) * head));
+    }
+    return out;
   }
 
   void Store(const Item& it) {
@@ -603,34 +620,33 @@ class KernelRope {
     outX_.FreeTensor(x);
   }
 
-  // The Gather offsets (bytes, float rows of `pitch`), for every row of a table tile: spread,
-  // lane j of row r reads the angle at entry (j / 2) * step of the row; swap, lane j reads lane
-  // j ^ 1 of its row. The first eight by the scalar unit, the rest by Adds doubling what is there
-  // (a row's lanes, then the rows).
+  // The Gather offsets (bytes) of interleaved pairs: spread, over a table tile (group rows of
+  // `pitch`), lane j of row r reads the row's entry (j / 2) * step (the pair's angle); swap, over a
+  // tile's span (heads_per_tile x group rows), lane j reads lane j ^ 1 of its own row. The first
+  // eight by the scalar unit, the rest by Adds doubling what is there: a row's lanes, then the rows.
   void Offsets(const LocalTensor<int32_t>& o, bool swap) {
     const int64_t step = t_.table_step;
     for (int32_t i = 0; i < 8; ++i) {
-      o.SetValue(static_cast<uint32_t>(i), swap ? (i ^ 1) * 4 : static_cast<int32_t>((i >> 1) * step * 4));
+      o.SetValue(static_cast<uint32_t>(i), static_cast<int32_t>((swap ? (i ^ 1) : (i >> 1) * step) * 4));
     }
     PipeSync<HardEvent::S_V>();
     for (int64_t k = 8; k < p_.pitch; k *= 2) {
       PipeBarrier<PIPE_V>();
-      const auto delta = static_cast<int32_t>(swap ? k * 4 : (k / 2) * step * 4);
-      Adds(o[static_cast<uint32_t>(k)], o, delta, static_cast<uint32_t>(Std::min(k, p_.pitch - k)));
+      const int64_t delta = swap ? k : (k / 2) * step;
+      Adds(o[static_cast<uint32_t>(k)], o, static_cast<int32_t>(delta * 4),
+           static_cast<uint32_t>(Std::min(k, p_.pitch - k)));
     }
-    for (int64_t r = 1; r < p_.group; r *= 2) {
+    const int64_t rows = swap ? p_.heads_per_tile * p_.group : p_.group;
+    for (int64_t r = 1; r < rows; r *= 2) {
       PipeBarrier<PIPE_V>();
-      const auto delta = static_cast<int32_t>(r * p_.pitch * 4);
-      Adds(o[static_cast<uint32_t>(r * p_.pitch)], o, delta,
-           static_cast<uint32_t>(Std::min(r, p_.group - r) * p_.pitch));
+      Adds(o[static_cast<uint32_t>(r * p_.pitch)], o, static_cast<int32_t>(r * p_.pitch * 4),
+           static_cast<uint32_t>(Std::min(r, rows - r) * p_.pitch));
     }
   }
 
   const RopeTiling& t_;
   const RopePlan& p_;
-  bool sync_[2] = {};
-  bool by_pos_[2] = {};
-  bool by_head_[2] = {};
+  bool nests_[2][2] = {};  // [side][walking positions]
   int64_t bad_[2] = {};
   int64_t loads_ = 0;
   int64_t uses_ = 0;

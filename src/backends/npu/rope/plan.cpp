@@ -60,33 +60,35 @@ std::string_view to_string(Impl impl) { return impl == Impl::rows ? "rows" : "ch
 
 RopeSizes sizes_of(const family::Rope& d) {
   return {.x = d.type, .w = d.table_type, .pairing = d.pairing, .backward = d.backward, .batch = d.batch,
-          .seq = d.seq, .dim = d.dim, .heads = d.q.heads, .head_stride = d.q.in_stride[1],
-          .pos_stride = d.q.in_stride[2]};
+          .seq = d.seq, .dim = d.dim, .heads = d.q.heads};
 }
 
 RopeLayout layout(const RopePlan& p) {
   const bool half = p.pairing == family::Pairing::half;
+  const bool exact = p.x == family::Elem::f32;
   const std::int64_t xs = elem_bytes(p.x);
   const std::int64_t ws = elem_bytes(p.w);
-  const std::int64_t rows = p.group * p.pitch;  // a table tile's elements, or one head's of one run
-  const std::int64_t tile = p.heads_per_tile * p.segments * rows;
-  // Angles as float: 16-bit tables are cast, interleaved ones spread over their pairs; whole
-  // 64-float repeats, which the masked Muls that signs sin covers.
-  const bool angles = !half || p.w != family::Elem::f32;
-  const std::int64_t angle_bytes = angles ? round_up(rows * 4, 256) : 0;
+  const std::int64_t rows = p.group * p.pitch;          // a table tile's elements
+  const std::int64_t span = p.heads_per_tile * rows;    // a run of every head of a tile
+  // Angles as float: cast (16-bit tables), or over a tile's span (spread over interleaved pairs,
+  // copied for several heads a tile); whole 64-float repeats, which the masked Muls that signs
+  // sin covers.
+  const bool spans = !half || p.heads_per_tile > 1;
+  const bool angles = spans || p.w != family::Elem::f32;
+  const std::int64_t angle_bytes = angles ? round_up((spans ? span : rows) * 4, 256) : 0;
   RopeLayout l;
-  l.x_in = sized("x_in", tile * xs, true);
-  l.x_out = sized("x_out", tile * xs, true);
+  l.x_in = sized("x_in", p.segments * span * xs, true);
+  l.x_out = sized("x_out", p.segments * span * xs, true);
   l.cos_raw = sized("cos_raw", rows * ws, true);
   l.sin_raw = sized("sin_raw", rows * ws, true);
-  l.x_f32 = sized("x_f32", p.x == family::Elem::f32 ? 0 : tile * 4, false);
+  l.x_f32 = sized("x_f32", exact ? 0 : p.segments * span * 4, false);
   l.cos_f32 = sized("cos_f32", angle_bytes, false);
   l.sin_f32 = sized("sin_f32", angle_bytes, false);
-  const bool exact = p.x == family::Elem::f32;
-  l.t1 = sized("product_f32", exact && half ? 0 : rows * 4, false);  // exact, interleaved: the swapped head
-  l.t2 = sized("product2_f32", !exact && half ? rows * 4 : 0, false);
+  // t1: a product (16-bit), the swapped tile (exact, interleaved), 16-bit rows on their way to a spread.
+  l.t1 = sized("product_f32", exact && half ? 0 : span * 4, false);
+  l.t2 = sized("product2_f32", !exact && half ? span * 4 : 0, false);
   l.spread = sized("spread_offsets", half ? 0 : rows * 4, false);
-  l.swap = sized("swap_offsets", half ? 0 : rows * 4, false);
+  l.swap = sized("swap_offsets", half ? 0 : span * 4, false);
   if (exact) {
     const auto before = l.items();
     const std::int64_t at = layout_bytes(std::span(before.data(), 11), shape_of(p), p.depth);  // through swap
@@ -136,19 +138,13 @@ RopePlan plan(Impl impl, const RopeSizes& s, const DeviceModel& device, std::str
                               "than the {} B there are; chunked splits it",
                               s.dim, z.bytes(z.at(p, n, 1, 1, 1)), z.avail));
     }
-    // The axis whose runs are longer in GM (q's nearer stride) gets the longer DMAs: positions
-    // a group first (a head's positions in one copy), or heads a tile first (a position's heads).
+    // Positions a group first (a table tile serves every head at them, and a head's positions
+    // are one copy in HF's layout), then heads a tile with the UB left (a position's heads are
+    // one copy in the transposed layout, and when the positions are few: decode).
     const std::int64_t max_group = std::min({s.seq, per_core, kMaxBlockCount});
     const std::int64_t max_heads = std::min<std::int64_t>(std::max<std::int64_t>(s.heads, 1), kMaxBlockCount);
-    std::int64_t group = 1;
-    std::int64_t heads = 1;
-    if (s.head_stride < s.pos_stride) {
-      heads = largest(max_heads, [&](std::int64_t g) { return z.fits(p, n, 1, g, depth); });
-      group = largest(max_group, [&](std::int64_t r) { return z.fits(p, n, r, heads, depth); });
-    } else {
-      group = largest(max_group, [&](std::int64_t r) { return z.fits(p, n, r, 1, depth); });
-      heads = largest(max_heads, [&](std::int64_t g) { return z.fits(p, n, group, g, depth); });
-    }
+    std::int64_t group = largest(max_group, [&](std::int64_t r) { return z.fits(p, n, r, 1, depth); });
+    const std::int64_t heads = largest(max_heads, [&](std::int64_t g) { return z.fits(p, n, group, g, depth); });
     // Evened out: the groups of a core's run of positions (within a batch row) of one size.
     const std::int64_t run = std::min(s.seq, per_core);
     if (group < run) group = ceil_div(run, ceil_div(run, group));

@@ -30,10 +30,11 @@ namespace opreg::npu::rope {
 enum class Impl : std::uint8_t { rows, chunked };
 std::string_view to_string(Impl impl);
 
-// The problem as the planner sees it: what the registry's choice key holds (q's shape and
-// strides, the dtypes, the pairing, whether positions are given). k's head count, the tables'
-// width and rows are not in that key, so nothing planned depends on them: the kernel takes k's
-// heads a tile at a time and reserves a row of D entries for a table chunk whatever its width.
+// The problem as the planner sees it: what the registry's choice key holds (q's shape, the
+// dtypes, the pairing). k's head count, the tables' width and rows, the strides and whether an
+// output is its input are not all in that key, so nothing planned depends on them: the kernel
+// takes k's heads a tile at a time, reserves a row of D entries for a table chunk whatever its
+// width, and picks each copy's walk and synchronisation from the strides it is launched with.
 struct RopeSizes {
   family::Elem x = family::Elem::f32;
   family::Elem w = family::Elem::f32;
@@ -42,9 +43,7 @@ struct RopeSizes {
   std::int64_t batch = 0;
   std::int64_t seq = 0;
   std::int64_t dim = 0;
-  std::int64_t heads = 0;          // q's
-  std::int64_t head_stride = 0;    // q's, in elements
-  std::int64_t pos_stride = 0;     // q's t stride
+  std::int64_t heads = 0;  // q's
 };
 RopeSizes sizes_of(const family::Rope& d);
 
@@ -69,14 +68,16 @@ struct RopePlan {
   std::int64_t ub_bytes = 0;
 };
 
-// The kernel's UB. Queues: q's or k's heads in and out (x dtype), the cos and sin rows as they
-// come from GM (the table dtype, a row of `pitch`). Scratch: the tile as float (16-bit x), the
-// angles as float (16-bit tables, or spread over the interleaved pairs, whole 64-float repeats
-// for the sign's masked Muls), and for interleaved pairs the Gather offsets that spread an angle
-// over its pair and that swap a pair's neighbours. A 16-bit x's head takes one or two float
-// products (t1, t2); an f32 x's head is rotated exactly (kernels.cpp): the angles clamped and
-// split in halves once a table tile (6 rows of floats: `parts`), and each head's operands clamped
-// and split with the products' scratch (10: `exact`), interleaved pairs' swapped head in t1.
+// The kernel's UB. Queues: q's or k's heads in and out (x dtype; a tile is its runs x1, x2 (or
+// the interleaved pairs) of every head at every position, each run of all its heads one span),
+// the cos and sin rows as they come from GM (the table dtype, a row of `pitch`). Scratch: the tile
+// as float (16-bit x), the angles as float (16-bit tables cast; over a tile's span where they are
+// spread over interleaved pairs by Gather or copied for several heads a tile: whole 64-float
+// repeats for the sign's masked Muls), and for interleaved pairs the Gather offsets that spread an
+// angle over its pair and that swap a pair's neighbours. A 16-bit x's tile takes one or two float
+// products (t1, t2); an f32 x's tile is rotated exactly (kernels.cpp): the angles clamped and
+// split in halves once a table tile (6 rows of floats: `parts`), and the tile's operands clamped
+// and split with the products' scratch (10: `exact`), interleaved pairs' swapped tile in t1.
 // The exact path's rows are placed for the UB's bank groups [S30]: `pad` starts `parts` at a
 // 512-byte multiple of UB, every row takes exact_row_bytes, and a row sits at its start or 256
 // bytes into it, so that the two sources of each binary instruction of the exact products read
@@ -87,11 +88,13 @@ struct RopeLayout {
     return {x_in, x_out, cos_raw, sin_raw, x_f32, cos_f32, sin_f32, t1, t2, spread, swap, pad, parts, exact};
   }
 };
-// Rows of floats in `parts` and in `exact` (each `group` x `pitch` floats), and the bytes a row
-// takes there: its floats and a 256-byte shift, in whole 512-byte lines.
+// Rows of floats in `parts` and in `exact` (each a tile's span: heads_per_tile x group x pitch
+// floats), and the bytes a row takes there: its floats and a 256-byte shift, in whole 512-byte lines.
 inline constexpr std::int64_t kAngleParts = 6;
 inline constexpr std::int64_t kExactRows = 10;
-inline std::int64_t exact_row_bytes(const RopePlan& p) { return (p.group * p.pitch * 4 + 256 + 511) / 512 * 512; }
+inline std::int64_t exact_row_bytes(const RopePlan& p) {
+  return (p.heads_per_tile * p.group * p.pitch * 4 + 256 + 511) / 512 * 512;
+}
 RopeLayout layout(const RopePlan& plan);
 // The shape the layout's items are sized at (every item is bytes: the tile is two-dimensional).
 inline TileShape shape_of(const RopePlan&) { return TileShape{1, 0, 1, 1}; }
