@@ -11,25 +11,28 @@
 // copied in while the current one computes). A position whose row is outside the table is not
 // read: its angles are NaN, so its outputs are.
 //
-// Half pairs (i, i + D/2): a tile row holds a run of x1 and one of x2 (two copies a head, each
-// landing 32-byte aligned), and
-//   o1 = x1 c - x2 s,  o2 = x2 c + x1 s          (Mul, Mul, Mul, Mul, Sub, Add on the rows)
-// Interleaved pairs (2i, 2i + 1): a tile row holds the pairs as they are. The vector unit has no
-// lane shift, so Gather does the two moves across lanes: once a table tile, it spreads each angle
-// over its pair (c and s at lanes 2i and 2i + 1, from entry i or 2i of the row: the table's
-// step), and a masked Muls signs s (-s at even lanes forward, at odd lanes backward); a head then
-// takes
+// A tile holds its heads' runs one after another: x1 of every head at every position, then x2
+// (half pairs (i, i + D/2): two runs a head, each row landing 32-byte aligned), or the pairs as
+// they are (interleaved (2i, 2i + 1): one run). The angles are made over the same span (the
+// group's rows once for each head of a tile: copies by Muls, doubling), so one instruction covers
+// the tile:
+//   o1 = x1 c - x2 s,  o2 = x2 c + x1 s          (Mul, Mul, Mul, Mul, Sub, Add)
+// For interleaved pairs the vector unit has no lane shift, so Gather does the two moves across
+// lanes: once a table tile it spreads each angle over its pair (c and s at lanes 2i and 2i + 1,
+// from entry i or 2i of the row: the table's step), and a masked Muls signs s (-s at even lanes
+// forward, at odd lanes backward); a tile then takes
 //   o = x * c' + swap(x) * s'                    (Gather, Mul, Mul, Add)
 // where swap exchanges the lanes of each pair (Gather with byte offsets (j ^ 1) * 4). The two
-// offset tensors are built once a launch: eight by the scalar unit, the rest by doubling with Adds.
+// offset tensors are built once a launch: eight by the scalar unit, the rest by doubling with
+// Adds. An f32 x takes each output exactly instead (ExactTile, below).
 //
 // q, k and their outputs are read and written through their strides (the last dim contiguous):
 // a tile's copy walks its positions (one DataCopyPad a head) or its heads (one a position),
 // whichever gives the longer copies and has a GM gap DataCopyPad can express (else one copy a
 // run). An output may be its input: a tile reads all its elements before it writes them, and
 // tiles do not share elements. Where the tiles' copies of an in-place side are strided so that
-// one copy's span reaches over another tile's elements, MTE2 waits for MTE3 before each copy in
-// (the emulator checks GM hazards by spans, as a conservative device would).
+// one copy's span reaches over another tile's elements (HF's transposed views walked by
+// positions), MTE2 waits for MTE3 before each copy in: the emulator checks GM hazards by spans.
 #include <cstdint>
 #include <string>
 #include <vector>
