@@ -301,21 +301,24 @@ err 2 "run: --dtype is given twice ('f32' and 'f32')" "${run[@]}" rms_norm.fwd -
 # Also the edge-case values on every op (the conformance grids cover every variant; this is the
 # command line end to end).
 ops=(rms_norm.fwd rms_norm.bwd fused_add_rms_norm.fwd fused_add_rms_norm.bwd layer_norm.fwd layer_norm.bwd
-  group_norm.fwd group_norm.bwd geglu.fwd geglu.bwd swiglu.fwd swiglu.bwd)
+  group_norm.fwd group_norm.bwd geglu.fwd geglu.bwd swiglu.fwd swiglu.bwd rope.fwd rope.bwd)
 applies() {  # OPTION OP
   case $1 in
-    --wdtype | --eps | --no-weight) [[ $2 != geglu.* && $2 != swiglu.* ]] ;;
+    --wdtype) [[ $2 != geglu.* && $2 != swiglu.* ]] ;;
+    --eps | --no-weight) [[ $2 != geglu.* && $2 != swiglu.* && $2 != rope.* ]] ;;
     --offset | --casting) [[ $2 == rms_norm.* || $2 == fused_add_rms_norm.* ]] ;;
     --groups) [[ $2 == group_norm.* ]] ;;
     --no-bias) [[ $2 == layer_norm.* || $2 == group_norm.* ]] ;;
-    --inplace) [[ $2 == *.bwd ]] ;;
+    --inplace) [[ $2 == *.bwd || $2 == rope.* ]] ;;
+    --kv-heads | --style | --table | --transposed) [[ $2 == rope.* ]] ;;
   esac
 }
 for op in "${ops[@]}"; do
   shape=(--shape 3x8)
   [[ $op == group_norm.* ]] && shape=(--shape 2x6x4)
+  [[ $op == rope.* ]] && shape=(--shape 2x3x4x8)
   for option in "--wdtype f32" "--eps 1e-5" "--offset 0.5" "--casting gemma" "--groups 2" --inplace --no-weight \
-    --no-bias; do
+    --no-bias "--kv-heads 2" "--style interleaved" "--table positions" --transposed; do
     name=${option%% *}
     if applies "$name" "$op"; then
       ok "${run[@]}" "$op" --device cpu "${shape[@]}" --repeat 1 $option
@@ -328,6 +331,11 @@ for op in "${ops[@]}"; do
   done
 done
 err 2 'offset = 1 without a weight' "${run[@]}" fused_add_rms_norm.bwd --device cpu --shape 2x3 --no-weight --offset 1
+# rope's layouts: an odd head dim and a q that is not [B, heads, T, D] are refused, naming both.
+err 2 'rope.fwd: q has head dim D = 7 (shape [2x3x4x7]); accepted: an even D >= 2' "${run[@]}" rope.fwd --device cpu \
+  --shape 2x3x4x7
+err 2 'rope.bwd: dq_out has 3 dims (shape [2x3x8]); accepted: [B, heads, T, D]' "${run[@]}" rope.bwd --device cpu \
+  --shape 2x3x8
 err 2 "run: --wdtype does not apply: layer_norm.fwd runs without a weight or a bias" \
   "${run[@]}" layer_norm.fwd --no-weight --no-bias --wdtype f32
 err 2 'group_norm.fwd' "${run[@]}" group_norm.fwd --device cpu --shape 6 --groups 1

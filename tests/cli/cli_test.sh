@@ -100,11 +100,12 @@ expect_result() {
 }
 
 num='[0-9][0-9.e+-]*'
-for base in rms_norm fused_add_rms_norm layer_norm group_norm geglu swiglu; do
+for base in rms_norm fused_add_rms_norm layer_norm group_norm geglu swiglu rope; do
   for dir in fwd bwd; do
     op=$base.$dir
     shape=(--shape 3x5)
     [[ $base == group_norm ]] && shape=(--shape 2x6x5 --groups 3)
+    [[ $base == rope ]] && shape=(--shape 2x3x5x8 --kv-heads 1 --style interleaved --table positions --transposed)
     wdtype=f32
     [[ $base == geglu || $base == swiglu ]] && wdtype=-
     expect_result "^result op=$op device=cpu emulated=0 variant=cpu\.$op\.[a-z0-9_]+ dtype=f32 wdtype=$wdtype \
