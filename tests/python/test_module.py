@@ -41,6 +41,28 @@ def test_signature_comes_from_the_manifest():
     assert [t["name"] for t in sig["tensors"]] == ["x", "weight", "y", "rstd"]
     assert {s["name"]: s["default"] for s in sig["scalars"]} == {"eps": "1e-6", "offset": "0.0", "casting": "llama"}
     assert opreg.signature("rms_norm.bwd")["tensors"][4]["partner"] == "dy"
+    rope = opreg.signature("rope.fwd")
+    assert [(t["name"], t["kind"]) for t in rope["tensors"]] == [
+        ("q", "act"), ("k", "act2"), ("cos", "table"), ("sin", "table"), ("position_ids", "index"),
+        ("q_out", "act"), ("k_out", "act2")]
+    assert {s["name"]: (s["type"], s["default"]) for s in rope["scalars"]} == {"style": ("rope_style", "half")}
+
+
+def test_rope_through_the_module_strided_and_with_position_ids():
+    q = torch.randn(2, 5, 3, 8).transpose(1, 2)  # HF's view of [B, T, H, D] memory
+    k = torch.randn(2, 5, 1, 8).transpose(1, 2)
+    cos, sin = torch.randn(7, 8), torch.randn(7, 8)
+    pos = torch.tensor([[6, 0, 3, 1, 2], [5, 4, 3, 2, 1]])
+    q_out, k_out = torch.empty_like(q), torch.empty_like(k)
+    opreg.rope_fwd(q, k, cos, sin, pos, q_out, k_out, style="interleaved")
+    c, s = cos[pos][:, None, :, 0::2], sin[pos][:, None, :, 0::2]  # pair i: entry 2i of a full row
+    x1, x2 = q[..., 0::2], q[..., 1::2]
+    want = torch.stack((x1 * c - x2 * s, x2 * c + x1 * s), dim=-1).flatten(-2)
+    assert torch.allclose(q_out, want, atol=1e-5, rtol=1e-5)
+    with pytest.raises(opreg.InvalidArgumentError, match="rope.fwd: rope style 'sideways' is not accepted"):
+        opreg.rope_fwd(q, k, cos, sin, pos, q_out, k_out, style="sideways")
+    with pytest.raises(opreg.InvalidArgumentError, match="position_ids"):
+        opreg.rope_fwd(q, k, cos, sin, pos[:, :4], q_out, k_out)
 
 
 def _rms_args(rows=4, hidden=64, dtype=torch.float32):
