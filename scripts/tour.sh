@@ -26,7 +26,8 @@ section opreg ops
 "$opreg" ops || status=1
 
 # op, then its options. The norms run bf16 activations with f32 weights (mixed-precision
-# training); the glu ops have no weight. 256 rows of 4096 (and 8x64x1024 for group_norm) keep
+# training); the glu ops have no weight; rope turns HF's transposed q (32 heads) and k (8) by a
+# shared bf16 table. 256 rows of 4096 (8x64x1024 for group_norm, 256 positions for rope) keep
 # a run to a fraction of a second on 2 cores, most of it the double-precision reference check.
 runs=(
   "rms_norm.fwd --dtype bf16 --wdtype f32 --shape 256x4096"
@@ -41,6 +42,8 @@ runs=(
   "geglu.bwd --dtype bf16 --shape 256x4096"
   "swiglu.fwd --dtype bf16 --shape 256x4096"
   "swiglu.bwd --dtype bf16 --shape 256x4096"
+  "rope.fwd --dtype bf16 --shape 1x32x256x128 --kv-heads 8 --transposed"
+  "rope.bwd --dtype bf16 --shape 1x32x256x128 --kv-heads 8 --transposed"
 )
 
 section opreg run "(each op on the default device, --repeat 3)"
