@@ -134,6 +134,14 @@ namespace {
 
 constexpr const char* kHeadsLayout = "[B, heads, T, D]";
 
+// rope's tensors are read along their last dim with unit stride.
+void unit_last_stride(const char* op, const char* name, const Tensor& t, const char* dim) {
+  if (t.numel() > 0 && t.stride(t.ndim() - 1) != 1) {
+    fail(ErrorKind::invalid_argument, "{}: {} has strides [{}]; accepted: the last dim{} contiguous, stride 1", op,
+         name, fmt::join(t.strides(), ", "), dim);
+  }
+}
+
 // rope's tensors are read through their strides, which must not be negative.
 void forward_strides(const char* op, const char* name, const Tensor& t) {
   for (auto st : t.strides()) {
@@ -156,10 +164,7 @@ void rope_heads(const char* op, const char* name, const Tensor& t) {
          "D's first D - 1 elements and pass the last through, as Liger-Kernel does)", op, name, t.size(3),
          t.shape().str());
   }
-  if (t.numel() > 0 && t.stride(3) != 1) {
-    fail(ErrorKind::invalid_argument, "{}: {} has strides [{}]; accepted: the last dim (D) contiguous, stride 1", op,
-         name, fmt::join(t.strides(), ", "));
-  }
+  unit_last_stride(op, name, t, " (D)");
   forward_strides(op, name, t);
 }
 
@@ -189,10 +194,7 @@ bool self_overlapping(const Tensor& t) {
 void rope_output(const char* op, const char* name, const Tensor& t, const char* in_name, const Tensor& in) {
   like(op, name, t, in_name, in);
   forward_strides(op, name, t);
-  if (t.numel() > 0 && t.stride(3) != 1) {
-    fail(ErrorKind::invalid_argument, "{}: {} has strides [{}]; accepted: the last dim (D) contiguous, stride 1", op,
-         name, fmt::join(t.strides(), ", "));
-  }
+  unit_last_stride(op, name, t, " (D)");
   if (self_overlapping(t)) {
     fail(ErrorKind::invalid_argument, "{}: output {} has strides [{}] for shape [{}], which put two elements in one "
          "place; accepted: an output whose elements are apart", op, name, fmt::join(t.strides(), ", "),
@@ -238,10 +240,7 @@ void rope(const char* op, const RopeCall& c) {
   }
   like(op, "sin", c.sin, "cos", cos);
   for (const auto* t : {&c.cos, &c.sin}) {
-    if (t->numel() > 0 && t->stride(nd - 1) != 1) {
-      fail(ErrorKind::invalid_argument, "{}: {} has strides [{}]; accepted: the last dim contiguous, stride 1", op,
-           t == &c.cos ? "cos" : "sin", fmt::join(t->strides(), ", "));
-    }
+    unit_last_stride(op, t == &c.cos ? "cos" : "sin", *t, "");
     forward_strides(op, t == &c.cos ? "cos" : "sin", *t);
   }
   if (positions) {

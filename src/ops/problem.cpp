@@ -195,7 +195,8 @@ class ImplBase {
   Device device;
   std::vector<Slot> slots;
   bool reference_done = false;
-  std::uint64_t args_bytes = 0;  // rope: bytes_moved(args), which the shape alone does not say
+  // bytes_moved of the problem's own arguments (the host copies: the same tensors).
+  virtual std::uint64_t bytes() const = 0;
 };
 
 template <class E>
@@ -334,8 +335,9 @@ class TypedProblem final : public ImplBase {
       if (!any) fail(ErrorKind::invalid_argument, "in-place runs apply to the ops with an in-place form (the backward ops, rope)");
     }
     E::op().def().check(E::op().def(), &dev_);
-    if constexpr (S::family == manifest::Family::rope) args_bytes = bytes_moved(host_);
   }
+
+  std::uint64_t bytes() const override { return bytes_moved(host_); }
 
   DispatchResult run(const ExecContext* ctx) override { return reg->call(E::op(), dev_, ctx); }
 
@@ -601,14 +603,6 @@ CheckReport Problem::check() {
   return report;
 }
 
-std::uint64_t Problem::bytes() const {
-  if (impl_->typed->args_bytes != 0) return impl_->typed->args_bytes;
-  const ProblemSpec& s = impl_->typed->spec;
-  const std::string_view op = s.op;
-  const ProblemOptions o = problem_options(op);
-  const manifest::OpInfo& info = known_op(op);
-  return bytes_moved(info.base, info.direction, s.shape, s.dtype, s.wdtype, s.groups, o.weight && s.has_weight,
-                     o.bias && s.has_bias);
-}
+std::uint64_t Problem::bytes() const { return impl_->typed->bytes(); }
 
 }  // namespace opreg
