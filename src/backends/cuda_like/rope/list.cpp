@@ -9,7 +9,7 @@
 namespace opreg::cuda_like {
 
 void register_rope(Registry& r) {
-  const std::vector<Tunable> tunables{{"threads", "lanes x slots, at most " + std::to_string(kRopeMaxThreads)},
+  const std::vector<Tunable> tunables{{"threads", std::to_string(kRopeThreads) + ", a group of pairs each"},
                                       {"access_bytes", "16 or 1 element"}};
   register_list(r, rope_fwd_op(), "cuda", {family_entry<RopeFwdArgs, &rope_plan, &rope_run>("heads", tunables)});
   register_list(r, rope_bwd_op(), "cuda", {family_entry<RopeBwdArgs, &rope_plan, &rope_run>("heads", tunables)});

@@ -11,11 +11,6 @@
 namespace opreg::cuda_like {
 namespace {
 
-// A block's threads, at most (several positions share a block when their heads are few).
-constexpr std::int64_t kTargetThreads = 256;
-// Resident blocks of kTargetThreads a multiprocessor is given (2048 threads on sm_80 and later).
-constexpr std::int64_t kBlocksPerSm = 8;
-
 std::size_t elem_bytes(family::Elem e) { return e == family::Elem::f32 ? 4 : 2; }
 
 bool on16(const void* p, std::int64_t elements, std::size_t bytes) {
@@ -32,6 +27,15 @@ bool side16(const family::RopeSide& s, std::int64_t half, std::size_t bytes) {
 
 }  // namespace
 
+FastDiv fast_div(std::int64_t d) {
+  FastDiv f;
+  if (d < 1 || d >= (std::int64_t{1} << 31)) return f;
+  f.d = static_cast<std::uint32_t>(d);
+  while ((std::uint64_t{1} << f.shift) < f.d) ++f.shift;
+  f.mul = static_cast<std::uint32_t>(((std::uint64_t{1} << 32) * ((std::uint64_t{1} << f.shift) - f.d)) / f.d + 1);
+  return f;
+}
+
 void rope_plan(const family::Rope& d, const GpuInfo& gpu, RopeLaunch& plan) {
   const std::size_t bytes = elem_bytes(d.type);
   const std::int64_t half = d.dim / 2;
@@ -43,20 +47,22 @@ void rope_plan(const family::Rope& d, const GpuInfo& gpu, RopeLaunch& plan) {
   // Else one element of each side of a pair (half), or one pair (interleaved), at a time.
   plan.width = vec ? static_cast<int>(width) : interleaved ? 2 : 1;
   const std::int64_t groups = span / plan.width;
-  plan.lanes = static_cast<int>(std::min<std::int64_t>(groups, kRopeMaxThreads));
-  // About kRopeBatch heads a thread, as many positions a block as fill kTargetThreads.
-  const std::int64_t heads = d.q.heads + d.k.heads;
-  const std::int64_t room = std::max<std::int64_t>(kTargetThreads / plan.lanes, 1);
-  plan.slots = static_cast<int>(std::clamp<std::int64_t>((heads + kRopeBatch - 1) / kRopeBatch, 1, room));
-  plan.per_block = static_cast<int>(std::max<std::int64_t>(kTargetThreads / (plan.lanes * plan.slots), 1));
-  const std::int64_t positions = d.batch * d.seq;
-  const std::int64_t blocks = (positions + plan.per_block - 1) / plan.per_block;
-  plan.blocks = static_cast<int>(
-      std::clamp<std::int64_t>(blocks, 1, static_cast<std::int64_t>(gpu.sm_count) * kBlocksPerSm * 64));
+  const std::int64_t per_position = (d.q.heads + d.k.heads) * groups;
+  RopeGrid& g = plan.grid;
+  g.items = d.batch * d.seq * per_position;
+  g.per_position = fast_div(per_position);
+  g.groups = fast_div(groups);
+  g.seq = fast_div(d.seq);
+  g.narrow = g.items < (std::int64_t{1} << 31);
+  // A thread for each group, the blocks at most the 64 waves of 8 a multiprocessor (a larger
+  // problem strides).
+  const std::int64_t blocks = (g.items + kRopeThreads - 1) / kRopeThreads;
+  plan.blocks = static_cast<unsigned>(
+      std::clamp<std::int64_t>(blocks, 1, static_cast<std::int64_t>(gpu.sm_count) * 8 * 64));
   // Angles as vectors: a half-length or half-style row read from its start, every row on 16 bytes.
   const std::size_t tbytes = elem_bytes(d.table_type);
   const std::int64_t pairs = interleaved ? plan.width / 2 : plan.width;
-  plan.table16 = d.table_step == 1 && static_cast<std::size_t>(pairs) * tbytes % 16 == 0 &&
+  g.table16 = d.table_step == 1 && static_cast<std::size_t>(pairs) * tbytes % 16 == 0 &&
                  on16(d.cos, 0, tbytes) && on16(d.sin, 0, tbytes) && on16(nullptr, d.cos_stride[0], tbytes) &&
                  on16(nullptr, d.cos_stride[1], tbytes) && on16(nullptr, d.sin_stride[0], tbytes) &&
                  on16(nullptr, d.sin_stride[1], tbytes);
