@@ -37,6 +37,23 @@ OPREG_DEV float rotate1(float x1, float c, float x2, float s) {
   }
 }
 
+// store_pack, evict-first (CUDA's streaming store) for 16-byte packs of f32: measured on an H200
+// at 4 x 4096 x (32 + 8) x 128 in HF's layout, f32 166.8 against 177.9 us with plain stores,
+// where bf16 loses (88.3 against 87.1).
+template <class E, int N>
+OPREG_DEV void store_group(typename E::T* p, const Pack<E, N>& in) {
+#if !defined(OPREG_USE_HIP)
+  if constexpr (std::is_same_v<E, F32> && (N * sizeof(float)) % 16 == 0) {
+#pragma unroll
+    for (int i = 0; i < static_cast<int>(N * sizeof(float) / 16); ++i) {
+      __stcs(reinterpret_cast<float4*>(p) + i, reinterpret_cast<const float4*>(in.v)[i]);
+    }
+    return;
+  }
+#endif
+  store_pack<E, N>(p, in);
+}
+
 // n / f.d for n < 2^31: a multiply-high, an add and a shift (FastDiv, plan.h).
 OPREG_DEV std::uint32_t divide(std::uint32_t n, const FastDiv& f) { return (__umulhi(n, f.mul) + n) >> f.shift; }
 
@@ -133,7 +150,7 @@ __global__ void __launch_bounds__(kRopeThreads) rope_kernel(const family::Rope d
         x[kSides - 1].v[i2] = E::store(rotate1<kExact>(x2, c, -x1, sn));
       }
 #pragma unroll
-      for (int side = 0; side < kSides; ++side) store_pack<E, N>(out + side * second, x[side]);
+      for (int side = 0; side < kSides; ++side) store_group<E, N>(out + side * second, x[side]);
     };
     // The group's angles (the heads of a position read the same ones: they come from cache).
     if (w.table16 && !outside) {
