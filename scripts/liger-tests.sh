@@ -31,6 +31,8 @@ done
 [[ ${#files[@]} -gt 0 ]] || { echo "liger-tests: none of the seven test files is in $dir/test/transformers" >&2; exit 2; }
 
 opreg_path=${OPREG_PYTHONPATH:-}
+# Read here only: opreg warns about an OPREG_* variable it does not read, once per process.
+unset OPREG_PYTHONPATH
 if [[ -z $opreg_path ]] && compgen -G "$root/build/python/opreg/_opreg*.so" >/dev/null; then
   opreg_path=$root/build/python
 fi
