@@ -1,7 +1,8 @@
 // rope on the GPU, forward and backward (sin negated): one pass over q and k together. A thread
-// takes one group of pairs of one head at one (b, t) position, its packs and its angles: 30-38
-// registers, so a multiprocessor holds 1536-2048 threads and the loads of that many groups are
-// in flight. The groups of a head and the heads of a position are neighbouring threads, so the
+// takes one group of pairs of one head at one (b, t) position, its packs and its angles: 30-32
+// registers in the common instantiations, so a multiprocessor holds all 2048 threads and the
+// loads of that many groups are in flight (f32's half pairs 40, a 16-bit q with an f32 table 44:
+// 1536 and 1280 threads). The groups of a head and the heads of a position are neighbouring threads, so the
 // angles they share come from cache (and under HF's transposed layout a position's heads are one
 // contiguous run); a thread finds its group with divisions by multiply and shift. Groups are
 // 16-byte accesses where every head starts on 16 bytes, else single elements (single pairs,
